@@ -1,0 +1,401 @@
+package pram
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	mmap "github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
+)
+
+// Arena is an open, mapped persistent-RAM arena.
+//
+// Concurrency: the accessors may be called from many goroutines; the layers
+// above serialize writers (one Tx at a time, see Begin) and exclude readers
+// from ranges a writer is changing.
+type Arena struct {
+	path  string
+	f     *os.File
+	m     mmap.MMap
+	geo   Geometry
+	kind  Kind
+	dirty bool // the arena was not closed cleanly before this Open
+
+	recovered int // undo entries rolled back by this Open
+
+	txMu sync.Mutex // held by the open Tx
+	tx   Tx
+
+	storeHook func() // test hook, see SetStoreHook
+}
+
+// Kind is the type of backing store.
+type Kind int
+
+// Backing store kinds.
+const (
+	KindFile Kind = iota // a regular file (sparse)
+	KindDAX              // a device-DAX character device
+	KindBlock            // a block device such as /dev/pmem0
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindDAX:
+		return "device-dax"
+	case KindBlock:
+		return "block device"
+	}
+	return "file"
+}
+
+// Options tunes Format.
+type Options struct {
+	Size       uint64            // bytes; for devices 0 means the whole device
+	JournalLen uint64            // 0 chooses a default from Size
+	Features   uint32            // feature flags to record
+	Params     [NumParams]uint64 // static parameters of the layers above
+	UUID       *[16]byte         // nil generates a random one
+}
+
+// DefaultJournalLen is the journal size Format picks for an arena of size n:
+// 1/128 of the arena, at least 256 KiB and at most 64 MiB.
+func DefaultJournalLen(n uint64) uint64 {
+	j := n / 128
+	j = max(j, 256<<10)
+	j = min(j, 64<<20)
+	return j &^ (PageSize - 1)
+}
+
+// Format creates (if needed) and formats path as an empty arena. A regular
+// file is created sparse at opts.Size; a device is formatted over its whole
+// size (or opts.Size if smaller). The returned arena is open and locked.
+func Format(path string, opts Options) (*Arena, error) {
+	f, kind, devSize, err := openBacking(path, true)
+	if err != nil {
+		return nil, err
+	}
+	size := opts.Size
+	if kind == KindFile {
+		if size == 0 {
+			f.Close()
+			return nil, fmt.Errorf("%s: no arena size given for a new image file", path)
+		}
+	} else if size == 0 || size > devSize {
+		size = devSize
+	}
+	size &^= PageSize - 1
+	if size < MinSize {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: %d bytes, need at least %d", path, ErrTooSmall, size, MinSize)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if kind == KindFile {
+		// Truncate to zero first so stale bytes of an old image never survive.
+		if err := f.Truncate(0); err == nil {
+			err = f.Truncate(int64(size))
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: sizing image: %w", path, err)
+		}
+	}
+	jl := opts.JournalLen
+	if jl == 0 {
+		jl = DefaultJournalLen(size)
+	}
+	jl = (jl + PageSize - 1) &^ (PageSize - 1)
+	g := Geometry{Size: size, JournalOff: PageSize, JournalLen: jl, HeapOff: Off(PageSize + jl),
+		Features: opts.Features, CreatedNs: time.Now().UnixNano(), Params: opts.Params}
+	if opts.UUID != nil {
+		g.UUID = *opts.UUID
+	} else if _, err := rand.Read(g.UUID[:]); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := g.check(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err := mmap.MapRegion(f, int(size), mmap.RDWR, 0, 0)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: mapping %d bytes: %w", path, size, err)
+	}
+	a := &Arena{path: path, f: f, m: m, geo: g, kind: kind}
+	if kind != KindFile {
+		clear(m[:uint64(g.HeapOff)]) // devices hold old contents
+	}
+	// Write the superblock last, after the journal header is zero, and make
+	// both durable: a half-formatted image has no valid magic.
+	clear(m[:PageSize])
+	clear(m[g.JournalOff : uint64(g.JournalOff)+journalHeader])
+	if err := a.Persist(0, uint64(g.HeapOff)); err != nil {
+		a.unmap()
+		return nil, err
+	}
+	encodeSuper(m[:PageSize], g)
+	binary.LittleEndian.PutUint64(m[offState:], StateDirty)
+	binary.LittleEndian.PutUint64(m[offMounts:], 1)
+	if err := a.Persist(0, PageSize); err != nil {
+		a.unmap()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Open maps an existing arena, validates its superblock, rolls back a
+// transaction that a crash interrupted, and marks the arena dirty until
+// Close. Errors name the path and wrap the sentinel errors of errors.go.
+func Open(path string) (*Arena, error) {
+	f, kind, devSize, err := openBacking(path, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	page := make([]byte, PageSize)
+	if n, err := f.ReadAt(page, 0); n < superDynEnd {
+		f.Close()
+		if err != nil && n == 0 {
+			return nil, fmt.Errorf("%s: %w: cannot read superblock: %v", path, ErrNotConquest, err)
+		}
+		return nil, fmt.Errorf("%s: %w: image is only %d bytes", path, ErrNotConquest, n)
+	}
+	g, err := Validate(page, devSize)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err := mmap.MapRegion(f, int(g.Size), mmap.RDWR, 0, 0)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: mapping %d bytes: %w", path, g.Size, err)
+	}
+	a := &Arena{path: path, f: f, m: m, geo: g, kind: kind}
+	a.dirty = a.U64(offState) != StateClean
+	n, err := a.recover()
+	if err != nil {
+		a.unmap()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	a.recovered = n
+	a.PutU64(offState, StateDirty)
+	a.PutU64(offMounts, a.U64(offMounts)+1)
+	if err := a.Persist(0, PageSize); err != nil {
+		a.unmap()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Close marks the arena clean, flushes it and releases the mapping and lock.
+// An open transaction is rolled back first.
+func (a *Arena) Close() error {
+	if a.m == nil {
+		return nil
+	}
+	if a.tx.active {
+		a.tx.Abort()
+	}
+	err := a.Sync()
+	if err == nil {
+		a.PutU64(offState, StateClean)
+		err = a.Persist(0, PageSize)
+	}
+	if e := a.unmap(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// Abandon releases the mapping and lock without marking the arena clean, as
+// a crash would. Tests use it to simulate kill -9.
+func (a *Arena) Abandon() error { return a.unmap() }
+
+func (a *Arena) unmap() error {
+	if a.m == nil {
+		return nil
+	}
+	err := a.m.Unmap()
+	a.m = nil
+	if e := a.f.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// Path is the arena's backing path.
+func (a *Arena) Path() string { return a.path }
+
+// Kind is the type of backing store.
+func (a *Arena) Kind() Kind { return a.kind }
+
+// Geometry is the arena's static description.
+func (a *Arena) Geometry() Geometry { return a.geo }
+
+// Size is the arena's length in bytes.
+func (a *Arena) Size() uint64 { return a.geo.Size }
+
+// WasDirty reports whether the arena had not been closed cleanly before
+// this Open (the daemon crashed or was killed).
+func (a *Arena) WasDirty() bool { return a.dirty }
+
+// Recovered is the number of undo records this Open rolled back.
+func (a *Arena) Recovered() int { return a.recovered }
+
+// Mounts is the number of times the arena has been opened.
+func (a *Arena) Mounts() uint64 { return a.U64(offMounts) }
+
+// Root returns root slot i, a word of the superblock the upper layers use to
+// anchor their structures.
+func (a *Arena) Root(i int) uint64 { return a.U64(RootOff(i)) }
+
+// RootOff is the arena offset of root slot i, for Tx.Set64.
+func RootOff(i int) Off {
+	if i < 0 || i >= NumRoots {
+		panic(fmt.Errorf("%w: root slot %d", ErrOutOfRange, i))
+	}
+	return Off(offRoots + 8*i)
+}
+
+// InRange reports whether [off, off+n) lies inside the arena.
+func (a *Arena) InRange(off Off, n uint64) bool {
+	return uint64(off) <= a.geo.Size && n <= a.geo.Size-uint64(off)
+}
+
+// InHeap reports whether [off, off+n) lies inside the heap.
+func (a *Arena) InHeap(off Off, n uint64) bool {
+	return off >= a.geo.HeapOff && a.InRange(off, n)
+}
+
+// Bytes is the one accessor that turns an offset into memory: the n bytes at
+// off, aliasing the mapping. It panics with ErrOutOfRange if the range is
+// outside the arena. Writes through it bypass the journal: use them only for
+// memory the current transaction allocated (file data) or through a Tx.
+func (a *Arena) Bytes(off Off, n uint64) []byte {
+	if !a.InRange(off, n) {
+		panic(fmt.Errorf("%w: [%d, +%d) in arena of %d bytes", ErrOutOfRange, off, n, a.geo.Size))
+	}
+	return a.m[off : uint64(off)+n : uint64(off)+n]
+}
+
+func (a *Arena) word8(off Off) []byte {
+	if off&7 != 0 {
+		panic(fmt.Errorf("%w: unaligned word at %d", ErrOutOfRange, off))
+	}
+	return a.Bytes(off, 8)
+}
+
+// U64 reads the 8-byte word at off (8-aligned).
+func (a *Arena) U64(off Off) uint64 { return load64(a.word8(off)) }
+
+// PutU64 stores the 8-byte word at off with one store, bypassing the journal.
+func (a *Arena) PutU64(off Off, v uint64) { store64(a.word8(off), v) }
+
+// U32 reads a little-endian uint32 at off.
+func (a *Arena) U32(off Off) uint32 { return binary.LittleEndian.Uint32(a.Bytes(off, 4)) }
+
+// U16 reads a little-endian uint16 at off.
+func (a *Arena) U16(off Off) uint16 { return binary.LittleEndian.Uint16(a.Bytes(off, 2)) }
+
+// U8 reads the byte at off.
+func (a *Arena) U8(off Off) uint8 { return a.Bytes(off, 1)[0] }
+
+// Persist is a write-ordering point: it flushes [off, off+n) to the backing
+// store (msync MS_SYNC over the pages that cover it). On a file that lives on
+// tmpfs this is cheap and changes nothing; on a disk-backed file or a block
+// device it waits for the device.
+func (a *Arena) Persist(off Off, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	start := uint64(off) &^ (PageSize - 1)
+	end := min((uint64(off)+n+PageSize-1)&^(PageSize-1), a.geo.Size)
+	if err := unix.Msync(a.m[start:end], unix.MS_SYNC); err != nil {
+		return fmt.Errorf("%s: msync: %w", a.path, err)
+	}
+	return nil
+}
+
+// Sync flushes the whole arena.
+func (a *Arena) Sync() error { return a.Persist(0, a.geo.Size) }
+
+// openBacking opens path, creating a regular file when create is set and it
+// does not exist, and returns its kind and device size (0 for files, whose
+// size is checked against the superblock by Validate through Stat).
+func openBacking(path string, create bool) (*os.File, Kind, uint64, error) {
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return nil, 0, 0, err // *PathError names the path
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, 0, err
+	}
+	mode := st.Mode()
+	switch {
+	case mode.IsRegular():
+		return f, KindFile, uint64(st.Size()), nil
+	case mode&os.ModeDevice != 0 && mode&os.ModeCharDevice != 0:
+		n, err := daxSize(path)
+		if err != nil {
+			f.Close()
+			return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
+		}
+		return f, KindDAX, n, nil
+	case mode&os.ModeDevice != 0:
+		n, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKGETSIZE64)
+		if err != nil {
+			f.Close()
+			return nil, 0, 0, fmt.Errorf("%s: reading device size: %w", path, err)
+		}
+		return f, KindBlock, uint64(n), nil
+	}
+	f.Close()
+	return nil, 0, 0, fmt.Errorf("%s: not a regular file, device-DAX or block device", path)
+}
+
+// daxSize reads a device-DAX device's size from sysfs.
+func daxSize(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	sys := fmt.Sprintf("/sys/dev/char/%d:%d/size", unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev)))
+	b, err := os.ReadFile(sys)
+	if err != nil {
+		return 0, fmt.Errorf("not a device-DAX device (no %s): %w", sys, err)
+	}
+	var n uint64
+	if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &n); err != nil {
+		return 0, fmt.Errorf("bad size in %s: %w", filepath.Clean(sys), err)
+	}
+	return n, nil
+}
+
+// lockFile takes an exclusive advisory lock, or fails with ErrLocked.
+func lockFile(f *os.File) error {
+	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return ErrLocked
+	}
+	return err
+}

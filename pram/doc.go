@@ -1,0 +1,24 @@
+// Package pram owns the persistent-RAM arena: a file, a device-DAX character
+// device or a block device, mapped shared and writable, and addressed only by
+// byte offsets (Off, 0 = nil). The arena holds no Go pointers, so after a
+// restart it is used in place: no load step, no serialization.
+//
+// What pram owns:
+//   - the mapping (Open, Create, Close) and the advisory lock that keeps one
+//     daemon per arena;
+//   - the superblock at offset 0: magic, version, UUID, sizes, feature flags,
+//     clean/dirty state and a farm-hash checksum (Validate, sentinel errors in
+//     errors.go), plus a small array of root slots for the layers above;
+//   - the undo journal (Tx): every metadata store goes through a Tx, which
+//     records the old bytes before it changes them; Commit drops the record
+//     with one 8-byte store, and recovery on the next Open rolls back any Tx
+//     that had not committed. This makes each file-system operation atomic
+//     with respect to a crash of the daemon at any instruction;
+//   - Persist, the write-ordering point that flushes a range to the backing
+//     store (msync).
+//
+// What pram must never do: interpret the heap (that is package alloc), hold a
+// Go pointer inside the arena, or let any other package import unsafe. All
+// unsafe code is in unsafe.go; turning an offset into memory happens only in
+// Arena.Bytes and the word accessors next to it.
+package pram

@@ -1,0 +1,153 @@
+package pram
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	farm "github.com/dgryski/go-farm"
+)
+
+// Superblock layout (page 0). The static part [0, superStaticLen) is written
+// once by Format and covered by the checksum. The dynamic part (state, mount
+// counter, root slots) changes while mounted and is protected by the journal,
+// not the checksum; the consistency walk of the layers above checks it.
+const (
+	Magic          = "CONQPRAM"
+	Version uint32 = 1
+
+	offMagic      = 0   // [8]byte
+	offVersion    = 8   // uint32
+	offFeatures   = 12  // uint32
+	offUUID       = 16  // [16]byte
+	offSize       = 32  // uint64: arena bytes
+	offJournal    = 40  // uint64: journal offset
+	offJournalLen = 48  // uint64: journal length
+	offHeap       = 56  // uint64: first heap byte
+	offCreated    = 64  // int64: unix ns at format
+	offParams     = 72  // [NumParams]uint64: static parameters of upper layers
+	NumParams     = 8   //
+	offChecksum   = 136 // uint64: farm.Hash64 of [0, offChecksum)
+	superStatic   = 144 // length of the static part including checksum
+
+	offState      = 512 // uint64: StateClean or StateDirty
+	offMounts     = 520 // uint64: mount counter
+	offRoots      = 576 // [NumRoots]uint64
+	NumRoots      = 32
+	superDynEnd   = offRoots + 8*NumRoots
+	journalHeader = 64 // bytes of journal header before the entries
+
+	// MinSize is the smallest arena Format accepts.
+	MinSize = 1 << 20
+)
+
+// Arena state values kept in the superblock.
+const (
+	StateClean uint64 = 1 // closed by Close
+	StateDirty uint64 = 2 // open, or the process died while it was open
+)
+
+// Feature flags (the superblock's feature word). Unknown bits are refused.
+const (
+	FeatureDisk uint32 = 1 << 0 // a large-file disk is paired with this arena
+	knownFeatures      = FeatureDisk
+)
+
+// Geometry is the static description of an arena, fixed at Format time.
+type Geometry struct {
+	UUID       [16]byte
+	Size       uint64
+	JournalOff Off
+	JournalLen uint64
+	HeapOff    Off
+	Features   uint32
+	CreatedNs  int64
+	Params     [NumParams]uint64
+}
+
+// HeapEnd is the first byte past the heap.
+func (g Geometry) HeapEnd() Off { return Off(g.Size) }
+
+// UUIDString formats the UUID in the usual 8-4-4-4-12 form.
+func (g Geometry) UUIDString() string { return FormatUUID(g.UUID) }
+
+// FormatUUID formats a 16-byte UUID in the usual 8-4-4-4-12 form.
+func FormatUUID(u [16]byte) string {
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// encodeSuper writes the static superblock for g into page (len >= PageSize).
+func encodeSuper(page []byte, g Geometry) {
+	le := binary.LittleEndian
+	copy(page[offMagic:], Magic)
+	le.PutUint32(page[offVersion:], Version)
+	le.PutUint32(page[offFeatures:], g.Features)
+	copy(page[offUUID:], g.UUID[:])
+	le.PutUint64(page[offSize:], g.Size)
+	le.PutUint64(page[offJournal:], uint64(g.JournalOff))
+	le.PutUint64(page[offJournalLen:], g.JournalLen)
+	le.PutUint64(page[offHeap:], uint64(g.HeapOff))
+	le.PutUint64(page[offCreated:], uint64(g.CreatedNs))
+	for i, p := range g.Params {
+		le.PutUint64(page[offParams+8*i:], p)
+	}
+	le.PutUint64(page[offChecksum:], farm.Hash64(page[:offChecksum]))
+}
+
+// Validate checks a superblock image (the first page of an arena) against
+// the size of the device it was read from (0 skips the size check), and
+// returns the geometry. Errors wrap ErrNotConquest, ErrVersion, ErrChecksum,
+// ErrSizeMismatch or ErrCorrupt.
+func Validate(page []byte, deviceSize uint64) (Geometry, error) {
+	var g Geometry
+	if len(page) < superDynEnd {
+		return g, fmt.Errorf("%w: image is only %d bytes", ErrNotConquest, len(page))
+	}
+	if !bytes.Equal(page[offMagic:offMagic+8], []byte(Magic)) {
+		return g, ErrNotConquest
+	}
+	le := binary.LittleEndian
+	if v := le.Uint32(page[offVersion:]); v != Version {
+		return g, fmt.Errorf("%w: found version %d, this build reads %d", ErrVersion, v, Version)
+	}
+	if sum, want := le.Uint64(page[offChecksum:]), farm.Hash64(page[:offChecksum]); sum != want {
+		return g, fmt.Errorf("%w: stored %#x, computed %#x", ErrChecksum, sum, want)
+	}
+	g.Features = le.Uint32(page[offFeatures:])
+	copy(g.UUID[:], page[offUUID:])
+	g.Size = le.Uint64(page[offSize:])
+	g.JournalOff = Off(le.Uint64(page[offJournal:]))
+	g.JournalLen = le.Uint64(page[offJournalLen:])
+	g.HeapOff = Off(le.Uint64(page[offHeap:]))
+	g.CreatedNs = int64(le.Uint64(page[offCreated:]))
+	for i := range g.Params {
+		g.Params[i] = le.Uint64(page[offParams+8*i:])
+	}
+	if g.Features&^knownFeatures != 0 {
+		return g, fmt.Errorf("%w: unknown feature flags %#x", ErrVersion, g.Features&^knownFeatures)
+	}
+	if deviceSize != 0 && g.Size != deviceSize {
+		return g, fmt.Errorf("%w: superblock says %d bytes, device has %d", ErrSizeMismatch, g.Size, deviceSize)
+	}
+	if err := g.check(); err != nil {
+		return g, err
+	}
+	return g, nil
+}
+
+// check verifies that the regions of g are ordered, aligned and in range.
+func (g Geometry) check() error {
+	switch {
+	case g.Size < MinSize:
+		return fmt.Errorf("%w: size %d below minimum %d", ErrTooSmall, g.Size, MinSize)
+	case g.JournalOff != PageSize:
+		return fmt.Errorf("%w: journal at %d, want %d", ErrCorrupt, g.JournalOff, PageSize)
+	case g.JournalLen < 2*PageSize || g.JournalLen%PageSize != 0:
+		return fmt.Errorf("%w: journal length %d", ErrCorrupt, g.JournalLen)
+	case uint64(g.HeapOff) != uint64(g.JournalOff)+g.JournalLen:
+		return fmt.Errorf("%w: heap at %d does not follow the journal", ErrCorrupt, g.HeapOff)
+	case uint64(g.HeapOff) >= g.Size:
+		return fmt.Errorf("%w: heap at %d beyond size %d", ErrCorrupt, g.HeapOff, g.Size)
+	}
+	return nil
+}
