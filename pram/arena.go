@@ -30,8 +30,9 @@ type Arena struct {
 
 	recovered int // undo entries rolled back by this Open
 
-	txMu sync.Mutex // held by the open Tx
-	tx   Tx
+	txMu  sync.Mutex // held by the open Tx
+	tx    Tx
+	txSeq uint64 // Seq of the latest Tx; guarded by txMu
 
 	storeHook func() // test hook, see SetStoreHook
 }
@@ -41,9 +42,9 @@ type Kind int
 
 // Backing store kinds.
 const (
-	KindFile Kind = iota // a regular file (sparse)
-	KindDAX              // a device-DAX character device
-	KindBlock            // a block device such as /dev/pmem0
+	KindFile  Kind = iota // a regular file (sparse)
+	KindDAX               // a device-DAX character device
+	KindBlock             // a block device such as /dev/pmem0
 )
 
 func (k Kind) String() string {
@@ -321,6 +322,9 @@ func (a *Arena) U8(off Off) uint8 { return a.Bytes(off, 1)[0] }
 func (a *Arena) Persist(off Off, n uint64) error {
 	if n == 0 {
 		return nil
+	}
+	if !a.InRange(off, n) {
+		return fmt.Errorf("%s: persist: %w: [%d, +%d) in arena of %d bytes", a.path, ErrOutOfRange, off, n, a.geo.Size)
 	}
 	start := uint64(off) &^ (PageSize - 1)
 	end := min((uint64(off)+n+PageSize-1)&^(PageSize-1), a.geo.Size)

@@ -49,8 +49,8 @@ const (
 
 // Feature flags (the superblock's feature word). Unknown bits are refused.
 const (
-	FeatureDisk uint32 = 1 << 0 // a large-file disk is paired with this arena
-	knownFeatures      = FeatureDisk
+	FeatureDisk   uint32 = 1 << 0 // a large-file disk is paired with this arena
+	knownFeatures        = FeatureDisk
 )
 
 // Geometry is the static description of an arena, fixed at Format time.

@@ -28,14 +28,22 @@ type Tx struct {
 	a      *Arena
 	active bool
 	used   uint64 // bytes of undo records, mirrors the journal length word
+	seq    uint64 // number of this transaction since Open (1, 2, ...)
 }
 
 // Begin opens the arena's transaction. The caller must Commit or Abort it.
 func (a *Arena) Begin() *Tx {
 	a.txMu.Lock()
-	a.tx = Tx{a: a, active: true}
+	a.txSeq++
+	a.tx = Tx{a: a, active: true, seq: a.txSeq}
 	return &a.tx
 }
+
+// Seq identifies the transaction among those begun on this open arena: the
+// first is 1 and each Begin adds one. Begin reuses one Tx value, so layers
+// that keep per-transaction state (an allocator tracking what this
+// transaction freed) compare Seq, not the *Tx pointer.
+func (tx *Tx) Seq() uint64 { return tx.seq }
 
 // Arena is the arena this transaction changes.
 func (tx *Tx) Arena() *Arena { return tx.a }

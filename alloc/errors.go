@@ -1,0 +1,34 @@
+package alloc
+
+import "errors"
+
+// Sentinel errors. Callers test them with errors.Is; returned errors wrap
+// them with the offset or size involved.
+var (
+	// ErrNoSpace: no free block is large enough for the request (ENOSPC
+	// above). Alloc returns it before changing anything.
+	ErrNoSpace = errors.New("alloc: no space left in the arena heap")
+	// ErrDoubleFree: Free of an offset that is the start of free memory: a
+	// free slab slot or a page inside a free block.
+	ErrDoubleFree = errors.New("alloc: double free")
+	// ErrNotAllocated: an offset inside the heap's data area that is not the
+	// start of a live allocation (never allocated, or inside one).
+	ErrNotAllocated = errors.New("alloc: offset is not an allocation")
+	// ErrOutOfRange: an offset outside the heap's data area (including 0).
+	ErrOutOfRange = errors.New("alloc: offset outside the heap")
+	// ErrTooLarge: a request of 0 bytes or of more than MaxAlloc.
+	ErrTooLarge = errors.New("alloc: allocation size out of range")
+	// ErrCorrupt: the allocator's state in the arena is damaged (bad header,
+	// a link or count out of range). An operation that returns it may have
+	// changed state before noticing: the caller aborts its Tx.
+	ErrCorrupt = errors.New("alloc: heap state is corrupt")
+	// ErrFormatted: Format was called on an arena that already has a heap
+	// (root slot 0 is set). Extension of DESIGN.md.
+	ErrFormatted = errors.New("alloc: arena already has a heap")
+	// ErrReachedTwice: the consistency walk was told (Checker.Mark) that the
+	// same allocation is reached twice. Extension of DESIGN.md.
+	ErrReachedTwice = errors.New("alloc: allocation reached twice")
+	// ErrLeak: the consistency walk found a live allocation that no
+	// Checker.Mark reached. Extension of DESIGN.md.
+	ErrLeak = errors.New("alloc: allocation is not reachable (leak)")
+)

@@ -1,0 +1,235 @@
+package alloc
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	farm "github.com/dgryski/go-farm"
+
+	"conquest/pram"
+)
+
+// MaxAlloc is the largest single allocation (1 MiB).
+const MaxAlloc = 1 << 20
+
+// Heap is an open allocator over an arena's heap. It caches only the static
+// layout (checked by Open); all changing state is in the arena, so a Heap
+// costs O(1) to open whatever the number of allocations.
+//
+// Concurrency: Alloc and Free are called by one writer at a time (the file
+// system's write lock, which also covers the Tx). SizeOf, ClassSize and Stats
+// only read the arena and may run concurrently with each other while no
+// writer runs.
+type Heap struct {
+	a *pram.Arena
+	g geometry
+
+	// reuse tracks memory freed by the current Tx; guarded by the writer's
+	// lock like Alloc and Free.
+	reuse reuseTracker
+}
+
+// Stats summarizes the heap. TotalBytes = FreeBytes + UsedBytes + SlackBytes.
+type Stats struct {
+	TotalBytes uint64 // bytes of the data area (header and page map excluded)
+	FreeBytes  uint64 // bytes in free pages, usable by any request
+	UsedBytes  uint64 // capacity of live allocations
+	Objects    uint64 // live allocations
+	SlackBytes uint64 // bytes in slab and large pages not in any capacity: free slots and rounding
+	MetaBytes  uint64 // heap header and page map
+
+	Pages      uint64 // data pages
+	FreePages  uint64 // pages in free buddy blocks or never used
+	SlabPages  uint64 // pages holding small objects
+	LargePages uint64 // pages of live page-sized allocations
+	NeverUsed  uint64 // pages never handed out since Format (still sparse in a file)
+}
+
+// Format lays allocator state over [HeapOff, Size) and sets root slot 0,
+// through tx. Only the header (HeaderSize bytes) and the root slot are
+// logged: the page map is known to be zero on a freshly formatted image file
+// and is cleared without logging on a device (it is unreachable until the
+// root slot is set, so a rollback leaves nothing half-done).
+func Format(tx *pram.Tx) (*Heap, error) {
+	a := tx.Arena()
+	g, ok := layoutFor(a.Geometry())
+	if !ok {
+		return nil, fmt.Errorf("%w: arena of %d bytes leaves no room for a heap", ErrNoSpace, a.Size())
+	}
+	if r := a.Root(0); r != 0 {
+		return nil, fmt.Errorf("%w at %#x", ErrFormatted, r)
+	}
+	if a.Kind() != pram.KindFile {
+		clearNonZero(a.Bytes(g.mapOff, uint64(g.dataOff-g.mapOff)))
+	}
+	var b [HeaderSize]byte
+	le := binary.LittleEndian
+	copy(b[hdrMagic:], HeapMagic)
+	le.PutUint32(b[hdrVersion:], HeapVersion)
+	le.PutUint32(b[hdrEntrySize:], EntrySize)
+	le.PutUint64(b[hdrMapOff:], uint64(g.mapOff))
+	le.PutUint64(b[hdrDataOff:], uint64(g.dataOff))
+	le.PutUint64(b[hdrNPages:], g.npages)
+	le.PutUint32(b[hdrClasses:], uint32(NumClasses))
+	le.PutUint32(b[hdrMaxOrder:], MaxOrder)
+	le.PutUint64(b[hdrChecksum:], farm.Hash64(b[:hdrChecksum]))
+	tx.SetBytes(g.hdr, b[:])
+	tx.Set64(pram.RootOff(0), uint64(g.hdr))
+	return &Heap{a: a, g: g}, nil
+}
+
+// clearNonZero zeroes b page by page, writing only pages that are not
+// already zero.
+func clearNonZero(b []byte) {
+	for len(b) > 0 {
+		n := min(len(b), pageSize)
+		for _, c := range b[:n] {
+			if c != 0 {
+				clear(b[:n])
+				break
+			}
+		}
+		b = b[n:]
+	}
+}
+
+// Open finds the heap through root slot 0 and validates its header: magic,
+// version, checksum, layout against the arena's geometry, and the bounds of
+// the counters and list heads. It reads nothing else, so it takes the same
+// time for an empty heap and a full one. Errors wrap ErrCorrupt.
+func Open(a *pram.Arena) (*Heap, error) {
+	h := &Heap{a: a}
+	r := a.Root(0)
+	if r == 0 {
+		return nil, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
+	}
+	g, ok := layoutFor(a.Geometry())
+	if !ok || r != uint64(g.hdr) {
+		return nil, fmt.Errorf("%w: heap header at %#x, want %#x", ErrCorrupt, r, g.hdr)
+	}
+	h.g = g
+	if err := h.checkHeader(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// checkHeader validates the whole header against the cached layout.
+func (h *Heap) checkHeader() error {
+	b := h.a.Bytes(h.g.hdr, HeaderSize)
+	le := binary.LittleEndian
+	switch {
+	case string(b[hdrMagic:hdrMagic+8]) != HeapMagic:
+		return fmt.Errorf("%w: bad heap magic %q", ErrCorrupt, b[hdrMagic:hdrMagic+8])
+	case le.Uint32(b[hdrVersion:]) != HeapVersion:
+		return fmt.Errorf("%w: heap version %d, this build reads %d", ErrCorrupt, le.Uint32(b[hdrVersion:]), HeapVersion)
+	case le.Uint64(b[hdrChecksum:]) != farm.Hash64(b[:hdrChecksum]):
+		return fmt.Errorf("%w: heap header checksum mismatch", ErrCorrupt)
+	case le.Uint32(b[hdrEntrySize:]) != EntrySize || le.Uint32(b[hdrClasses:]) != uint32(NumClasses) ||
+		le.Uint32(b[hdrMaxOrder:]) != MaxOrder:
+		return fmt.Errorf("%w: heap header shape (entry %d, classes %d, orders %d) differs from this build", ErrCorrupt,
+			le.Uint32(b[hdrEntrySize:]), le.Uint32(b[hdrClasses:]), le.Uint32(b[hdrMaxOrder:]))
+	case pram.Off(le.Uint64(b[hdrMapOff:])) != h.g.mapOff || pram.Off(le.Uint64(b[hdrDataOff:])) != h.g.dataOff ||
+		le.Uint64(b[hdrNPages:]) != h.g.npages:
+		return fmt.Errorf("%w: heap layout in header does not match the arena", ErrCorrupt)
+	}
+	return h.checkCounters()
+}
+
+// checkCounters validates the dynamic header words: every carved page is in
+// exactly one of the free, slab and large counts, and list heads point below
+// top.
+func (h *Heap) checkCounters() error {
+	s := h.counters()
+	if s.top > h.g.npages {
+		return fmt.Errorf("%w: top %d beyond %d pages", ErrCorrupt, s.top, h.g.npages)
+	}
+	if s.free > s.top || s.slab > s.top || s.large > s.top || s.free+s.slab+s.large != s.top {
+		return fmt.Errorf("%w: page counts free %d + slab %d + large %d != carved %d",
+			ErrCorrupt, s.free, s.slab, s.large, s.top)
+	}
+	if s.used > (s.slab+s.large)*pageSize || s.objects > s.slab*tinySlots+s.large {
+		return fmt.Errorf("%w: %d objects of %d bytes do not fit %d slab and %d large pages",
+			ErrCorrupt, s.objects, s.used, s.slab, s.large)
+	}
+	for i := range MaxOrder + 1 {
+		if v := h.a.U64(h.freeHead(i)); v > s.top {
+			return fmt.Errorf("%w: free list %d starts at page %d of %d", ErrCorrupt, i, v-1, s.top)
+		}
+	}
+	for c := range NumClasses {
+		if v := h.a.U64(h.partialHead(c)); v > s.top {
+			return fmt.Errorf("%w: partial list of class %d starts at page %d of %d", ErrCorrupt, c, v-1, s.top)
+		}
+	}
+	return nil
+}
+
+type counters struct{ top, free, slab, large, objects, used uint64 }
+
+func (h *Heap) counters() counters {
+	a, o := h.a, h.g.hdr
+	return counters{top: a.U64(o + hdrTop), free: a.U64(o + hdrFreePages), slab: a.U64(o + hdrSlabPages),
+		large: a.U64(o + hdrLargePgs), objects: a.U64(o + hdrObjects), used: a.U64(o + hdrUsedBytes)}
+}
+
+func (h *Heap) freeHead(order int) pram.Off { return h.g.hdr + hdrFreeHeads + pram.Off(8*order) }
+func (h *Heap) partialHead(c int) pram.Off  { return h.g.hdr + hdrPartial + pram.Off(8*c) }
+
+// Arena is the arena the heap lives in.
+func (h *Heap) Arena() *pram.Arena { return h.a }
+
+// DataRange is the heap's data area [start, end): every allocation lies in
+// it. Extension of DESIGN.md.
+func (h *Heap) DataRange() (start, end pram.Off) { return h.g.dataOff, h.g.dataEnd() }
+
+// ClassSize is the capacity Alloc(n) would return: the size class for
+// n <= MaxSmall, n rounded up to whole pages above. It is 0 for n == 0 or
+// n > MaxAlloc.
+func (h *Heap) ClassSize(n uint64) uint64 { return ClassSize(n) }
+
+// ClassSize is Heap.ClassSize without a heap (it depends only on n).
+func ClassSize(n uint64) uint64 {
+	switch {
+	case n == 0 || n > MaxAlloc:
+		return 0
+	case n <= MaxSmall:
+		return uint64(classSizes[classOf(n)])
+	}
+	return pagesFor(n) << pageShift
+}
+
+// Stats reads the heap's counters (O(1)).
+func (h *Heap) Stats() Stats {
+	c := h.counters()
+	top := min(c.top, h.g.npages)
+	s := Stats{
+		TotalBytes: h.g.npages << pageShift,
+		UsedBytes:  c.used,
+		Objects:    c.objects,
+		MetaBytes:  uint64(h.g.dataOff - h.g.hdr),
+		Pages:      h.g.npages,
+		FreePages:  c.free + h.g.npages - top,
+		SlabPages:  c.slab,
+		LargePages: c.large,
+		NeverUsed:  h.g.npages - top,
+	}
+	s.FreeBytes = s.FreePages << pageShift
+	if held := (c.slab + c.large) << pageShift; held > c.used {
+		s.SlackBytes = held - c.used
+	}
+	return s
+}
+
+// SizeOf is the capacity of the live allocation that starts at off. Errors
+// wrap ErrOutOfRange, ErrNotAllocated or ErrCorrupt.
+func (h *Heap) SizeOf(off pram.Off) (uint64, error) {
+	l, err := h.locate(off)
+	if err != nil {
+		return 0, err
+	}
+	if l.free {
+		return 0, fmt.Errorf("%w: %#x is free", ErrNotAllocated, off)
+	}
+	return l.size, nil
+}

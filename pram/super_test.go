@@ -1,0 +1,149 @@
+package pram
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"testing"
+
+	farm "github.com/dgryski/go-farm"
+)
+
+// TestSuperblockLayoutPinned pins the superblock format: changing any of
+// these values changes the on-arena format and needs a new Version.
+func TestSuperblockLayoutPinned(t *testing.T) {
+	pins := []struct {
+		name      string
+		got, want int
+	}{
+		{"offMagic", offMagic, 0}, {"offVersion", offVersion, 8}, {"offFeatures", offFeatures, 12},
+		{"offUUID", offUUID, 16}, {"offSize", offSize, 32}, {"offJournal", offJournal, 40},
+		{"offJournalLen", offJournalLen, 48}, {"offHeap", offHeap, 56}, {"offCreated", offCreated, 64},
+		{"offParams", offParams, 72}, {"NumParams", NumParams, 8}, {"offChecksum", offChecksum, 136},
+		{"superStatic", superStatic, 144}, {"offState", offState, 512}, {"offMounts", offMounts, 520},
+		{"offRoots", offRoots, 576}, {"NumRoots", NumRoots, 32}, {"superDynEnd", superDynEnd, 832},
+		{"journalHeader", journalHeader, 64}, {"MinSize", MinSize, 1 << 20}, {"PageSize", PageSize, 4096},
+		{"Version", int(Version), 1}, {"StateClean", int(StateClean), 1}, {"StateDirty", int(StateDirty), 2},
+		{"FeatureDisk", int(FeatureDisk), 1},
+	}
+	for _, p := range pins {
+		if p.got != p.want {
+			t.Errorf("%s = %d, pinned at %d", p.name, p.got, p.want)
+		}
+	}
+	if Magic != "CONQPRAM" {
+		t.Errorf("Magic = %q", Magic)
+	}
+	if offParams+8*NumParams != offChecksum || offChecksum+8 != superStatic || superStatic > offState ||
+		offMounts+8 > offRoots || superDynEnd > PageSize {
+		t.Error("superblock fields overlap or overflow the page")
+	}
+}
+
+func testGeometry() Geometry {
+	g := Geometry{Size: 8 << 20, JournalOff: PageSize, JournalLen: 256 << 10, Features: FeatureDisk,
+		CreatedNs: 1_700_000_000_123_456_789, Params: [NumParams]uint64{1 << 20, 4096, 1 << 30}}
+	g.HeapOff = Off(PageSize + g.JournalLen)
+	for i := range g.UUID {
+		g.UUID[i] = byte(0xa0 + i)
+	}
+	return g
+}
+
+// TestSuperblockGolden pins the encoding of a fixed geometry byte for byte.
+func TestSuperblockGolden(t *testing.T) {
+	page := make([]byte, PageSize)
+	encodeSuper(page, testGeometry())
+	const want = "434f4e515052414d" + "01000000" + "01000000" + // magic, version 1, features
+		"a0a1a2a3a4a5a6a7a8a9aaabacadaeaf" + // UUID
+		"0000800000000000" + "0010000000000000" + "0000040000000000" + "0010040000000000" + // size, journal, len, heap
+		"15cd853dfe9c9717" + // created ns 1_700_000_000_123_456_789
+		"0000100000000000" + "0010000000000000" + "0000004000000000" + // params 0..2
+		"00000000000000000000000000000000000000000000000000000000000000000000000000000000" // params 3..7
+	got := hex.EncodeToString(page[:offChecksum])
+	if got != want {
+		t.Errorf("superblock\n got %s\nwant %s", got, want)
+	}
+	if sum := binary.LittleEndian.Uint64(page[offChecksum:]); sum != farm.Hash64(page[:offChecksum]) {
+		t.Errorf("checksum %#x is not farm.Hash64 of the static part", sum)
+	}
+	if got := testGeometry().UUIDString(); got != "a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf" {
+		t.Errorf("UUIDString = %s", got)
+	}
+}
+
+// reseal recomputes the checksum of a superblock image.
+func reseal(page []byte) {
+	binary.LittleEndian.PutUint64(page[offChecksum:], farm.Hash64(page[:offChecksum]))
+}
+
+// TestValidateSentinels: each kind of damage returns its sentinel error.
+func TestValidateSentinels(t *testing.T) {
+	good := make([]byte, PageSize)
+	encodeSuper(good, testGeometry())
+	g, err := Validate(good, 8<<20)
+	if err != nil || g != testGeometry() {
+		t.Fatalf("Validate(good) = %+v, %v", g, err)
+	}
+	if _, err := Validate(good, 0); err != nil {
+		t.Fatalf("Validate without a device size: %v", err)
+	}
+	le := binary.LittleEndian
+	cases := []struct {
+		name   string
+		damage func(p []byte) []byte
+		size   uint64
+		want   error
+	}{
+		{"short", func(p []byte) []byte { return p[:superDynEnd-1] }, 0, ErrNotConquest},
+		{"empty", func(p []byte) []byte { return nil }, 0, ErrNotConquest},
+		{"zero", func(p []byte) []byte { return make([]byte, PageSize) }, 0, ErrNotConquest},
+		{"magic", func(p []byte) []byte { p[3] ^= 1; return p }, 0, ErrNotConquest},
+		{"version", func(p []byte) []byte { le.PutUint32(p[offVersion:], 2); reseal(p); return p }, 0, ErrVersion},
+		{"version unsealed", func(p []byte) []byte { le.PutUint32(p[offVersion:], 0); return p }, 0, ErrVersion},
+		{"features", func(p []byte) []byte { le.PutUint32(p[offFeatures:], 1<<7); reseal(p); return p }, 0, ErrVersion},
+		{"checksum", func(p []byte) []byte { p[offChecksum] ^= 1; return p }, 0, ErrChecksum},
+		{"uuid flip", func(p []byte) []byte { p[offUUID+5] ^= 0x10; return p }, 0, ErrChecksum},
+		{"param flip", func(p []byte) []byte { p[offParams+9] ^= 1; return p }, 0, ErrChecksum},
+		{"size flip", func(p []byte) []byte { p[offSize+2] ^= 1; return p }, 0, ErrChecksum},
+		{"device size", func(p []byte) []byte { return p }, 16 << 20, ErrSizeMismatch},
+		{"sealed size", func(p []byte) []byte { le.PutUint64(p[offSize:], 16<<20); reseal(p); return p }, 8 << 20, ErrSizeMismatch},
+		{"too small", func(p []byte) []byte { le.PutUint64(p[offSize:], MinSize-PageSize); reseal(p); return p }, 0, ErrTooSmall},
+		{"journal off", func(p []byte) []byte { le.PutUint64(p[offJournal:], 2*PageSize); reseal(p); return p }, 0, ErrCorrupt},
+		{"journal len odd", func(p []byte) []byte { le.PutUint64(p[offJournalLen:], 256<<10+8); reseal(p); return p }, 0, ErrCorrupt},
+		{"journal len tiny", func(p []byte) []byte { le.PutUint64(p[offJournalLen:], PageSize); reseal(p); return p }, 0, ErrCorrupt},
+		{"heap gap", func(p []byte) []byte { le.PutUint64(p[offHeap:], le.Uint64(p[offHeap:])+PageSize); reseal(p); return p }, 0, ErrCorrupt},
+		{"heap past end", func(p []byte) []byte {
+			le.PutUint64(p[offJournalLen:], 8<<20)
+			le.PutUint64(p[offHeap:], PageSize+8<<20)
+			reseal(p)
+			return p
+		}, 0, ErrCorrupt},
+	}
+	sentinels := []error{ErrNotConquest, ErrVersion, ErrChecksum, ErrSizeMismatch, ErrCorrupt, ErrTooSmall}
+	for _, tc := range cases {
+		p := append([]byte(nil), good...)
+		_, err := Validate(tc.damage(p), tc.size)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: Validate = %v, want %v", tc.name, err, tc.want)
+		}
+		for _, s := range sentinels {
+			if s != tc.want && errors.Is(err, s) {
+				t.Errorf("%s: error %v also wraps %v", tc.name, err, s)
+			}
+		}
+	}
+}
+
+// TestDynamicPartNotChecksummed: state, mount counter and root slots change
+// while mounted without invalidating the checksum.
+func TestDynamicPartNotChecksummed(t *testing.T) {
+	p := make([]byte, PageSize)
+	encodeSuper(p, testGeometry())
+	for off := offState; off < superDynEnd; off++ {
+		p[off] = 0xff
+	}
+	if _, err := Validate(p, 0); err != nil {
+		t.Fatal(err)
+	}
+}
