@@ -1,0 +1,267 @@
+package conquest
+
+import (
+	"fmt"
+
+	"conquest/alloc"
+	"conquest/dirhash"
+	"conquest/pram"
+)
+
+// Check is the full consistency walk (`conquest fsck`): starting at the
+// root it visits every directory (dirhash's own check included), every
+// inode reachable from one and every inode on the orphan list, and verifies
+// link counts, ".." pointers, entry types, file storage and its recorded
+// size, symlink targets, xattr blobs, the inode count and generation
+// counter, and that orphans are exactly the unlinked inodes still in use.
+// Every allocation reached is marked in an alloc.Checker, whose Finish
+// reports anything allocated but unreachable (a leak) or reached twice.
+// An empty result means the file system is consistent. Check holds the
+// shared lock: it sees the state between operations.
+func (fs *FS) Check() (errs []error) {
+	fs.mu.RLock()
+	defer fs.mu.RUnlock()
+	if fs.closed {
+		return []error{fmt.Errorf("%w: file system is closed", ErrIO)}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			errs = append(errs, fmt.Errorf("check aborted by a damaged structure: %v", r))
+		}
+	}()
+	ck := &checker{fs: fs, c: fs.h.NewChecker(), seen: make(map[Ino]*checkInfo)}
+	ck.walk()
+	ck.orphans()
+	ck.counters()
+	ck.errs = append(ck.errs, ck.c.Finish()...)
+	return ck.errs
+}
+
+type checkInfo struct {
+	refs    uint32 // directory entries naming it
+	subdirs uint32 // for directories: entries that are directories
+	dir     bool
+	orphan  bool // reached through the orphan list
+	nlink   uint32
+	gen     uint64
+}
+
+type checker struct {
+	fs   *FS
+	c    *alloc.Checker
+	seen map[Ino]*checkInfo
+	errs []error
+}
+
+func (ck *checker) errorf(format string, args ...any) {
+	ck.errs = append(ck.errs, fmt.Errorf(format, args...))
+}
+
+// walk visits the tree breadth first from the root.
+func (ck *checker) walk() {
+	fs := ck.fs
+	root, err := fs.inode(RootIno)
+	if err != nil {
+		ck.errorf("root inode: %v", err)
+		return
+	}
+	if !root.isDir() {
+		ck.errorf("root inode is not a directory (mode %#o)", root.mode())
+		return
+	}
+	if root.parent() != RootIno {
+		ck.errorf("root's parent is %d, want itself", root.parent())
+	}
+	ck.seen[RootIno] = &checkInfo{dir: true, nlink: root.nlink(), gen: root.gen()}
+	ck.inodeContents(root)
+	queue := []inode{root}
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		di := ck.seen[d.ino]
+		if d.data() == 0 {
+			continue // reported by inodeContents
+		}
+		err := fs.dir(d).Scan(0, func(e dirhash.Entry, next uint64) bool {
+			name := string(e.Name)
+			if checkName(name) != nil || name == "." || name == ".." {
+				ck.errorf("directory %d: bad entry name %q", d.ino, name)
+			}
+			in, err := fs.inode(Ino(e.Ino))
+			if err != nil || Ino(e.Ino) == RootIno {
+				ck.errorf("directory %d: entry %q names bad inode %d: %v", d.ino, name, e.Ino, err)
+				return true
+			}
+			if e.Type != in.dtype() {
+				ck.errorf("directory %d: entry %q has type %d, inode %d is type %d", d.ino, name, e.Type, in.ino, in.dtype())
+			}
+			if in.isDir() {
+				di.subdirs++
+			}
+			if info := ck.seen[in.ino]; info != nil {
+				if info.dir {
+					ck.errorf("directory %d is linked twice (again as %q in %d)", in.ino, name, d.ino)
+				}
+				info.refs++
+				return true
+			}
+			info := &checkInfo{refs: 1, dir: in.isDir(), nlink: in.nlink(), gen: in.gen()}
+			ck.seen[in.ino] = info
+			ck.inodeContents(in)
+			if in.isDir() {
+				if in.parent() != d.ino {
+					ck.errorf("directory %d (%q in %d) has parent %d", in.ino, name, d.ino, in.parent())
+				}
+				queue = append(queue, in)
+			}
+			return true
+		})
+		if err != nil {
+			ck.errorf("directory %d: scan: %v", d.ino, err)
+		}
+	}
+	for ino, info := range ck.seen {
+		switch {
+		case info.dir && info.nlink != 2+info.subdirs:
+			ck.errorf("directory %d: nlink %d, want 2 + %d subdirectories", ino, info.nlink, info.subdirs)
+		case !info.dir && info.nlink != info.refs:
+			ck.errorf("inode %d: nlink %d, but %d directory entries", ino, info.nlink, info.refs)
+		}
+	}
+}
+
+// inodeContents marks the inode record and everything it owns.
+func (ck *checker) inodeContents(in inode) {
+	fs := ck.fs
+	ck.c.Mark(in.off, fmt.Sprintf("inode %d", in.ino))
+	report := func(format string, args ...any) {
+		ck.errorf("inode %d: "+format, append([]any{in.ino}, args...)...)
+	}
+	if f := in.flags() &^ (flagSmall | flagOrphan); f != 0 {
+		report("unknown flags %#x", f)
+	}
+	for _, f := range []pram.Off{iAtime, iMtime, iCtime, iCrtime} {
+		if in.time(f).Nsec >= 1e9 {
+			report("timestamp at %d has %d ns", f, in.time(f).Nsec)
+		}
+	}
+	if in.typ() != S_IFREG && in.flags()&flagSmall != 0 {
+		report("small-file flag on a non-regular inode")
+	}
+	switch in.typ() {
+	case S_IFREG:
+		fs.memCheck(ck.c, in, report)
+	case S_IFDIR:
+		if in.nlink() == 0 {
+			if in.data() != 0 {
+				report("removed directory still has a table")
+			}
+			break
+		}
+		if in.data() == 0 {
+			report("directory without a table")
+			break
+		}
+		ck.errs = append(ck.errs, fs.dir(in).Check(ck.c)...)
+	case S_IFLNK:
+		n, d := in.size(), in.data()
+		if n == 0 || n > MaxSymlink || d == 0 {
+			report("symlink of %d bytes at %d", n, d)
+			break
+		}
+		ck.c.Mark(d, fmt.Sprintf("symlink target of inode %d", in.ino))
+		if sz, err := fs.h.SizeOf(d); err != nil || sz < n {
+			report("symlink target allocation of %d bytes for %d: %v", sz, n, err)
+		}
+	case S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK:
+		if in.data() != 0 {
+			report("special file has data at %d", in.data())
+		}
+	default:
+		report("bad mode %#o", in.mode())
+	}
+	if x := in.xattr(); x != 0 {
+		ck.c.Mark(x, fmt.Sprintf("xattrs of inode %d", in.ino))
+		es, err := fs.xattrs(in)
+		if err != nil {
+			report("%v", err)
+		}
+		for _, e := range es {
+			if checkXattrName(e.name) != nil || len(e.value) > MaxXattrValue {
+				report("bad xattr %q (%d bytes)", e.name, len(e.value))
+			}
+		}
+		if len(es) == 0 && err == nil {
+			report("empty xattr blob")
+		}
+	}
+}
+
+// orphans walks the orphan list.
+func (ck *checker) orphans() {
+	fs := ck.fs
+	prev := pram.Off(0)
+	n := 0
+	for off := pram.Off(fs.a.Root(slotOrphans)); off != 0; {
+		if n++; n > 1<<26 {
+			ck.errorf("orphan list does not end")
+			return
+		}
+		in, err := fs.inodeAt(off)
+		if err != nil {
+			ck.errorf("orphan list: %v", err)
+			return
+		}
+		report := func(format string, args ...any) {
+			ck.errorf("orphan %d: "+format, append([]any{in.ino}, args...)...)
+		}
+		if in.flags()&flagOrphan == 0 {
+			report("on the list but not flagged")
+		}
+		if in.orphPrev() != prev {
+			report("back link %d, want %d", in.orphPrev(), prev)
+		}
+		info := ck.seen[in.ino]
+		switch {
+		case info != nil && info.orphan:
+			report("on the orphan list twice")
+			return
+		case in.nlink() != 0:
+			report("has %d links (an unfinished truncate?)", in.nlink())
+		case info != nil:
+			report("has no links but is in a directory")
+		case !fs.vol.inUse(in.ino):
+			report("unlinked, not open and not referenced, yet not freed")
+		}
+		if info == nil {
+			info = &checkInfo{nlink: in.nlink(), gen: in.gen()}
+			ck.seen[in.ino] = info
+			ck.inodeContents(in)
+		}
+		info.orphan = true
+		prev, off = off, in.orphNext()
+	}
+	for ino, info := range ck.seen {
+		if info.orphan {
+			continue
+		}
+		in, err := fs.inode(ino)
+		if err == nil && in.flags()&flagOrphan != 0 {
+			ck.errorf("inode %d is flagged orphan but not on the list", ino)
+		}
+	}
+}
+
+// counters checks root slots 2 (generation) and 4 (inodes in use).
+func (ck *checker) counters() {
+	fs := ck.fs
+	if got := fs.a.Root(slotInodes); got != uint64(len(ck.seen)) {
+		ck.errorf("inode count is %d, %d inodes reached", got, len(ck.seen))
+	}
+	gen := fs.a.Root(slotGen)
+	for ino, info := range ck.seen {
+		if info.gen > gen {
+			ck.errorf("inode %d: generation %d above the counter %d", ino, info.gen, gen)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package conquest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"conquest/pram"
+)
+
+// corrupt applies f in a committed transaction, as damage would.
+func corrupt(fs *FS, f func(tx *pram.Tx)) {
+	tx := fs.a.Begin()
+	f(tx)
+	tx.Commit()
+}
+
+// TestCheckFindsDamage damages a fresh file system in one way per case and
+// expects Check to report it.
+func TestCheckFindsDamage(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, fs *FS, f, d Attr)
+		want   string
+	}{
+		{"file nlink", func(t *testing.T, fs *FS, f, d Attr) {
+			in, _ := fs.inode(f.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.off+iNlink, 2) })
+		}, "nlink 2, but 1 directory entries"},
+		{"dir nlink", func(t *testing.T, fs *FS, f, d Attr) {
+			in, _ := fs.inode(d.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.off+iNlink, 5) })
+		}, "want 2 + 0 subdirectories"},
+		{"parent pointer", func(t *testing.T, fs *FS, f, d Attr) {
+			in, _ := fs.inode(d.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iParent, uint64(d.Ino)) })
+		}, "has parent"},
+		{"leak", func(t *testing.T, fs *FS, f, d Attr) {
+			corrupt(fs, func(tx *pram.Tx) {
+				if _, err := fs.h.Alloc(tx, 100); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, "leak"},
+		{"unreachable inode", func(t *testing.T, fs *FS, f, d Attr) {
+			root, _ := fs.inode(d.Ino)
+			corrupt(fs, func(tx *pram.Tx) {
+				if _, _, err := fs.dir(root).Delete(tx, []byte("g")); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, "inode count"},
+		{"entry type", func(t *testing.T, fs *FS, f, d Attr) {
+			root, _ := fs.inode(RootIno)
+			corrupt(fs, func(tx *pram.Tx) {
+				if _, _, err := fs.dir(root).Replace(tx, []byte("f"), uint64(f.Ino), DT_DIR); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, "has type"},
+		{"orphan flag", func(t *testing.T, fs *FS, f, d Attr) {
+			in, _ := fs.inode(f.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.off+iFlags, in.flags()|flagOrphan) })
+		}, "flagged orphan but not on the list"},
+		{"allocd", func(t *testing.T, fs *FS, f, d Attr) {
+			in, _ := fs.inode(f.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iAllocd, 12345) })
+		}, "inode records 12345 bytes"},
+		{"wild data pointer", func(t *testing.T, fs *FS, f, d Attr) {
+			in, _ := fs.inode(f.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, 1<<40) })
+		}, "data block"},
+		{"inode count", func(t *testing.T, fs *FS, f, d Attr) {
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.RootOff(slotInodes), 99) })
+		}, "inode count is 99"},
+		{"generation", func(t *testing.T, fs *FS, f, d Attr) {
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.RootOff(slotGen), 1) })
+		}, "above the counter"},
+		{"orphan list with a live file", func(t *testing.T, fs *FS, f, d Attr) {
+			in, _ := fs.inode(f.Ino)
+			corrupt(fs, func(tx *pram.Tx) { fs.orphanAdd(tx, in) })
+		}, "unfinished truncate"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := newTestFSOpt(t, fsOpt{noCheck: true})
+			f := create(t, fs, RootIno, "f", pattern(3000, 1))
+			d := mkdir(t, fs, RootIno, "d")
+			create(t, fs, d.Ino, "g", nil)
+			if errs := fs.Check(); len(errs) > 0 {
+				t.Fatalf("clean FS: %v", errs)
+			}
+			c.damage(t, fs, f, d)
+			errs := fs.Check()
+			var all []string
+			for _, e := range errs {
+				all = append(all, e.Error())
+			}
+			if !strings.Contains(strings.Join(all, "\n"), c.want) {
+				t.Fatalf("Check did not report %q; got %q", c.want, all)
+			}
+		})
+	}
+}
+
+// TestDamageIsEIO: a damaged inode makes operations fail with ErrIO, not
+// crash the daemon.
+func TestDamageIsEIO(t *testing.T) {
+	fs, env := newTestFSOpt(t, fsOpt{noCheck: true})
+	f := create(t, fs, RootIno, "f", pattern(10000, 1))
+	in, _ := fs.inode(f.Ino)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, 1<<50) })
+	_, err := fs.Read(f.Ino, 0, 0, make([]byte, 100))
+	mustErr(t, err, ErrIO)
+	_, err = fs.Write(f.Ino, 0, 0, []byte("x"), false)
+	mustErr(t, err, ErrIO)
+	fs.Forget(f.Ino, 1) // so that Unlink frees the data at once
+	mustErr(t, fs.Unlink(RootIno, "f"), ErrIO)
+	// The failed unlink was rolled back: the name is still there.
+	lookup(t, fs, RootIno, "f")
+	found := false
+	for _, l := range env.logs {
+		found = found || strings.Contains(l, "aborted")
+	}
+	if !found {
+		t.Fatalf("no log of the aborted operation: %q", env.logs)
+	}
+	// Damaged xattr blob and symlink.
+	g := create(t, fs, RootIno, "g", nil)
+	must(t, fs.SetXattr(g.Ino, "user.a", []byte("v"), 0))
+	gin, _ := fs.inode(g.Ino)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set32(gin.xattr(), 1<<30) })
+	_, err = fs.GetXattr(g.Ino, "user.a")
+	mustErr(t, err, ErrIO)
+	s, err := fs.Symlink(RootIno, "s", "target", user)
+	must(t, err)
+	sin, _ := fs.inode(s.Ino)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(sin.off+iSize, 1<<40) })
+	_, err = fs.Readlink(s.Ino)
+	mustErr(t, err, ErrIO)
+	if errs := fs.Check(); len(errs) == 0 {
+		t.Fatal("Check found nothing")
+	}
+}
+
+func TestOpenRefusesBadImages(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk")
+	must(t, os.WriteFile(junk, make([]byte, 2<<20), 0o600))
+	_, err := Open(junk, "", Options{})
+	if !errors.Is(err, pram.ErrNotConquest) || !strings.Contains(err.Error(), junk) {
+		t.Fatalf("Open(zeros) = %v", err)
+	}
+	_, err = Open(filepath.Join(dir, "missing"), "", Options{})
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Open(missing) = %v", err)
+	}
+	// A pram arena without a file system on it.
+	bare := filepath.Join(dir, "bare")
+	a, err := pram.Format(bare, pram.Options{Size: 2 << 20})
+	must(t, err)
+	must(t, a.Close())
+	if _, err := Open(bare, "", Options{}); err == nil {
+		t.Fatal("opened an arena without a heap")
+	}
+	// A file system whose root inode is damaged.
+	p := filepath.Join(dir, "fs")
+	must(t, Mkfs(p, "", MkfsOptions{PramSize: 2 << 20}))
+	fs, err := Open(p, "", Options{})
+	must(t, err)
+	root, _ := fs.inode(RootIno)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(root.off+iMagic, 0) })
+	must(t, fs.Close())
+	_, err = Open(p, "", Options{})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("Open(damaged root) = %v", err)
+	}
+	// Locked by another opener.
+	q := filepath.Join(dir, "q")
+	must(t, Mkfs(q, "", MkfsOptions{PramSize: 2 << 20}))
+	fs, err = Open(q, "", Options{})
+	must(t, err)
+	defer fs.Close()
+	if _, err := Open(q, "", Options{}); !errors.Is(err, pram.ErrLocked) {
+		t.Fatalf("second Open = %v", err)
+	}
+	if err := Mkfs(q, "/dev/null", MkfsOptions{PramSize: 2 << 20}); !errors.Is(err, ErrNotSupported) {
+		t.Fatalf("Mkfs with a disk = %v", err)
+	}
+}
+
+func TestStatFSAndUsage(t *testing.T) {
+	fs, _ := newTestFS(t)
+	st0 := fs.StatFS()
+	if st0.Bsize != 4096 || st0.Namelen != 255 || st0.Blocks == 0 || st0.Bfree > st0.Blocks || st0.Files != st0.Ffree+1 {
+		t.Fatalf("statfs %+v", st0)
+	}
+	f := create(t, fs, RootIno, "f", pattern(1<<20, 1))
+	mkdir(t, fs, RootIno, "d")
+	_, err := fs.Symlink(RootIno, "s", "f", user)
+	must(t, err)
+	_, err = fs.Mknod(RootIno, "p", S_IFIFO|0o600, 0, user)
+	must(t, err)
+	st1 := fs.StatFS()
+	if st0.Bfree-st1.Bfree < 256 || st1.Files-st1.Ffree != 5 {
+		t.Fatalf("after 1 MiB and 4 inodes: %+v (was %+v)", st1, st0)
+	}
+	u := fs.Usage()
+	if u.Files != 1 || u.Dirs != 2 || u.Symlinks != 1 || u.Specials != 1 || u.Inodes != 5 ||
+		u.FileBytes != 1<<20 || u.FileAllocated != 1<<20 || u.ArenaBytes != 32<<20 {
+		t.Fatalf("usage %+v", u)
+	}
+	must(t, fs.Fsync(f.Ino, false))
+	must(t, fs.FsyncDir(RootIno))
+	mustErr(t, fs.Fsync(999999, false), ErrStale)
+}

@@ -1,0 +1,361 @@
+package conquest
+
+import (
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+type crashOp struct {
+	desc string
+	run  func(fs *FS) error
+	// then, if set, is a second atomic operation (create, then write).
+	then func(fs *FS) error
+	// data names a file whose bytes the operation overwrites in place:
+	// data stores are not journaled (POSIX write is not atomic), so after
+	// a crash its contents may mix old and new bytes; only its metadata
+	// must be before or after.
+	data string
+}
+
+// randomOp builds a random operation against the paths in s. Its run is
+// deterministic given the file-system state.
+func randomOp(r *rand.Rand, s map[string]snapEntry) crashOp {
+	var files, dirs, all []string
+	dirs = append(dirs, "/")
+	for p, e := range s {
+		all = append(all, p)
+		switch e.Mode & S_IFMT {
+		case S_IFDIR:
+			dirs = append(dirs, p)
+		case S_IFREG:
+			files = append(files, p)
+		}
+	}
+	sort.Strings(files)
+	sort.Strings(dirs)
+	sort.Strings(all)
+	pick := func(l []string) string {
+		if len(l) == 0 {
+			return "/none"
+		}
+		return l[r.Intn(len(l))]
+	}
+	newName := func() string { return string(rune('a' + r.Intn(8))) }
+	join := func(dir, name string) string { return strings.TrimSuffix(dir, "/") + "/" + name }
+	split := func(p string) (string, string) { return filepath.Dir(p), filepath.Base(p) }
+	sizes := []int{0, 1, 100, 2048, 3000, 4096, 10000, 70000, 300000}
+	c := user
+	switch k := r.Intn(17); k {
+	case 0, 1:
+		dir, name, n := pick(dirs), newName(), sizes[r.Intn(len(sizes))]
+		return crashOp{"create " + join(dir, name), func(fs *FS) error {
+			d, err := resolve(fs, dir)
+			if err != nil {
+				return err
+			}
+			at, h, err := fs.Create(d, name, 0o644, O_CREAT|O_EXCL|O_RDWR, c)
+			if err != nil {
+				return err
+			}
+			fs.Release(at.Ino, h)
+			fs.Forget(at.Ino, 1)
+			return nil
+		}, func(fs *FS) error {
+			i, err := resolve(fs, join(dir, name))
+			if err != nil {
+				return err
+			}
+			_, err = fs.Write(i, 0, 0, pattern(n, byte(n)), false)
+			return err
+		}, ""}
+	case 2:
+		dir, name := pick(dirs), newName()
+		return crashOp{"mkdir " + join(dir, name), func(fs *FS) error {
+			d, err := resolve(fs, dir)
+			if err != nil {
+				return err
+			}
+			at, err := fs.Mkdir(d, name, 0o755, c)
+			if err == nil {
+				fs.Forget(at.Ino, 1)
+			}
+			return err
+		}, nil, ""}
+	case 3, 4:
+		p := pick(all)
+		dir, name := split(p)
+		return crashOp{"unlink " + p, func(fs *FS) error {
+			d, err := resolve(fs, dir)
+			if err != nil {
+				return err
+			}
+			return fs.Unlink(d, name)
+		}, nil, ""}
+	case 5:
+		p := pick(dirs)
+		dir, name := split(p)
+		return crashOp{"rmdir " + p, func(fs *FS) error {
+			d, err := resolve(fs, dir)
+			if err != nil {
+				return err
+			}
+			return fs.Rmdir(d, name)
+		}, nil, ""}
+	case 6, 7:
+		from := pick(all)
+		to := join(pick(dirs), newName())
+		if r.Intn(2) == 0 {
+			to = pick(all)
+		}
+		flags := []uint32{0, 0, RenameNoReplace, RenameExchange}[r.Intn(4)]
+		return crashOp{sprintf("rename %s %s %d", from, to, flags), func(fs *FS) error {
+			od, on := split(from)
+			nd, nn := split(to)
+			o, err := resolve(fs, od)
+			if err != nil {
+				return err
+			}
+			n, err := resolve(fs, nd)
+			if err != nil {
+				return err
+			}
+			return fs.Rename(o, on, n, nn, flags)
+		}, nil, ""}
+	case 8:
+		f, dir, name := pick(files), pick(dirs), newName()
+		return crashOp{"link " + f + " " + join(dir, name), func(fs *FS) error {
+			i, err := resolve(fs, f)
+			if err != nil {
+				return err
+			}
+			d, err := resolve(fs, dir)
+			if err != nil {
+				return err
+			}
+			at, err := fs.Link(i, d, name)
+			if err == nil {
+				fs.Forget(at.Ino, 1)
+			}
+			return err
+		}, nil, ""}
+	case 9:
+		dir, name := pick(dirs), newName()
+		target := strings.Repeat("x", []int{1, 60, 61, 300}[r.Intn(4)])
+		return crashOp{"symlink " + join(dir, name), func(fs *FS) error {
+			d, err := resolve(fs, dir)
+			if err != nil {
+				return err
+			}
+			at, err := fs.Symlink(d, name, target, c)
+			if err == nil {
+				fs.Forget(at.Ino, 1)
+			}
+			return err
+		}, nil, ""}
+	case 10, 11:
+		f := pick(files)
+		off, n := int64(sizes[r.Intn(len(sizes))]), sizes[r.Intn(len(sizes))]
+		if r.Intn(10) == 0 {
+			off, n = 0, 1<<20
+		}
+		return crashOp{sprintf("write %s %d+%d", f, off, n), func(fs *FS) error {
+			i, err := resolve(fs, f)
+			if err != nil {
+				return err
+			}
+			_, err = fs.Write(i, 0, off, pattern(n, byte(off)), false)
+			return err
+		}, nil, f}
+	case 12:
+		f, size := pick(files), uint64(sizes[r.Intn(len(sizes))])
+		return crashOp{sprintf("truncate %s %d", f, size), func(fs *FS) error {
+			i, err := resolve(fs, f)
+			if err != nil {
+				return err
+			}
+			_, err = fs.SetAttr(i, SetAttr{Valid: SetSize, Size: size}, c)
+			return err
+		}, nil, ""}
+	case 13:
+		p, name := pick(all), "user."+newName()
+		val := pattern(r.Intn(3000), 1)
+		del := r.Intn(3) == 0
+		return crashOp{sprintf("xattr %s %s del=%v", p, name, del), func(fs *FS) error {
+			i, err := resolve(fs, p)
+			if err != nil {
+				return err
+			}
+			if del {
+				return fs.RemoveXattr(i, name)
+			}
+			return fs.SetXattr(i, name, val, 0)
+		}, nil, ""}
+	case 14:
+		p, mode := pick(all), uint32(r.Intn(0o7777))
+		return crashOp{sprintf("chmod %s %o", p, mode), func(fs *FS) error {
+			i, err := resolve(fs, p)
+			if err != nil {
+				return err
+			}
+			_, err = fs.SetAttr(i, SetAttr{Valid: SetMode | SetUID, Mode: mode, Uid: uint32(mode)}, c)
+			return err
+		}, nil, ""}
+	case 15:
+		f := pick(files)
+		off, n := int64(sizes[r.Intn(len(sizes))]), int64(sizes[r.Intn(len(sizes))]+1)
+		mode := []uint32{0, FallocKeepSize, FallocPunchHole | FallocKeepSize, FallocZeroRange}[r.Intn(4)]
+		return crashOp{sprintf("fallocate %s %d+%d %#x", f, off, n, mode), func(fs *FS) error {
+			i, err := resolve(fs, f)
+			if err != nil {
+				return err
+			}
+			return fs.Fallocate(i, off, n, mode)
+		}, nil, f}
+	default:
+		dir, name := pick(dirs), newName()
+		return crashOp{"mknod " + join(dir, name), func(fs *FS) error {
+			d, err := resolve(fs, dir)
+			if err != nil {
+				return err
+			}
+			at, err := fs.Mknod(d, name, S_IFIFO|0o600, 0, c)
+			if err == nil {
+				fs.Forget(at.Ino, 1)
+			}
+			return err
+		}, nil, ""}
+	}
+}
+
+// TestCrashAtomicity: for random operations and crash points, a crash at
+// the N-th journaled store followed by reopen leaves the file system equal
+// to its state either before or after the operation, and Check is clean.
+func TestCrashAtomicity(t *testing.T) {
+	seed := int64(rand.Uint32())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewSource(seed))
+	ops, points := 60, 48
+	if testing.Short() {
+		ops = 20
+	}
+	dir := t.TempDir()
+	P, Q, R := filepath.Join(dir, "p"), filepath.Join(dir, "q"), filepath.Join(dir, "r")
+	must(t, Mkfs(P, "", MkfsOptions{PramSize: 4 << 20}))
+	opts := Options{Logf: func(string, ...any) {}}
+	open := func(path string) *FS {
+		t.Helper()
+		fs, err := Open(path, "", opts)
+		if err != nil {
+			t.Fatalf("open %s: %v", path, err)
+		}
+		return fs
+	}
+	closeChecked := func(fs *FS, what string) {
+		t.Helper()
+		if errs := fs.Check(); len(errs) > 0 {
+			t.Fatalf("%s: Check: %v", what, errs)
+		}
+		must(t, fs.Close())
+	}
+	crashes := 0
+	for step := 0; step < ops; step++ {
+		fs := open(P)
+		s0 := snapshot(t, fs)
+		op := randomOp(r, s0)
+		must(t, fs.Close())
+
+		copyFile(t, P, Q)
+		fq := open(Q)
+		var opErr error
+		k := countStores(fq, func() { opErr = op.run(fq) })
+		var sMid map[string]snapEntry
+		if op.then != nil && opErr == nil {
+			sMid = snapshot(t, fq)
+			k += countStores(fq, func() { opErr = op.then(fq) })
+		}
+		closeChecked(fq, op.desc)
+		fq = open(Q)
+		s1 := snapshot(t, fq)
+		must(t, fq.Close())
+		if opErr != nil && sMid == nil && !equalSnap(s0, s1) && !strings.HasPrefix(op.desc, "fallocate") {
+			t.Fatalf("step %d %s failed (%v) but changed the tree:\n%s", step, op.desc, opErr, diffSnap(s0, s1))
+		}
+
+		// Every store of small operations; a sample of the big ones (the
+		// first stores, a random spread, and the last).
+		ns := make([]int, 0, points)
+		for n := 1; n <= k; n++ {
+			if k <= points || n <= points/4 || r.Intn(k) < points/2 || n == k {
+				ns = append(ns, n)
+			}
+		}
+		img, err := os.ReadFile(P)
+		must(t, err)
+		for _, n := range ns {
+			restoreImage(t, R, img)
+			fr := open(R)
+			if !crashDuring(fr, n, func() {
+				if op.run(fr) == nil && op.then != nil {
+					_ = op.then(fr)
+				}
+			}) {
+				t.Fatalf("step %d %s: no crash at store %d of %d", step, op.desc, n, k)
+			}
+			crashes++
+			fr = open(R)
+			if errs := fr.Check(); len(errs) > 0 {
+				t.Fatalf("step %d %s, crash at store %d/%d: Check: %v", step, op.desc, n, k, errs)
+			}
+			s := snapshot(t, fr)
+			must(t, fr.a.Abandon()) // R is discarded: skip Close's msync
+			if op.data != "" {
+				s, s0, s1 = withoutData(s, s0, op.data), withoutData(s0, s0, op.data), withoutData(s1, s0, op.data)
+			}
+			if !equalSnap(s, s0) && !equalSnap(s, s1) && (sMid == nil || !equalSnap(s, sMid)) {
+				t.Fatalf("step %d %s, crash at store %d/%d: state is neither before nor after.\nvs before:\n%s\nvs after:\n%s",
+					step, op.desc, n, k, diffSnap(s0, s), diffSnap(s1, s))
+			}
+		}
+		must(t, os.Rename(Q, P))
+	}
+	t.Logf("%d operations, %d crashes", ops, crashes)
+}
+
+// withoutData returns s with the contents of the inode that ref names at
+// path (under every name) blanked.
+func withoutData(s, ref map[string]snapEntry, path string) map[string]snapEntry {
+	ino := ref[path].Ino
+	out := make(map[string]snapEntry, len(s))
+	for p, e := range s {
+		if e.Ino == ino {
+			e.Data = "(not compared)"
+			e.Blocks = 0 // a large fallocate allocates in several Txs
+		}
+		out[p] = e
+	}
+	return out
+}
+
+// restoreImage overwrites path with img in place (no truncate, so the page
+// cache keeps the file's pages and this is a memory copy).
+func restoreImage(t *testing.T, path string, img []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
+	must(t, err)
+	if _, err := f.WriteAt(img, 0); err != nil {
+		t.Fatal(err)
+	}
+	must(t, f.Truncate(int64(len(img))))
+	must(t, f.Close())
+}
+
+func readImage(t *testing.T, path string) []byte {
+	t.Helper()
+	img, err := os.ReadFile(path)
+	must(t, err)
+	return img
+}

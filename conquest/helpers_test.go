@@ -1,0 +1,192 @@
+package conquest
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// testClock is a deterministic clock: each call advances it by 1 µs, so
+// successive operations get distinct timestamps. Tests may set it.
+type testClock struct {
+	mu  sync.Mutex
+	now Timespec
+}
+
+func (c *testClock) Now() Timespec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now.Nsec += 1000
+	if c.now.Nsec >= 1e9 {
+		c.now.Sec++
+		c.now.Nsec -= 1e9
+	}
+	return c.now
+}
+
+func (c *testClock) Advance(sec int64) {
+	c.mu.Lock()
+	c.now.Sec += sec
+	c.mu.Unlock()
+}
+
+type testEnv struct {
+	current *FS
+	t       *testing.T
+	path    string
+	clock   *testClock
+	logs    []string
+	logMu   sync.Mutex
+}
+
+type fsOpt struct {
+	size       uint64
+	journalLen uint64
+	noCheck    bool
+}
+
+// newTestFS formats an arena in t.TempDir, opens it and registers a
+// Cleanup that runs Check (which must be clean) and closes it.
+func newTestFS(t *testing.T) (*FS, *testEnv) {
+	return newTestFSOpt(t, fsOpt{})
+}
+
+func newTestFSOpt(t *testing.T, o fsOpt) (*FS, *testEnv) {
+	t.Helper()
+	if o.size == 0 {
+		o.size = 32 << 20
+	}
+	env := &testEnv{t: t, path: filepath.Join(t.TempDir(), "arena"), clock: &testClock{now: Timespec{Sec: 1_700_000_000}}}
+	if err := Mkfs(env.path, "", MkfsOptions{PramSize: o.size, JournalLen: o.journalLen, RootUid: 1000, RootGid: 1000}); err != nil {
+		t.Fatalf("Mkfs: %v", err)
+	}
+	fs := env.open()
+	t.Cleanup(func() {
+		if fs := env.current; fs != nil && !fs.closed {
+			if !o.noCheck {
+				for _, err := range fs.Check() {
+					t.Errorf("Check: %v", err)
+				}
+			}
+			if err := fs.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}
+	})
+	return fs, env
+}
+
+func (env *testEnv) logf(format string, args ...any) {
+	env.logMu.Lock()
+	defer env.logMu.Unlock()
+	env.logs = append(env.logs, sprintf(format, args...))
+}
+
+// open opens the arena and makes it the env's current FS.
+func (env *testEnv) open() *FS {
+	env.t.Helper()
+	fs, err := Open(env.path, "", Options{Logf: env.logf, Now: env.clock.Now})
+	if err != nil {
+		env.t.Fatalf("Open: %v", err)
+	}
+	env.current = fs
+	return fs
+}
+
+// reopen closes fs cleanly and opens it again.
+func (env *testEnv) reopen(fs *FS) *FS {
+	env.t.Helper()
+	if errs := fs.Check(); len(errs) > 0 {
+		env.t.Fatalf("Check before reopen: %v", errs)
+	}
+	if err := fs.Close(); err != nil {
+		env.t.Fatalf("Close: %v", err)
+	}
+	return env.open()
+}
+
+func mustErr(t *testing.T, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("got error %v, want %v", err, want)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var root = Cred{Uid: 0, Gid: 0}
+var user = Cred{Uid: 1000, Gid: 1000}
+
+// create makes a regular file and closes it (the kernel reference stays,
+// as with a real mount until Forget).
+func create(t *testing.T, fs *FS, dir Ino, name string, data []byte) Attr {
+	t.Helper()
+	at, h, err := fs.Create(dir, name, 0o644, O_RDWR|O_CREAT|O_EXCL, user)
+	if err != nil {
+		t.Fatalf("Create %q: %v", name, err)
+	}
+	if len(data) > 0 {
+		n, err := fs.Write(at.Ino, h, 0, data, false)
+		if err != nil || n != len(data) {
+			t.Fatalf("Write %q: %d, %v", name, n, err)
+		}
+	}
+	fs.Release(at.Ino, h)
+	at, err = fs.GetAttr(at.Ino)
+	must(t, err)
+	return at
+}
+
+func mkdir(t *testing.T, fs *FS, dir Ino, name string) Attr {
+	t.Helper()
+	at, err := fs.Mkdir(dir, name, 0o755, user)
+	if err != nil {
+		t.Fatalf("Mkdir %q: %v", name, err)
+	}
+	return at
+}
+
+func readAll(t *testing.T, fs *FS, ino Ino) []byte {
+	t.Helper()
+	at, err := fs.GetAttr(ino)
+	must(t, err)
+	buf := make([]byte, at.Size+10)
+	n, err := fs.Read(ino, 0, 0, buf)
+	must(t, err)
+	if uint64(n) != at.Size {
+		t.Fatalf("read %d bytes of a %d-byte file", n, at.Size)
+	}
+	return buf[:n]
+}
+
+func lookup(t *testing.T, fs *FS, dir Ino, name string) Attr {
+	t.Helper()
+	at, err := fs.Lookup(dir, name)
+	if err != nil {
+		t.Fatalf("Lookup %q: %v", name, err)
+	}
+	return at
+}
+
+func names(t *testing.T, fs *FS, dir Ino) map[string]Ino {
+	t.Helper()
+	m := make(map[string]Ino)
+	err := fs.ReadDir(dir, 0, func(name string, ino Ino, typ uint8, next uint64) bool {
+		if _, dup := m[name]; dup {
+			t.Errorf("ReadDir: %q twice", name)
+		}
+		m[name] = ino
+		return true
+	})
+	must(t, err)
+	return m
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

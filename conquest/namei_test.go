@@ -1,0 +1,315 @@
+package conquest
+
+import (
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestNames(t *testing.T) {
+	fs, _ := newTestFS(t)
+	long := strings.Repeat("x", MaxName)
+	create(t, fs, RootIno, long, nil)
+	lookup(t, fs, RootIno, long)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{{"", ErrInvalid}, {"a/b", ErrInvalid}, {long + "y", ErrNameTooLong}} {
+		_, _, err := fs.Create(RootIno, c.name, 0o644, O_RDWR|O_CREAT, user)
+		mustErr(t, err, c.err)
+		_, err = fs.Mkdir(RootIno, c.name, 0o755, user)
+		mustErr(t, err, c.err)
+		_, err = fs.Lookup(RootIno, c.name)
+		mustErr(t, err, c.err)
+		_, err = fs.Symlink(RootIno, c.name, "t", user)
+		mustErr(t, err, c.err)
+	}
+	_, err := fs.Lookup(RootIno, "missing")
+	mustErr(t, err, ErrNotFound)
+	f := create(t, fs, RootIno, "file", nil)
+	_, err = fs.Lookup(f.Ino, "x")
+	mustErr(t, err, ErrNotDir)
+	_, err = fs.Mkdir(f.Ino, "x", 0o755, user)
+	mustErr(t, err, ErrNotDir)
+	_, err = fs.Mkdir(RootIno, "file", 0o755, user)
+	mustErr(t, err, ErrExists)
+	_, err = fs.Mknod(RootIno, "file", S_IFIFO|0o644, 0, user)
+	mustErr(t, err, ErrExists)
+}
+
+func TestMkdirRmdirLinkCounts(t *testing.T) {
+	fs, _ := newTestFS(t)
+	a := mkdir(t, fs, RootIno, "a")
+	if a.Nlink != 2 || a.Mode != S_IFDIR|0o755 || a.Uid != 1000 || a.Size != 4096 {
+		t.Fatalf("new dir %+v", a)
+	}
+	mkdir(t, fs, a.Ino, "b")
+	mkdir(t, fs, a.Ino, "c")
+	create(t, fs, a.Ino, "f", nil)
+	if at, _ := fs.GetAttr(a.Ino); at.Nlink != 4 {
+		t.Fatalf("dir with two subdirs has nlink %d", at.Nlink)
+	}
+	if at, _ := fs.GetAttr(RootIno); at.Nlink != 3 {
+		t.Fatalf("root nlink %d", at.Nlink)
+	}
+	mustErr(t, fs.Rmdir(RootIno, "a"), ErrNotEmpty)
+	mustErr(t, fs.Rmdir(a.Ino, "f"), ErrNotDir)
+	mustErr(t, fs.Unlink(a.Ino, "b"), ErrIsDir)
+	mustErr(t, fs.Rmdir(a.Ino, "."), ErrInvalid)
+	mustErr(t, fs.Rmdir(a.Ino, ".."), ErrNotEmpty)
+	mustErr(t, fs.Rmdir(a.Ino, "zz"), ErrNotFound)
+	must(t, fs.Rmdir(a.Ino, "b"))
+	if at, _ := fs.GetAttr(a.Ino); at.Nlink != 3 {
+		t.Fatalf("after rmdir nlink %d", at.Nlink)
+	}
+	// "." and ".." lookups.
+	if at := lookup(t, fs, a.Ino, "."); at.Ino != a.Ino {
+		t.Fatalf(". is %d", at.Ino)
+	}
+	if at := lookup(t, fs, a.Ino, ".."); at.Ino != RootIno {
+		t.Fatalf(".. is %d", at.Ino)
+	}
+	if at := lookup(t, fs, RootIno, ".."); at.Ino != RootIno {
+		t.Fatalf("root's .. is %d", at.Ino)
+	}
+	// A removed directory that is still referenced: empty, nothing can be created.
+	c := lookup(t, fs, a.Ino, "c")
+	h, err := fs.OpenDir(c.Ino)
+	must(t, err)
+	must(t, fs.Rmdir(a.Ino, "c"))
+	at, err := fs.GetAttr(c.Ino)
+	must(t, err)
+	if at.Nlink != 0 {
+		t.Fatalf("removed dir nlink %d", at.Nlink)
+	}
+	if n := names(t, fs, c.Ino); len(n) != 0 {
+		t.Fatalf("removed dir lists %v", n)
+	}
+	_, _, err = fs.Create(c.Ino, "x", 0o644, O_CREAT, user)
+	mustErr(t, err, ErrNotFound)
+	_, err = fs.Lookup(c.Ino, "x")
+	mustErr(t, err, ErrNotFound)
+	fs.ReleaseDir(c.Ino, h)
+	fs.Forget(c.Ino, 2)
+	if _, err := fs.GetAttr(c.Ino); err == nil {
+		t.Fatalf("removed dir still exists after the last reference")
+	}
+}
+
+func TestReadDirCursors(t *testing.T) {
+	fs, _ := newTestFS(t)
+	d := mkdir(t, fs, RootIno, "d")
+	want := []string{".", ".."}
+	for i := 0; i < 300; i++ {
+		n := sprintf("entry-%03d", i)
+		create(t, fs, d.Ino, n, nil)
+		want = append(want, n)
+	}
+	// Read in pieces of 7, resuming from each piece's last cursor.
+	var got []string
+	var first []uint64
+	cursor := uint64(0)
+	for {
+		k := 0
+		must(t, fs.ReadDir(d.Ino, cursor, func(name string, ino Ino, typ uint8, next uint64) bool {
+			if k == 7 {
+				return false
+			}
+			if name == "." && (ino != d.Ino || next != 1) || name == ".." && (ino != RootIno || next != 2) {
+				t.Errorf("%s: ino %d next %d", name, ino, next)
+			}
+			if !strings.HasPrefix(name, ".") && typ != DT_REG {
+				t.Errorf("%s: type %d", name, typ)
+			}
+			got = append(got, name)
+			first = append(first, next)
+			cursor = next
+			k++
+			return true
+		}))
+		if k == 0 {
+			break
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("readdir in pieces: %d names, want %d", len(got), len(want))
+	}
+	// Entries removed and added during a scan: every entry present
+	// throughout is returned exactly once.
+	seen := map[string]int{}
+	cursor = 0
+	k := 0
+	must(t, fs.ReadDir(d.Ino, 0, func(name string, ino Ino, typ uint8, next uint64) bool {
+		seen[name]++
+		cursor = next
+		k++
+		return k < 100
+	}))
+	for j := 0; j < 300; j += 2 {
+		must(t, fs.Unlink(d.Ino, sprintf("entry-%03d", j)))
+	}
+	for j := 0; j < 200; j++ {
+		create(t, fs, d.Ino, sprintf("new-%03d", j), nil)
+	}
+	must(t, fs.ReadDir(d.Ino, cursor, func(name string, ino Ino, typ uint8, next uint64) bool {
+		seen[name]++
+		return true
+	}))
+	for j := 1; j < 300; j += 2 {
+		if n := seen[sprintf("entry-%03d", j)]; n != 1 {
+			t.Errorf("surviving entry-%03d seen %d times", j, n)
+		}
+	}
+	for name, n := range seen {
+		if n != 1 {
+			t.Errorf("%s seen %d times", name, n)
+		}
+	}
+}
+
+func TestHardLinks(t *testing.T) {
+	fs, env := newTestFS(t)
+	f := create(t, fs, RootIno, "f", []byte("shared"))
+	d := mkdir(t, fs, RootIno, "d")
+	l, err := fs.Link(f.Ino, d.Ino, "g")
+	must(t, err)
+	if l.Ino != f.Ino || l.Nlink != 2 {
+		t.Fatalf("link attr %+v", l)
+	}
+	if at := lookup(t, fs, d.Ino, "g"); at.Ino != f.Ino {
+		t.Fatalf("link resolves to %d", at.Ino)
+	}
+	_, err = fs.Link(d.Ino, RootIno, "dl")
+	mustErr(t, err, ErrPerm)
+	_, err = fs.Link(f.Ino, RootIno, "d")
+	mustErr(t, err, ErrExists)
+	_, err = fs.Link(f.Ino, f.Ino, "x")
+	mustErr(t, err, ErrNotDir)
+	must(t, fs.Unlink(RootIno, "f"))
+	fs = env.reopen(fs)
+	at := lookup(t, fs, d.Ino, "g")
+	if at.Nlink != 1 || string(readAll(t, fs, at.Ino)) != "shared" {
+		t.Fatalf("after unlinking one name: %+v", at)
+	}
+	must(t, fs.Unlink(d.Ino, "g"))
+}
+
+func TestTooManyLinks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("65000 links")
+	}
+	fs, _ := newTestFSOpt(t, fsOpt{size: 64 << 20})
+	f := create(t, fs, RootIno, "f", nil)
+	d := mkdir(t, fs, RootIno, "d")
+	for i := 1; i < MaxLinks; i++ {
+		if _, err := fs.Link(f.Ino, d.Ino, sprintf("%d", i)); err != nil {
+			t.Fatalf("link %d: %v", i, err)
+		}
+	}
+	_, err := fs.Link(f.Ino, d.Ino, "one-too-many")
+	mustErr(t, err, ErrTooManyLinks)
+	if at, _ := fs.GetAttr(f.Ino); at.Nlink != MaxLinks {
+		t.Fatalf("nlink %d", at.Nlink)
+	}
+	fs.Forget(f.Ino, MaxLinks)
+}
+
+func TestMknodAndSymlink(t *testing.T) {
+	fs, env := newTestFS(t)
+	for _, c := range []struct {
+		name string
+		mode uint32
+		rdev uint32
+		typ  uint8
+	}{
+		{"fifo", S_IFIFO | 0o600, 0, DT_FIFO}, {"sock", S_IFSOCK | 0o600, 0, DT_SOCK},
+		{"chr", S_IFCHR | 0o600, 0x0501, DT_CHR}, {"blk", S_IFBLK | 0o600, 0x0801, DT_BLK},
+		{"reg", 0o600, 0, DT_REG},
+	} {
+		at, err := fs.Mknod(RootIno, c.name, c.mode, c.rdev, user)
+		must(t, err)
+		wantMode := c.mode
+		if wantMode&S_IFMT == 0 {
+			wantMode |= S_IFREG
+		}
+		if at.Mode != wantMode || at.Rdev != c.rdev || at.Nlink != 1 {
+			t.Errorf("%s: %+v", c.name, at)
+		}
+		if n := names(t, fs, RootIno); n[c.name] != at.Ino {
+			t.Errorf("%s not listed", c.name)
+		}
+		typ := uint8(0)
+		must(t, fs.ReadDir(RootIno, 0, func(name string, ino Ino, ty uint8, next uint64) bool {
+			if name == c.name {
+				typ = ty
+			}
+			return true
+		}))
+		if typ != c.typ {
+			t.Errorf("%s: dirent type %d, want %d", c.name, typ, c.typ)
+		}
+	}
+	_, err := fs.Mknod(RootIno, "dir", S_IFDIR|0o755, 0, user)
+	mustErr(t, err, ErrInvalid)
+
+	target := strings.Repeat("t/", MaxSymlink/2) + "x"
+	s, err := fs.Symlink(RootIno, "s", target, user)
+	must(t, err)
+	if s.Mode != S_IFLNK|0o777 || s.Size != uint64(len(target)) {
+		t.Fatalf("symlink attr %+v", s)
+	}
+	_, err = fs.Symlink(RootIno, "s2", target+"y", user)
+	mustErr(t, err, ErrNameTooLong)
+	_, err = fs.Symlink(RootIno, "s3", "", user)
+	mustErr(t, err, ErrNotFound)
+	short, err := fs.Symlink(RootIno, "short", "../a b", user)
+	must(t, err)
+	fs = env.reopen(fs)
+	got, err := fs.Readlink(s.Ino)
+	must(t, err)
+	if got != target {
+		t.Fatalf("readlink: %d bytes", len(got))
+	}
+	if got, _ := fs.Readlink(short.Ino); got != "../a b" {
+		t.Fatalf("readlink short: %q", got)
+	}
+	_, err = fs.Readlink(RootIno)
+	mustErr(t, err, ErrInvalid)
+	must(t, fs.Unlink(RootIno, "s"))
+	must(t, fs.Unlink(RootIno, "chr"))
+}
+
+func TestSetgidDirectory(t *testing.T) {
+	fs, _ := newTestFS(t)
+	d := mkdir(t, fs, RootIno, "d")
+	_, err := fs.SetAttr(d.Ino, SetAttr{Valid: SetMode | SetGID, Mode: 0o2775, Gid: 500}, root)
+	must(t, err)
+	f := create(t, fs, d.Ino, "f", nil)
+	if f.Gid != 500 || f.Uid != 1000 {
+		t.Fatalf("file in setgid dir: uid %d gid %d", f.Uid, f.Gid)
+	}
+	sub := mkdir(t, fs, d.Ino, "sub")
+	if sub.Gid != 500 || sub.Mode&S_ISGID == 0 {
+		t.Fatalf("subdir of setgid dir: gid %d mode %#o", sub.Gid, sub.Mode)
+	}
+	// A non-member creating a setgid+group-exec file loses S_ISGID.
+	at, h, err := fs.Create(d.Ino, "g", 0o2755, O_CREAT|O_RDWR, user)
+	must(t, err)
+	fs.Release(at.Ino, h)
+	if at.Mode&S_ISGID != 0 {
+		t.Fatalf("non-member kept S_ISGID: %#o", at.Mode)
+	}
+	at, h, err = fs.Create(d.Ino, "h", 0o2755, O_CREAT|O_RDWR, Cred{Uid: 1000, Gid: 500})
+	must(t, err)
+	fs.Release(at.Ino, h)
+	if at.Mode&S_ISGID == 0 {
+		t.Fatalf("group member lost S_ISGID: %#o", at.Mode)
+	}
+	// Outside a setgid directory the caller's gid is used.
+	g := create(t, fs, RootIno, "g", nil)
+	if g.Gid != 1000 {
+		t.Fatalf("gid %d", g.Gid)
+	}
+}

@@ -1,0 +1,140 @@
+package conquest
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestNoSpace fills a tiny arena in several ways. Every operation that fails
+// with ErrNoSpace must leave the tree and the heap exactly as they were;
+// afterwards deleting everything returns the heap to its empty state and
+// the file system works again.
+func TestNoSpace(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 2 << 20})
+	empty := fs.h.Stats()
+	failures := map[string]int{}
+	// try runs op; on ErrNoSpace it checks that nothing changed.
+	try := func(what string, op func() error) bool {
+		t.Helper()
+		before, st := snapshot(t, fs), fs.h.Stats()
+		err := op()
+		if err == nil {
+			return true
+		}
+		if !errors.Is(err, ErrNoSpace) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		failures[what]++
+		if after := snapshot(t, fs); !equalSnap(before, after) {
+			t.Fatalf("%s failed with ENOSPC but changed the tree:\n%s", what, diffSnap(before, after))
+		}
+		if got := fs.h.Stats(); got.UsedBytes != st.UsedBytes || got.Objects != st.Objects {
+			t.Fatalf("%s failed with ENOSPC but the heap changed: %+v -> %+v", what, st, got)
+		}
+		if errs := fs.Check(); len(errs) > 0 {
+			t.Fatalf("%s: Check after ENOSPC: %v", what, errs)
+		}
+		return false
+	}
+	d := mkdir(t, fs, RootIno, "d")
+	// Big writes until the data no longer fits.
+	for i := 0; ; i++ {
+		name := sprintf("big%d", i)
+		var ino Ino
+		if !try("create", func() error {
+			at, h, err := fs.Create(d.Ino, name, 0o644, O_CREAT|O_RDWR, user)
+			if err == nil {
+				fs.Release(at.Ino, h)
+				fs.Forget(at.Ino, 1)
+				ino = at.Ino
+			}
+			return err
+		}) {
+			break
+		}
+		if !try("write", func() error {
+			_, err := fs.Write(ino, 0, 0, pattern(300<<10, byte(i)), false)
+			return err
+		}) {
+			break
+		}
+	}
+	// Then small files, directories, xattrs and symlinks until nothing fits.
+	for i := 0; i < 100000; i++ {
+		ok := false
+		name := sprintf("s%d", i)
+		ok = try("small", func() error {
+			at, h, err := fs.Create(d.Ino, name, 0o644, O_CREAT|O_RDWR, user)
+			if err != nil {
+				return err
+			}
+			fs.Release(at.Ino, h)
+			fs.Forget(at.Ino, 1)
+			_, err = fs.Write(at.Ino, 0, 0, pattern(500, 1), false)
+			return err
+		}) || ok
+		ok = try("mkdir", func() error {
+			at, err := fs.Mkdir(d.Ino, "dir"+name, 0o755, user)
+			if err == nil {
+				fs.Forget(at.Ino, 1)
+			}
+			return err
+		}) || ok
+		ok = try("xattr", func() error { return fs.SetXattr(d.Ino, "user."+name, pattern(1000, 2), 0) }) || ok
+		ok = try("symlink", func() error {
+			at, err := fs.Symlink(d.Ino, "l"+name, string(pattern(100, 'a')), user)
+			if err == nil {
+				fs.Forget(at.Ino, 1)
+			}
+			return err
+		}) || ok
+		ok = try("truncate-grow-write", func() error {
+			at, err := fs.Lookup(d.Ino, "big0")
+			if err != nil {
+				return err
+			}
+			fs.Forget(at.Ino, 1)
+			_, err = fs.Write(at.Ino, 0, int64(at.Size)+4096*int64(i), []byte("x"), false)
+			return err
+		}) || ok
+		if !ok {
+			break
+		}
+	}
+	t.Logf("ENOSPC failures: %v", failures)
+	for _, k := range []string{"write", "small", "mkdir", "xattr", "symlink"} {
+		if failures[k] == 0 {
+			t.Errorf("no ENOSPC seen for %s", k)
+		}
+	}
+	st := fs.StatFS()
+	if st.Bfree > 2 {
+		t.Errorf("full arena reports %d free blocks", st.Bfree)
+	}
+	// Delete everything; the heap returns to its empty state.
+	var names []string
+	must(t, fs.ReadDir(d.Ino, 2, func(name string, ino Ino, typ uint8, next uint64) bool {
+		names = append(names, name)
+		return true
+	}))
+	for _, n := range names {
+		at := lookup(t, fs, d.Ino, n)
+		fs.Forget(at.Ino, 1)
+		if at.Mode&S_IFMT == S_IFDIR {
+			must(t, fs.Rmdir(d.Ino, n))
+		} else {
+			must(t, fs.Unlink(d.Ino, n))
+		}
+	}
+	xs, err := fs.ListXattr(d.Ino)
+	must(t, err)
+	for _, x := range xs {
+		must(t, fs.RemoveXattr(d.Ino, x))
+	}
+	must(t, fs.Rmdir(RootIno, "d"))
+	fs.Forget(d.Ino, 1)
+	if got := fs.h.Stats(); got.UsedBytes != empty.UsedBytes || got.Objects != empty.Objects {
+		t.Fatalf("after deleting everything: heap %+v, empty was %+v", got, empty)
+	}
+	create(t, fs, RootIno, "again", pattern(100<<10, 3))
+}

@@ -1,0 +1,190 @@
+package conquest
+
+import (
+	"fmt"
+
+	"conquest/dirhash"
+	"conquest/pram"
+)
+
+// The orphan list (root slot 3) is a doubly linked list, through iOrphNext
+// and iOrphPrev, of inodes whose storage must still be released:
+//
+//   - nlink == 0: unlinked while the kernel still referenced it or had it
+//     open, or too large to free in the unlink's own Tx. It is freed when
+//     the last reference goes (Forget, Release) or, after a crash, by Open.
+//   - nlink > 0: a truncate is freeing blocks past the size in several Txs.
+//     It leaves the list when done; after a crash Open finishes the job.
+//
+// Membership changes in the same Tx as the operation that causes it, so a
+// crash never loses storage.
+
+// orphanAdd puts in at the head of the orphan list (idempotent).
+func (fs *FS) orphanAdd(tx *pram.Tx, in inode) {
+	if in.flags()&flagOrphan != 0 {
+		return
+	}
+	head := pram.Off(fs.a.Root(slotOrphans))
+	in.set64(tx, iOrphNext, uint64(head))
+	in.set64(tx, iOrphPrev, 0)
+	if head != 0 {
+		tx.Set64(head+iOrphPrev, uint64(in.off))
+	}
+	tx.Set64(pram.RootOff(slotOrphans), uint64(in.off))
+	in.set32(tx, iFlags, in.flags()|flagOrphan)
+}
+
+// orphanRemove takes in off the orphan list (idempotent).
+func (fs *FS) orphanRemove(tx *pram.Tx, in inode) {
+	if in.flags()&flagOrphan == 0 {
+		return
+	}
+	next, prev := in.orphNext(), in.orphPrev()
+	if prev == 0 {
+		tx.Set64(pram.RootOff(slotOrphans), uint64(next))
+	} else {
+		tx.Set64(prev+iOrphNext, uint64(next))
+	}
+	if next != 0 {
+		tx.Set64(next+iOrphPrev, uint64(prev))
+	}
+	in.set64(tx, iOrphNext, 0)
+	in.set64(tx, iOrphPrev, 0)
+	in.set32(tx, iFlags, in.flags()&^flagOrphan)
+}
+
+// dropLocked is called in the Tx that brought in's link count to zero. An
+// inode still in use goes on the orphan list; an unused one is freed now if
+// that is cheap, else it goes on the list and reap is true: after Commit the
+// caller runs freeInodeLocked.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) dropLocked(tx *pram.Tx, in inode) (reap bool, err error) {
+	busy := fs.vol.inUse(in.ino)
+	if busy || (in.isReg() && in.allocd() > cheapFree) {
+		fs.orphanAdd(tx, in)
+		return !busy, nil
+	}
+	done, err := fs.freeStep(tx, in)
+	if err == nil && !done {
+		err = fmt.Errorf("%w: inode %d not freed in one step", ErrIO, in.ino)
+	}
+	return false, err
+}
+
+// freeStep releases part of an unlinked inode's storage within one Tx's
+// budget; done reports that the inode record itself is gone.
+// Preconditions: fs.mu held exclusively; in.nlink() == 0.
+func (fs *FS) freeStep(tx *pram.Tx, in inode) (done bool, err error) {
+	switch in.typ() {
+	case S_IFREG:
+		more, err := fs.memShrink(tx, in, 0)
+		if err != nil || more {
+			return false, err
+		}
+	case S_IFDIR:
+		if d := in.data(); d != 0 {
+			if err := dirhash.Destroy(tx, fs.h, d); err != nil {
+				return false, err
+			}
+			in.set64(tx, iData, 0)
+		}
+	case S_IFLNK:
+		if d := in.data(); d != 0 {
+			if err := fs.h.Free(tx, d); err != nil {
+				return false, err
+			}
+			in.set64(tx, iData, 0)
+		}
+	}
+	if x := in.xattr(); x != 0 {
+		if err := fs.h.Free(tx, x); err != nil {
+			return false, err
+		}
+		in.set64(tx, iXattr, 0)
+	}
+	fs.orphanRemove(tx, in)
+	return true, fs.freeInodeRecord(tx, in)
+}
+
+// freeInodeLocked frees an orphan with nlink 0, one Tx per batch.
+// Preconditions: fs.mu held exclusively; ino is on the orphan list.
+func (fs *FS) freeInodeLocked(ino Ino) error {
+	for {
+		done := false
+		err := fs.update(func(tx *pram.Tx) error {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return err
+			}
+			if in.nlink() != 0 || in.flags()&flagOrphan == 0 {
+				return fmt.Errorf("%w: freeing inode %d with %d links, flags %#x", ErrIO, ino, in.nlink(), in.flags())
+			}
+			done, err = fs.freeStep(tx, in)
+			return err
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// reapIfUnused frees ino if it is an orphan with no links, no kernel
+// references and no open handles. Called when the last reference goes.
+func (fs *FS) reapIfUnused(ino Ino) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.closed || fs.vol.inUse(ino) {
+		return
+	}
+	orphan := false
+	var err error
+	func() {
+		defer fs.guard(&err)
+		in, e := fs.inode(ino)
+		orphan = e == nil && in.nlink() == 0 && in.flags()&flagOrphan != 0
+	}()
+	if !orphan || err != nil {
+		return
+	}
+	if err := fs.freeInodeLocked(ino); err != nil {
+		fs.logf("%s: freeing unlinked inode %d: %v", fs.a.Path(), ino, err)
+	}
+}
+
+// reapOrphansLocked processes the whole orphan list: frees every unlinked
+// inode and finishes every interrupted truncate. Used by Open (nothing can
+// be open after a restart) and Close. It returns the number of inodes freed.
+// Preconditions: fs.mu held exclusively; no kernel references exist.
+func (fs *FS) reapOrphansLocked() (freed int, err error) {
+	var seen = make(map[pram.Off]bool)
+	for {
+		head := pram.Off(fs.a.Root(slotOrphans))
+		if head == 0 {
+			return freed, nil
+		}
+		if seen[head] {
+			return freed, fmt.Errorf("%w: orphan list revisits inode at %d", ErrCorrupt, head)
+		}
+		seen[head] = true
+		var in inode
+		func() {
+			defer fs.guard(&err)
+			in, err = fs.inodeAt(head)
+			if err == nil && in.flags()&flagOrphan == 0 {
+				err = fmt.Errorf("%w: inode %d on the orphan list is not flagged", ErrCorrupt, in.ino)
+			}
+		}()
+		if err != nil {
+			return freed, fmt.Errorf("%w: orphan list: %v", ErrCorrupt, err)
+		}
+		if in.nlink() == 0 {
+			err = fs.freeInodeLocked(in.ino)
+			freed++
+		} else {
+			err = fs.finishShrinkLocked(in.ino)
+		}
+		if err != nil {
+			return freed, err
+		}
+	}
+}

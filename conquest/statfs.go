@@ -1,0 +1,87 @@
+package conquest
+
+import (
+	"conquest/dirhash"
+	"conquest/pram"
+)
+
+// StatFS reports block and inode counts: blocks are 4 KiB of the arena heap
+// (free = the allocator's free bytes); inodes in use come from root slot 4,
+// and free inodes are estimated as free heap bytes / 256 (every free byte
+// could become an inode record; data competes for the same space).
+func (fs *FS) StatFS() StatFS {
+	fs.mu.RLock()
+	defer fs.mu.RUnlock()
+	if fs.closed {
+		return StatFS{Bsize: BlockSize, Frsize: BlockSize, Namelen: MaxName}
+	}
+	st := fs.h.Stats()
+	used := fs.a.Root(slotInodes)
+	return StatFS{
+		Blocks: st.TotalBytes / BlockSize, Bfree: st.FreeBytes / BlockSize, Bavail: st.FreeBytes / BlockSize,
+		Files: used + st.FreeBytes/inodeSize, Ffree: st.FreeBytes / inodeSize,
+		Bsize: BlockSize, Frsize: BlockSize, Namelen: MaxName,
+	}
+}
+
+// Usage walks the tree and reports arena usage and file counts.
+func (fs *FS) Usage() Usage {
+	var u Usage
+	_ = fs.read(func() error {
+		st := fs.h.Stats()
+		u = Usage{ArenaBytes: fs.a.Size(), HeapBytes: st.TotalBytes, HeapUsed: st.UsedBytes,
+			HeapFree: st.FreeBytes, HeapObjects: st.Objects, Inodes: fs.a.Root(slotInodes)}
+		seen := make(map[Ino]bool)
+		count := func(in inode) {
+			if seen[in.ino] {
+				return
+			}
+			seen[in.ino] = true
+			switch in.typ() {
+			case S_IFREG:
+				u.Files++
+				u.FileBytes += in.size()
+				u.FileAllocated += in.allocd()
+			case S_IFDIR:
+				u.Dirs++
+			case S_IFLNK:
+				u.Symlinks++
+			default:
+				u.Specials++
+			}
+		}
+		root, err := fs.inode(RootIno)
+		if err != nil {
+			return err
+		}
+		count(root)
+		queue := []inode{root}
+		for len(queue) > 0 {
+			d := queue[0]
+			queue = queue[1:]
+			if d.data() == 0 {
+				continue
+			}
+			_ = fs.dir(d).Scan(0, func(e dirhash.Entry, next uint64) bool {
+				in, err := fs.inode(Ino(e.Ino))
+				if err != nil || seen[in.ino] {
+					return true
+				}
+				count(in)
+				if in.isDir() {
+					queue = append(queue, in)
+				}
+				return true
+			})
+		}
+		for off := fs.a.Root(slotOrphans); off != 0 && u.Orphans < 1<<26; u.Orphans++ {
+			in, err := fs.inodeAt(pram.Off(off))
+			if err != nil {
+				break
+			}
+			off = uint64(in.orphNext())
+		}
+		return nil
+	})
+	return u
+}

@@ -1,0 +1,176 @@
+package conquest
+
+// Ino is an inode number as the kernel sees it (the FUSE node id). The root
+// directory is RootIno; every other inode's number is its arena offset >> 8.
+type Ino uint64
+
+// RootIno is the root directory's inode number (the FUSE root node id).
+const RootIno Ino = 1
+
+// Handle identifies an open file or directory. 0 is never handed out.
+type Handle uint64
+
+// Timespec is a time with nanosecond resolution (Unix seconds + nanoseconds).
+type Timespec struct {
+	Sec  int64
+	Nsec uint32
+}
+
+// Attr is the stat(2) view of an inode.
+type Attr struct {
+	Ino                         Ino
+	Gen                         uint64 // generation: changes when an inode number is reused
+	Mode                        uint32 // S_IFMT | 07777
+	Nlink                       uint32
+	Uid, Gid, Rdev              uint32
+	Size                        uint64
+	Blocks                      uint64 // 512-byte units actually allocated
+	Blksize                     uint32
+	Atime, Mtime, Ctime, Crtime Timespec
+}
+
+// Cred is the caller of an operation, as the kernel reports it.
+type Cred struct {
+	Uid, Gid uint32
+	Pid      uint32
+}
+
+// SetAttr is a setattr request; Valid says which fields to apply.
+type SetAttr struct {
+	Valid               uint32 // Set* bits
+	Mode, Uid, Gid      uint32
+	Size                uint64
+	Atime, Mtime, Ctime Timespec
+	Handle              uint64 // the open file for ftruncate, or 0
+}
+
+// SetAttr.Valid bits.
+const (
+	SetMode        uint32 = 1 << iota // chmod: Mode's 07777 bits
+	SetUID                            // chown: Uid
+	SetGID                            // chown: Gid
+	SetSize                           // truncate: Size
+	SetAtime                          // Atime
+	SetMtime                          // Mtime
+	SetAtimeNow                       // atime = now (with or without SetAtime)
+	SetMtimeNow                       // mtime = now
+	SetCtime                          // Ctime (otherwise ctime = now on any change)
+	SetKillSUIDGID                    // clear S_ISUID, and S_ISGID if group-exec is set
+)
+
+// Rename flags (the values of renameat2(2)).
+const (
+	RenameNoReplace uint32 = 1 << 0 // RENAME_NOREPLACE: EEXIST if the target exists
+	RenameExchange  uint32 = 1 << 1 // RENAME_EXCHANGE: swap the two names atomically
+	RenameWhiteout  uint32 = 1 << 2 // RENAME_WHITEOUT: not supported (EINVAL)
+)
+
+// SetXattr flags (the values of setxattr(2)).
+const (
+	XattrCreate  uint32 = 1 // XATTR_CREATE: fail with EEXIST if the name exists
+	XattrReplace uint32 = 2 // XATTR_REPLACE: fail with ENODATA if it does not
+)
+
+// Fallocate modes (the values of fallocate(2)).
+const (
+	FallocKeepSize  uint32 = 0x01 // FALLOC_FL_KEEP_SIZE
+	FallocPunchHole uint32 = 0x02 // FALLOC_FL_PUNCH_HOLE (requires KEEP_SIZE)
+	FallocZeroRange uint32 = 0x10 // FALLOC_FL_ZERO_RANGE
+)
+
+// File type and permission bits of Attr.Mode (the values of stat(2)).
+const (
+	S_IFMT   uint32 = 0o170000
+	S_IFSOCK uint32 = 0o140000
+	S_IFLNK  uint32 = 0o120000
+	S_IFREG  uint32 = 0o100000
+	S_IFBLK  uint32 = 0o060000
+	S_IFDIR  uint32 = 0o040000
+	S_IFCHR  uint32 = 0o020000
+	S_IFIFO  uint32 = 0o010000
+	S_ISUID  uint32 = 0o4000
+	S_ISGID  uint32 = 0o2000
+	S_ISVTX  uint32 = 0o1000
+)
+
+// Directory entry types (DT_* of dirent(5)), as ReadDir reports them.
+const (
+	DT_UNKNOWN uint8 = 0
+	DT_FIFO    uint8 = 1
+	DT_CHR     uint8 = 2
+	DT_DIR     uint8 = 4
+	DT_BLK     uint8 = 6
+	DT_REG     uint8 = 8
+	DT_LNK     uint8 = 10
+	DT_SOCK    uint8 = 12
+)
+
+// Open flags the core looks at (the values of open(2) on Linux).
+const (
+	O_ACCMODE uint32 = 0o3
+	O_WRONLY  uint32 = 0o1
+	O_RDWR    uint32 = 0o2
+	O_CREAT   uint32 = 0o100
+	O_EXCL    uint32 = 0o200
+	O_TRUNC   uint32 = 0o1000
+	O_APPEND  uint32 = 0o2000
+)
+
+// Limits.
+const (
+	MaxName       = 255       // bytes in one name
+	MaxSymlink    = 4095      // bytes in a symlink target
+	MaxLinks      = 65000     // hard links per inode (EMLINK beyond), as ext4
+	MaxXattrName  = 255       // bytes in an xattr name including its namespace prefix
+	MaxXattrValue = 64 << 10  // bytes in one xattr value (E2BIG beyond)
+	MaxXattrTotal = 128 << 10 // bytes of all xattrs of one inode, encoded (ENOSPC beyond)
+	MaxXattrList  = 64 << 10  // bytes of the NUL-separated name list (E2BIG beyond)
+	BlockSize     = 4096      // file data block and statfs block size
+)
+
+// StatFS is the statfs(2) view of the file system.
+type StatFS struct {
+	Blocks, Bfree, Bavail, Files, Ffree uint64
+	Bsize, Frsize, Namelen              uint32
+}
+
+// Usage is arena and disk usage and file counts for `conquest df`/`stat`.
+type Usage struct {
+	ArenaBytes    uint64 // size of the arena
+	HeapBytes     uint64 // bytes the allocator manages
+	HeapUsed      uint64 // capacity of live allocations
+	HeapFree      uint64 // bytes free in the heap
+	HeapObjects   uint64 // live allocations
+	Inodes        uint64 // inodes in use (root slot 4)
+	Files         uint64 // regular files
+	Dirs          uint64 // directories
+	Symlinks      uint64
+	Specials      uint64 // FIFOs, sockets, devices
+	Orphans       uint64 // unlinked inodes still open (or awaiting cleanup)
+	FileBytes     uint64 // sum of regular file sizes
+	FileAllocated uint64 // bytes of data blocks held by regular files
+	DiskBytes     uint64 // size of the large-file disk (0 until diskstore)
+	DiskUsed      uint64
+}
+
+// MkfsOptions tunes Mkfs.
+type MkfsOptions struct {
+	PramSize   uint64 // bytes of the arena (required for a new image file)
+	JournalLen uint64 // 0: pram's default
+	RootMode   uint32 // permission bits of the root directory; 0 means 0755
+	RootUid    uint32
+	RootGid    uint32
+	// LargeFileThreshold is stored in pram Params[0] for diskstore; 0 picks
+	// the default. Unused until diskstore is integrated.
+	LargeFileThreshold uint64
+}
+
+// Options tunes Open.
+type Options struct {
+	// Logf receives recovery and cleanup messages; nil discards them.
+	Logf func(format string, args ...any)
+	// Now is the clock for timestamps; nil means time.Now. Tests set it.
+	Now func() Timespec
+	// NoAtime disables atime updates on read and readdir (relatime otherwise).
+	NoAtime bool
+}

@@ -1,0 +1,93 @@
+package conquest
+
+import (
+	"bytes"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestXattrs(t *testing.T) {
+	fs, env := newTestFS(t)
+	f := create(t, fs, RootIno, "f", nil)
+	must(t, fs.SetXattr(f.Ino, "user.a", []byte("1"), 0))
+	must(t, fs.SetXattr(f.Ino, "trusted.b", []byte{}, XattrCreate))
+	must(t, fs.SetXattr(f.Ino, "security.c", bytes.Repeat([]byte{9}, 1000), 0))
+	mustErr(t, fs.SetXattr(f.Ino, "user.a", []byte("2"), XattrCreate), ErrExists)
+	mustErr(t, fs.SetXattr(f.Ino, "user.zz", []byte("2"), XattrReplace), ErrNoData)
+	must(t, fs.SetXattr(f.Ino, "user.a", []byte("22"), XattrReplace))
+	mustErr(t, fs.SetXattr(f.Ino, "system.posix_acl_access", []byte("x"), 0), ErrNotSupported)
+	mustErr(t, fs.SetXattr(f.Ino, "other.x", []byte("x"), 0), ErrNotSupported)
+	mustErr(t, fs.SetXattr(f.Ino, "user.", []byte("x"), 0), ErrInvalid)
+	mustErr(t, fs.SetXattr(f.Ino, "", []byte("x"), 0), ErrRange)
+	mustErr(t, fs.SetXattr(f.Ino, "user."+strings.Repeat("n", 251), []byte("x"), 0), ErrRange)
+	must(t, fs.SetXattr(f.Ino, "user."+strings.Repeat("n", 250), []byte("x"), 0))
+	mustErr(t, fs.SetXattr(f.Ino, "user.big", make([]byte, MaxXattrValue+1), 0), ErrXattr2Big)
+	must(t, fs.SetXattr(f.Ino, "user.big", make([]byte, MaxXattrValue), 0))
+	mustErr(t, fs.SetXattr(f.Ino, "user.big2", make([]byte, MaxXattrValue), 0), ErrNoSpace)
+	must(t, fs.RemoveXattr(f.Ino, "user.big"))
+
+	fs = env.reopen(fs)
+	v, err := fs.GetXattr(f.Ino, "user.a")
+	must(t, err)
+	if string(v) != "22" {
+		t.Fatalf("user.a = %q", v)
+	}
+	v, err = fs.GetXattr(f.Ino, "trusted.b")
+	must(t, err)
+	if len(v) != 0 {
+		t.Fatalf("empty value came back as %q", v)
+	}
+	_, err = fs.GetXattr(f.Ino, "user.missing")
+	mustErr(t, err, ErrNoData)
+	_, err = fs.GetXattr(f.Ino, "system.posix_acl_access")
+	mustErr(t, err, ErrNotSupported)
+	list, err := fs.ListXattr(f.Ino)
+	must(t, err)
+	sort.Strings(list)
+	want := []string{"security.c", "trusted.b", "user.a", "user." + strings.Repeat("n", 250)}
+	if strings.Join(list, ",") != strings.Join(want, ",") {
+		t.Fatalf("list %v", list)
+	}
+	mustErr(t, fs.RemoveXattr(f.Ino, "user.missing"), ErrNoData)
+	for _, n := range want {
+		must(t, fs.RemoveXattr(f.Ino, n))
+	}
+	list, err = fs.ListXattr(f.Ino)
+	must(t, err)
+	if len(list) != 0 {
+		t.Fatalf("list after removing all: %v", list)
+	}
+	in, _ := fs.inode(f.Ino)
+	if in.xattr() != 0 {
+		t.Fatalf("blob not freed")
+	}
+
+	// user.* only on regular files and directories.
+	s, err := fs.Symlink(RootIno, "s", "f", user)
+	must(t, err)
+	mustErr(t, fs.SetXattr(s.Ino, "user.a", []byte("x"), 0), ErrPerm)
+	_, err = fs.GetXattr(s.Ino, "user.a")
+	mustErr(t, err, ErrNoData)
+	must(t, fs.SetXattr(s.Ino, "trusted.a", []byte("x"), 0))
+	must(t, fs.SetXattr(RootIno, "user.dir", []byte("x"), 0))
+	p, err := fs.Mknod(RootIno, "p", S_IFIFO|0o644, 0, user)
+	must(t, err)
+	mustErr(t, fs.SetXattr(p.Ino, "user.a", []byte("x"), 0), ErrPerm)
+	// Xattrs are freed with the inode (Check in Cleanup finds no leak).
+	must(t, fs.Unlink(RootIno, "s"))
+	fs.Forget(s.Ino, 1)
+}
+
+func TestXattrListTooBig(t *testing.T) {
+	fs, _ := newTestFS(t)
+	f := create(t, fs, RootIno, "f", nil)
+	// 300 names of 250 bytes: 75 KB of names, past the 64 KiB list limit,
+	// while the blob (names only) stays under the 128 KiB total.
+	for i := 0; i < 300; i++ {
+		name := sprintf("user.%03d", i) + strings.Repeat("x", 242)
+		must(t, fs.SetXattr(f.Ino, name, nil, 0))
+	}
+	_, err := fs.ListXattr(f.Ino)
+	mustErr(t, err, ErrXattr2Big)
+}
