@@ -1,0 +1,274 @@
+package diskstore
+
+import (
+	"fmt"
+
+	"conquest/alloc"
+	"conquest/pram"
+)
+
+// CheckOptions tunes a consistency walk.
+type CheckOptions struct {
+	// VerifyData reads every written block and checks it against its
+	// checksum (`conquest fsck`); otherwise only the metadata is walked.
+	VerifyData bool
+	// Progress, if set, is called as blocks are accounted for, with the
+	// number done and the total (the used blocks of the free map).
+	Progress func(done, total uint64)
+}
+
+// Checker is the disk store's part of the file system's consistency walk:
+// the core calls File for every large file it reaches and then Finish,
+// which checks that every disk block is used by exactly one file or free.
+// It marks every arena allocation it reaches in the alloc.Checker and never
+// panics on a damaged arena.
+type Checker struct {
+	s     *Store
+	c     *alloc.Checker
+	o     CheckOptions
+	used  []uint64 // bitmap of blocks reached (files, then free extents)
+	files uint64
+	done  uint64
+	total uint64
+	errs  []error
+	buf   []byte   // verify staging, allocated on first use
+	sums  []uint64 // checksums of one batch
+}
+
+// NewChecker starts a walk. c receives the marks of the store's arena
+// allocations.
+func (s *Store) NewChecker(c *alloc.Checker, o CheckOptions) *Checker {
+	return &Checker{s: s, c: c, o: o, used: make([]uint64, (s.super.Blocks+63)/64), total: s.Stats().UsedBlocks}
+}
+
+func (k *Checker) add(format string, args ...any) {
+	k.errs = append(k.errs, fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...)))
+}
+
+func (k *Checker) test(b Block) bool { return k.used[b/64]&(1<<(b%64)) != 0 }
+func (k *Checker) set(b Block)       { k.used[b/64] |= 1 << (b % 64) }
+
+func (k *Checker) progress(n uint64) {
+	k.done += n
+	if k.o.Progress != nil {
+		k.o.Progress(k.done, k.total)
+	}
+}
+
+// File checks the large file whose segment list is at seg and whose size is
+// size bytes: structure, disk blocks (in range, not shared with another
+// file), checksums only on mapped blocks and none beyond the end of the
+// file, the block count; with VerifyData also every block's data and that
+// the bytes after size in the last block are zeros. It returns the errors
+// found in this file (Finish returns them too).
+func (k *Checker) File(seg pram.Off, size int64) []error {
+	first := len(k.errs)
+	s := k.s
+	if err := s.validSeg(seg); err != nil {
+		k.errs = append(k.errs, err)
+		return k.errs[first:]
+	}
+	k.files++
+	k.c.Mark(seg, "diskstore segment list")
+	owner := s.owner(seg)
+	if size < 0 || size > MaxFileSize {
+		k.add("inode %d: size %d", owner, size)
+		size = 0
+	}
+	sl, sm := s.segs(seg), s.sums(seg)
+	structOK := true
+	for _, l := range []xlist{sl, sm} {
+		if errs := l.check(k.c); len(errs) > 0 {
+			k.errs = append(k.errs, errs...)
+			structOK = false
+		}
+	}
+	if !structOK {
+		return k.errs[first:]
+	}
+	eof := (uint64(size) + s.bs - 1) / s.bs
+	var held, prevEnd uint64
+	var segsSeen []segment
+	err := sl.walk(func(r rec) bool {
+		x := segment{r[0], Block(r[1]), r[2]}
+		if x.count == 0 || x.disk < 1 || uint64(x.disk)+x.count > s.super.Blocks || uint64(x.disk)+x.count < x.count {
+			k.add("inode %d: segment at file block %d maps disk blocks [%d, +%d) outside the disk", owner, x.fb, x.disk, x.count)
+			return true
+		}
+		if len(segsSeen) > 0 && x.fb < prevEnd {
+			k.add("inode %d: segment at file block %d overlaps the previous one (ends %d)", owner, x.fb, prevEnd)
+		}
+		prevEnd = x.end()
+		held += x.count
+		for b := x.disk; b < x.disk+Block(x.count); b++ {
+			if k.test(b) {
+				k.add("inode %d: disk block %d (file block %d) is used by another file too", owner, b, x.fb+uint64(b-x.disk))
+			}
+			k.set(b)
+		}
+		segsSeen = append(segsSeen, x)
+		return true
+	})
+	if err != nil {
+		k.errs = append(k.errs, err)
+		return k.errs[first:]
+	}
+	if h := s.a.U64(seg + slOffBlocks); h != held {
+		k.add("inode %d: segment list counts %d blocks, segments map %d", owner, h, held)
+	}
+	// Checksums: pages sane, non-zero only on mapped blocks below EOF.
+	err = sm.walk(func(r rec) bool {
+		p := sumPage{r[0], pram.Off(r[1]), r[2]}
+		if p.base%sumsPerPage != 0 || p.cap < 1 || p.cap > sumsPerPage || !s.a.InHeap(p.page, p.cap*8) || p.page%8 != 0 {
+			k.add("inode %d: checksum page for file block %d at %d, capacity %d", owner, p.base, p.page, p.cap)
+			return true
+		}
+		k.c.Mark(p.page, "diskstore checksum page")
+		for i := uint64(0); i < p.cap; i++ {
+			if s.a.U64(p.page+pram.Off(8*i)) == 0 {
+				continue
+			}
+			fb := p.base + i
+			if fb >= eof {
+				k.add("inode %d: file block %d beyond the end (size %d) holds data", owner, fb, size)
+			}
+			if sp, err := s.lookup(seg, fb); err != nil || sp.disk == 0 {
+				k.add("inode %d: file block %d has a checksum but no disk block", owner, fb)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		k.errs = append(k.errs, err)
+	}
+	for _, x := range segsSeen {
+		if k.o.VerifyData {
+			k.verify(seg, x, size)
+		}
+		k.progress(x.count)
+	}
+	return k.errs[first:]
+}
+
+// verify reads the written blocks of segment x and checks their checksums,
+// and that no byte after size is non-zero.
+func (k *Checker) verify(seg pram.Off, x segment, size int64) {
+	s := k.s
+	bs := s.bs
+	batch := max(uint64(flushBatch)/bs, 1)
+	if k.buf == nil {
+		k.buf, k.sums = AlignedBuffer(int(batch*bs)), make([]uint64, batch)
+	}
+	buf, sums := k.buf, k.sums
+	for i := uint64(0); i < x.count; i += batch {
+		n := min(batch, x.count-i)
+		fb := x.fb + i
+		if err := s.getSums(seg, fb, sums[:n]); err != nil {
+			k.errs = append(k.errs, err)
+			return
+		}
+		for a := uint64(0); a < n; {
+			if sums[a] == 0 {
+				a++
+				continue
+			}
+			b := a + 1
+			for b < n && sums[b] != 0 {
+				b++
+			}
+			dst := buf[:(b-a)*bs]
+			if err := s.readVerified(seg, fb+a, x.disk+Block(i+a), sums[a:b], dst); err != nil {
+				// Find every bad block of the run, not only the first.
+				for c := a; c < b; c++ {
+					if err := s.readVerified(seg, fb+c, x.disk+Block(i+c), sums[c:c+1], dst[:bs]); err != nil {
+						k.errs = append(k.errs, err)
+					}
+				}
+			} else if end := uint64(size); end%bs != 0 && end/bs >= fb+a && end/bs < fb+b {
+				// The run holds the last block: its tail must be zeros.
+				at := (end/bs - (fb + a)) * bs
+				for j, c := range dst[at+end%bs : at+bs] {
+					if c != 0 {
+						k.add("inode %d: byte %d after the end of the file (size %d) is not zero", s.owner(seg), end+uint64(j), size)
+						break
+					}
+				}
+			}
+			a = b
+		}
+	}
+}
+
+// Finish checks the free map (sorted, disjoint, coalesced, in range, its
+// count), that no free block is used by a file, that every block is either
+// used or free (no leaks), and the file count; it marks the free map's
+// allocations. It returns every error of the walk.
+func (k *Checker) Finish() []error {
+	s := k.s
+	k.c.Mark(s.fm, "diskstore free map")
+	k.c.Mark(s.st, "diskstore stats")
+	l := s.freeList()
+	if errs := l.check(k.c); len(errs) > 0 {
+		return append(k.errs, errs...)
+	}
+	var free uint64
+	var prev extent
+	first := true
+	err := l.walk(func(r rec) bool {
+		x := extent{Block(r[0]), Block(r[1])}
+		if x.b < 1 || x.e <= x.b || uint64(x.e) > s.super.Blocks {
+			k.add("free extent [%d, %d) outside the disk's data blocks [1, %d)", x.b, x.e, s.super.Blocks)
+			return true
+		}
+		if !first && x.b <= prev.e {
+			if x.b == prev.e {
+				k.add("free extents [%d, %d) and [%d, %d) are not coalesced", prev.b, prev.e, x.b, x.e)
+			} else {
+				k.add("free extents [%d, %d) and [%d, %d) overlap", prev.b, prev.e, x.b, x.e)
+			}
+		}
+		first, prev = false, x
+		free += x.len()
+		for b := x.b; b < x.e; b++ {
+			if k.test(b) {
+				k.add("disk block %d is free but used by a file", b)
+			}
+			k.set(b)
+		}
+		return true
+	})
+	if err != nil {
+		k.errs = append(k.errs, err)
+	}
+	if got := s.freeBlocks(); got != free {
+		k.add("free map counts %d free blocks, its extents hold %d", got, free)
+	}
+	// Leaks: blocks neither used nor free.
+	leaks, shown := uint64(0), 0
+	for b := Block(1); uint64(b) < s.super.Blocks; b++ {
+		if k.used[b/64] == ^uint64(0) && b%64 == 0 && uint64(b)+64 <= s.super.Blocks {
+			b += 63
+			continue
+		}
+		if k.test(b) {
+			continue
+		}
+		e := b
+		for uint64(e) < s.super.Blocks && !k.test(e) {
+			e++
+		}
+		leaks += uint64(e - b)
+		if shown < 10 {
+			k.add("disk blocks [%d, %d) are neither free nor used by a file (leaked)", b, e)
+			shown++
+		}
+		b = e
+	}
+	if shown == 10 {
+		k.add("%d disk blocks leaked in all", leaks)
+	}
+	if n := s.a.U64(s.st + stOffFiles); n != k.files {
+		k.add("stats count %d large files, the walk reached %d", n, k.files)
+	}
+	return k.errs
+}

@@ -1,0 +1,219 @@
+package diskstore
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"conquest/pram"
+)
+
+func testDeviceRoundTrip(t *testing.T, dev Device) {
+	t.Helper()
+	// Aligned, unaligned and straddling transfers.
+	for _, c := range []struct {
+		off int64
+		n   int
+	}{{0, 4096}, {4096, 1 << 20}, {100, 10}, {4090, 20}, {12345, 3 << 20}, {dev.Size() - 7, 7}} {
+		data := pattern(uint32(c.off), c.off, c.n)
+		if n, err := dev.WriteAt(data, c.off); err != nil || n != c.n {
+			t.Fatalf("write [%d, +%d): %d, %v", c.off, c.n, n, err)
+		}
+		got := make([]byte, c.n)
+		if n, err := dev.ReadAt(got, c.off); err != nil || n != c.n || !bytes.Equal(got, data) {
+			t.Fatalf("read [%d, +%d): %d, %v, equal %v", c.off, c.n, n, err, bytes.Equal(got, data))
+		}
+	}
+	// Aligned buffer, aligned offset.
+	b := AlignedBuffer(64 << 10)
+	copy(b, pattern(5, 0, len(b)))
+	if _, err := dev.WriteAt(b, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	got := AlignedBuffer(64 << 10)
+	if _, err := dev.ReadAt(got, 1<<20); err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("aligned read: %v", err)
+	}
+	// Beyond the end: an error, not a silent short read.
+	if _, err := dev.ReadAt(make([]byte, 8192), dev.Size()-4096); err == nil {
+		t.Fatal("read past the end succeeded")
+	}
+	if err := dev.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFileDevice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk")
+	if err := CreateFile(path, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := OpenDevice(path, DeviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev.Size() != 8<<20 || dev.(*fileDevice).direct {
+		t.Fatalf("size %d, direct %v", dev.Size(), dev.(*fileDevice).direct)
+	}
+	testDeviceRoundTrip(t, dev)
+	dev.Close()
+	if _, err := OpenDevice(t.TempDir(), DeviceOptions{}); err == nil {
+		t.Fatal("opened a directory")
+	}
+}
+
+func TestDirectDevice(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk")
+	if err := CreateFile(path, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := OpenDevice(path, DeviceOptions{Direct: DirectOn})
+	if errors.Is(err, syscall.EINVAL) {
+		t.Skip("file system refuses O_DIRECT")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if !dev.(*fileDevice).direct {
+		t.Fatal("not direct")
+	}
+	testDeviceRoundTrip(t, dev)
+	// The whole store on it.
+	e := newEnv(t, envOpts{dev: dev})
+	seg := e.newFile(1)
+	data := pattern(1, 3, 3<<20+17)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 3, data) })
+	if got, err := e.read(seg, 3, len(data)); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("store on O_DIRECT: %v", err)
+	}
+	e.restart()
+	if got, err := e.read(seg, 3, len(data)); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("store on O_DIRECT after restart: %v", err)
+	}
+}
+
+func TestMemAndCrashDevice(t *testing.T) {
+	testDeviceRoundTrip(t, NewMemDevice(8<<20))
+	testDeviceRoundTrip(t, NewCrashDevice(8<<20))
+	m := NewMemDevice(8192)
+	m.Close()
+	if _, err := m.ReadAt(make([]byte, 1), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("read after close: %v", err)
+	}
+}
+
+func TestCrashDeviceSemantics(t *testing.T) {
+	c := NewCrashDevice(1 << 20)
+	a, b := bytes.Repeat([]byte{1}, 4096), bytes.Repeat([]byte{2}, 4096)
+	c.WriteAt(a, 0)
+	c.Sync()
+	c.WriteAt(b, 0)
+	c.WriteAt(b, 8192)
+	got := make([]byte, 4096)
+	c.ReadAt(got, 0)
+	if !bytes.Equal(got, b) {
+		t.Fatal("unsynced write not visible before the crash")
+	}
+	lost := c.Crash(CrashLoseAll, 1)
+	lost.ReadAt(got, 0)
+	if !bytes.Equal(got, a) {
+		t.Fatal("crash kept an unsynced write")
+	}
+	lost.ReadAt(got, 8192)
+	if !bytes.Equal(got, make([]byte, 4096)) {
+		t.Fatal("crash kept an unsynced write")
+	}
+	// Random crashes keep some subsets; over many seeds, every combination.
+	seen := map[[2]byte]bool{}
+	for seed := uint64(0); seed < 64; seed++ {
+		r := c.Crash(CrashRandom, seed)
+		x, y := make([]byte, 1), make([]byte, 1)
+		r.ReadAt(x, 0)
+		r.ReadAt(y, 8192)
+		seen[[2]byte{x[0], y[0]}] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("random crashes produced %v", seen)
+	}
+	// Torn writes cut at sector boundaries.
+	torn := false
+	for seed := uint64(0); seed < 64 && !torn; seed++ {
+		r := c.Crash(CrashTorn, seed)
+		r.ReadAt(got, 0)
+		if got[0] == 2 && got[4095] == 1 {
+			torn = true
+			i := bytes.IndexByte(got, 1)
+			if i%512 != 0 {
+				t.Fatalf("torn at %d, not a sector boundary", i)
+			}
+		}
+	}
+	if !torn {
+		t.Fatal("no torn write in 64 crashes")
+	}
+	// A dropped write is acknowledged and lost for good.
+	c.SetDropFilter(func(off int64, n int) bool { return off == 0 })
+	if n, err := c.WriteAt(a, 0); n != 4096 || err != nil {
+		t.Fatal(n, err)
+	}
+	c.Sync()
+	c.ReadAt(got, 0)
+	if !bytes.Equal(got, b) {
+		t.Fatal("dropped write stored")
+	}
+	if _, _, dropped, pending := c.Stats(); dropped != 1 || pending != 0 {
+		t.Fatalf("dropped %d pending %d", dropped, pending)
+	}
+}
+
+func TestFaultInjectors(t *testing.T) {
+	f := NewFaultDevice(NewMemDevice(1<<20), OnNth(OpWrite, 2, FaultEIO))
+	buf := make([]byte, 4096)
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAt(buf, 0); err != nil {
+		t.Fatal(err) // reads do not count
+	}
+	if _, err := f.WriteAt(buf, 0); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("2nd write: %v", err)
+	}
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		t.Fatalf("3rd write: %v", err)
+	}
+	f.SetInjector(FromNth(OpSync, 2, FaultEIO))
+	if f.Sync() != nil || f.Sync() == nil || f.Sync() == nil {
+		t.Fatal("FromNth")
+	}
+	f.SetInjector(InRange(OpWrite, 8192, 12288, FaultNoSpace))
+	if _, err := f.WriteAt(buf, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(buf, 6000); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write into the full range: %v", err)
+	}
+	mem := NewMemDevice(1 << 20)
+	f = NewFaultDevice(mem, Any(OnNth(OpWrite, 1, FaultShort), OnNth(OpRead, 1, FaultDrop)))
+	data := bytes.Repeat([]byte{7}, 4096)
+	if n, err := f.WriteAt(data, 0); !errors.Is(err, io.ErrShortWrite) || n != 2048 {
+		t.Fatalf("short write: %d, %v", n, err)
+	}
+	if mem.Bytes()[2047] != 7 || mem.Bytes()[2048] != 0 {
+		t.Fatal("short write stored the wrong part")
+	}
+	f.SetInjector(OnNth(OpWrite, 1, FaultDrop))
+	if n, err := f.WriteAt(bytes.Repeat([]byte{9}, 10), 100000); n != 10 || err != nil || mem.Bytes()[100000] != 0 {
+		t.Fatal("dropped write")
+	}
+	f.SetInjector(WithProbability(OpRead, 1, 1, FaultCorrupt))
+	if _, err := f.ReadAt(buf, 0); err != nil || bytes.Equal(buf, mem.Bytes()[:4096]) {
+		t.Fatal("corrupt read returned the right bytes")
+	}
+	if f.Injected() != 3 { // since the second NewFaultDevice
+		t.Fatalf("injected %d", f.Injected())
+	}
+}

@@ -1,0 +1,220 @@
+package diskstore
+
+import (
+	"errors"
+	"fmt"
+
+	"conquest/pram"
+)
+
+// Block is a disk block number. Block 0 holds the superblock and is never
+// allocated, so 0 doubles as "no block".
+type Block uint64
+
+// extent is the half-open block range [b, e).
+type extent struct{ b, e Block }
+
+func (x extent) len() uint64 { return uint64(x.e - x.b) }
+
+// The free map (root slot 5) is an arena allocation of freeMapSize bytes:
+//
+//	+0  magic      uint64 freeMapMagic
+//	+8  blockSize  uint64
+//	+16 blocks     uint64 blocks on the disk, block 0 included
+//	+24 free       uint64 free blocks (sum of the extents)
+//	+32 extents    xlist of {begin, end} records keyed by begin: sorted,
+//	               disjoint and never adjacent (frees coalesce)
+//	+64 reserved
+const (
+	freeMapMagic   = 0x31504d4644514e43 // "CNQDFMP1"
+	freeMapSize    = 128
+	fmOffBlockSize = 8
+	fmOffBlocks    = 16
+	fmOffFree      = 24
+	fmOffList      = 32
+)
+
+func (s *Store) freeList() xlist {
+	return xlist{a: s.a, h: s.h, hdr: s.fm + fmOffList, words: 2, what: "free map"}
+}
+
+func (s *Store) freeBlocks() uint64 { return s.a.U64(s.fm + fmOffFree) }
+
+// freeExtent returns [b, e) to the free map, coalescing with its neighbours.
+// Freeing a block that is already free is reported as ErrCorrupt.
+func (s *Store) freeExtent(tx *pram.Tx, x extent) error {
+	if x.b < 1 || x.e <= x.b || uint64(x.e) > s.super.Blocks {
+		return fmt.Errorf("%w: freeing blocks [%d, %d) of a %d-block disk", ErrCorrupt, x.b, x.e, s.super.Blocks)
+	}
+	l := s.freeList()
+	pc, pok, err := l.seekLE(uint64(x.b))
+	if err != nil {
+		return err
+	}
+	nc, nok, err := l.seekGE(uint64(x.b))
+	if err != nil {
+		return err
+	}
+	var p, n rec
+	if pok {
+		p = l.get(pc)
+		if Block(p[1]) > x.b {
+			return fmt.Errorf("%w: freeing blocks [%d, %d), already free in [%d, %d)", ErrCorrupt, x.b, x.e, p[0], p[1])
+		}
+	}
+	if nok {
+		n = l.get(nc)
+		if Block(n[0]) < x.e {
+			return fmt.Errorf("%w: freeing blocks [%d, %d), already free in [%d, %d)", ErrCorrupt, x.b, x.e, n[0], n[1])
+		}
+	}
+	joinP := pok && Block(p[1]) == x.b
+	joinN := nok && Block(n[0]) == x.e
+	switch {
+	case joinP && joinN:
+		if err := l.set(tx, pc, rec{p[0], n[1]}); err != nil {
+			return err
+		}
+		err = l.remove(tx, nc)
+	case joinP:
+		err = l.set(tx, pc, rec{p[0], uint64(x.e)})
+	case joinN:
+		err = l.set(tx, nc, rec{uint64(x.b), n[1]})
+	default:
+		err = l.insert(tx, rec{uint64(x.b), uint64(x.e)})
+		if errors.Is(err, errListFull) {
+			err = fmt.Errorf("%w: free map too fragmented (%d extents)", ErrNoSpace, maxDirEntries*((maxLeafBytes-leafHeaderSize)/16))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	tx.Set64(s.fm+fmOffFree, s.freeBlocks()+x.len())
+	return nil
+}
+
+// takeExtent removes [b, e), which must lie inside the free extent at c,
+// from the free map.
+func (s *Store) takeExtent(tx *pram.Tx, c xcur, x extent) error {
+	l := s.freeList()
+	f := l.get(c)
+	fb, fe := Block(f[0]), Block(f[1])
+	if x.b < fb || x.e > fe || x.e <= x.b {
+		return fmt.Errorf("%w: taking [%d, %d) from free extent [%d, %d)", ErrCorrupt, x.b, x.e, fb, fe)
+	}
+	var err error
+	switch {
+	case x.b == fb && x.e == fe:
+		err = l.remove(tx, c)
+	case x.b == fb:
+		err = l.set(tx, c, rec{uint64(x.e), uint64(fe)})
+	case x.e == fe:
+		err = l.set(tx, c, rec{uint64(fb), uint64(x.b)})
+	default:
+		if err = l.set(tx, c, rec{uint64(fb), uint64(x.b)}); err == nil {
+			err = l.insert(tx, rec{uint64(x.e), uint64(fe)})
+			if errors.Is(err, errListFull) {
+				err = fmt.Errorf("%w: free map too fragmented", ErrNoSpace)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	tx.Set64(s.fm+fmOffFree, s.freeBlocks()-x.len())
+	return nil
+}
+
+// usable is the first run of want blocks of the free extent f, at or after
+// from, that does not touch the quarantine (blocks freed by the current
+// transaction; sorted and disjoint). If there is none it returns the longest
+// run there is.
+func (s *Store) usable(f extent, from Block, want uint64) (best extent) {
+	q := s.quarantine
+	b := max(f.b, from)
+	qi := 0
+	for b < f.e {
+		for qi < len(q) && q[qi].e <= b {
+			qi++
+		}
+		if qi < len(q) && q[qi].b <= b {
+			b = q[qi].e
+			continue
+		}
+		e := f.e
+		if qi < len(q) && q[qi].b < e {
+			e = q[qi].b
+		}
+		run := extent{b, e}
+		if run.len() >= want {
+			return extent{b, b + Block(want)}
+		}
+		if run.len() > best.len() {
+			best = run
+		}
+		b = e
+	}
+	return best
+}
+
+// allocExtent takes up to want free blocks: starting exactly at goal if goal
+// is free, otherwise the first free run of want blocks at or after goal
+// (wrapping around), otherwise the longest free run. It never returns blocks
+// in quarantine (freed by the current transaction) and never an empty
+// extent: a full disk is ErrNoSpace.
+func (s *Store) allocExtent(tx *pram.Tx, want uint64, goal Block) (extent, error) {
+	if want == 0 {
+		return extent{}, fmt.Errorf("%w: allocating 0 blocks", ErrCorrupt)
+	}
+	if s.freeBlocks() == 0 {
+		return extent{}, ErrNoSpace
+	}
+	l := s.freeList()
+	if goal < 1 || uint64(goal) >= s.super.Blocks {
+		goal = 1
+	}
+	// Exactly at goal: keeps a growing file contiguous.
+	c, ok, err := l.seekLE(uint64(goal))
+	if err != nil {
+		return extent{}, err
+	}
+	if ok {
+		f := l.get(c)
+		if Block(f[1]) > goal {
+			if x := s.usable(extent{goal, Block(f[1])}, goal, want); x.b == goal && x.len() > 0 {
+				return x, s.takeExtent(tx, c, x)
+			}
+		}
+	}
+	// First fit from goal, wrapping.
+	var best extent
+	var bestCur xcur
+	for pass := 0; pass < 2; pass++ {
+		if pass == 0 {
+			c, ok, err = l.seekGE(uint64(goal))
+		} else {
+			c, ok, err = l.first()
+		}
+		for ok && err == nil {
+			f := l.get(c)
+			if pass == 1 && Block(f[0]) >= goal {
+				break
+			}
+			x := s.usable(extent{Block(f[0]), Block(f[1])}, 0, want)
+			if x.len() == want {
+				return x, s.takeExtent(tx, c, x)
+			}
+			if x.len() > best.len() {
+				best, bestCur = x, c
+			}
+			c, ok, err = l.next(c)
+		}
+		if err != nil {
+			return extent{}, err
+		}
+	}
+	if best.len() == 0 {
+		return extent{}, fmt.Errorf("%w: %d free blocks, all freed by this operation", ErrNoSpace, s.freeBlocks())
+	}
+	return best, s.takeExtent(tx, bestCur, best)
+}

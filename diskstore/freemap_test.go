@@ -1,0 +1,144 @@
+package diskstore
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"conquest/pram"
+)
+
+// TestFreeMapModel allocates and frees random extents against a bitmap
+// model until the free map has thousands of extents (leaf growth, splits,
+// directory growth, merges), checking after every batch that the extents
+// are exactly the maximal free runs of the model.
+func TestFreeMapModel(t *testing.T) {
+	const blocks = 1 << 16
+	e := newEnv(t, envOpts{arenaSize: 32 << 20, blockSize: 4096, dev: NewMemDevice(blocks * 4096)})
+	s := e.s
+	free := make([]bool, blocks)
+	for b := 1; b < blocks; b++ {
+		free[b] = true
+	}
+	seed := uint64(20261130)
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 3))
+	var owned []extent
+	verify := func(step int) {
+		t.Helper()
+		var runs []extent
+		for b := 1; b < blocks; {
+			if !free[b] {
+				b++
+				continue
+			}
+			c := b
+			for c < blocks && free[c] {
+				c++
+			}
+			runs = append(runs, extent{Block(b), Block(c)})
+			b = c
+		}
+		var got []extent
+		if err := s.freeList().walk(func(r rec) bool { got = append(got, extent{Block(r[0]), Block(r[1])}); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(runs) {
+			t.Fatalf("step %d: %d extents, model has %d runs", step, len(got), len(runs))
+		}
+		var n uint64
+		for i := range runs {
+			if got[i] != runs[i] {
+				t.Fatalf("step %d: extent %d is %v, model %v", step, i, got[i], runs[i])
+			}
+			n += runs[i].len()
+		}
+		if s.freeBlocks() != n {
+			t.Fatalf("step %d: free count %d, model %d", step, s.freeBlocks(), n)
+		}
+		c := e.h.NewChecker()
+		for _, err := range append(s.freeList().check(c), c.Errors()...) {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	maxExtents := uint64(0)
+	for step := 0; step < 4000; step++ {
+		if len(owned) == 0 || r.IntN(100) < 55 {
+			want := uint64(1 + r.IntN(8))
+			goal := Block(r.IntN(blocks))
+			var x extent
+			err := e.do(func(tx *pram.Tx) (err error) { x, err = s.allocExtent(tx, want, goal); return err })
+			if errors.Is(err, ErrNoSpace) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			if x.len() == 0 || x.len() > want {
+				t.Fatalf("step %d: asked %d, got %v", step, want, x)
+			}
+			for b := x.b; b < x.e; b++ {
+				if !free[b] {
+					t.Fatalf("step %d: allocated block %d twice", step, b)
+				}
+				free[b] = false
+			}
+			owned = append(owned, x)
+		} else {
+			i := r.IntN(len(owned))
+			x := owned[i]
+			// Free a random part of it.
+			b := x.b + Block(r.IntN(int(x.len())))
+			en := b + 1 + Block(r.IntN(int(x.e-b)))
+			if err := e.do(func(tx *pram.Tx) error { return s.freeExtent(tx, extent{b, en}) }); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			for c := b; c < en; c++ {
+				free[c] = true
+			}
+			owned = append(owned[:i], owned[i+1:]...)
+			if b > x.b {
+				owned = append(owned, extent{x.b, b})
+			}
+			if en < x.e {
+				owned = append(owned, extent{en, x.e})
+			}
+		}
+		if n, _ := s.freeList().length(); n > maxExtents {
+			maxExtents = n
+		}
+		if step%200 == 0 {
+			verify(step)
+		}
+	}
+	verify(-1)
+	// Double frees are refused and change nothing.
+	for _, x := range owned[:min(len(owned), 20)] {
+		if x.b > 1 && free[x.b-1] {
+			err := e.do(func(tx *pram.Tx) error { return s.freeExtent(tx, extent{x.b - 1, x.e}) })
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("double free of %v: %v", extent{x.b - 1, x.e}, err)
+			}
+		}
+	}
+	verify(-2)
+	// Free everything: one extent again, every leaf but one gone.
+	for _, x := range owned {
+		e.must(func(tx *pram.Tx) error { return s.freeExtent(tx, x) })
+		for c := x.b; c < x.e; c++ {
+			free[c] = true
+		}
+	}
+	verify(-3)
+	if n, _ := s.freeList().length(); n != 1 {
+		t.Fatalf("%d extents after freeing all", n)
+	}
+	h, _ := s.freeList().head()
+	if h.nleaves != 1 {
+		t.Fatalf("%d leaves for one extent", h.nleaves)
+	}
+	t.Logf("up to %d free extents", maxExtents)
+	if maxExtents < 1000 {
+		t.Fatalf("only %d extents: the directory was not exercised", maxExtents)
+	}
+}

@@ -1,0 +1,71 @@
+package diskstore
+
+import "testing"
+
+// TestLayoutPinned pins the stored formats: changing any of these numbers
+// changes the format of existing disks and arenas and needs a new version.
+func TestLayoutPinned(t *testing.T) {
+	pins := []struct {
+		name      string
+		got, want int
+	}{
+		{"SuperSize", SuperSize, 56},
+		{"superOffVersion", superOffVersion, 8},
+		{"superOffBlockSize", superOffBlockSize, 12},
+		{"superOffUUID", superOffUUID, 16},
+		{"superOffBlocks", superOffBlocks, 32},
+		{"superOffCreated", superOffCreated, 40},
+		{"superOffChecksum", superOffChecksum, 48},
+		{"xlistHeaderSize", xlistHeaderSize, 32},
+		{"xhDir", xhDir, 0},
+		{"xhNLeaves", xhNLeaves, 8},
+		{"xhDirCap", xhDirCap, 12},
+		{"xhCount", xhCount, 16},
+		{"xhWords", xhWords, 24},
+		{"dirEntrySize", dirEntrySize, 16},
+		{"leafHeaderSize", leafHeaderSize, 16},
+		{"minLeafBytes", minLeafBytes, 128},
+		{"maxLeafBytes", maxLeafBytes, 4096},
+		{"maxDirEntries", maxDirEntries, 4096},
+		{"freeMapSize", freeMapSize, 128},
+		{"fmOffBlockSize", fmOffBlockSize, 8},
+		{"fmOffBlocks", fmOffBlocks, 16},
+		{"fmOffFree", fmOffFree, 24},
+		{"fmOffList", fmOffList, 32},
+		{"statsSize", statsSize, 64},
+		{"stOffFiles", stOffFiles, 8},
+		{"stOffChecksumEr", stOffChecksumEr, 16},
+		{"stOffIOErr", stOffIOErr, 24},
+		{"segListSize", segListSize, 128},
+		{"slOffOwner", slOffOwner, 8},
+		{"slOffSeed", slOffSeed, 16},
+		{"slOffBlocks", slOffBlocks, 24},
+		{"slOffSegs", slOffSegs, 32},
+		{"slOffSums", slOffSums, 64},
+		{"segWords", segWords, 3},
+		{"sumWords", sumWords, 3},
+		{"sumsPerPage", sumsPerPage, 512},
+		{"RootFreeMap", RootFreeMap, 5},
+		{"RootStats", RootStats, 6},
+		{"ParamThreshold", ParamThreshold, 0},
+		{"ParamBlockSize", ParamBlockSize, 1},
+		{"ParamDiskBlocks", ParamDiskBlocks, 2},
+	}
+	for _, p := range pins {
+		if p.got != p.want {
+			t.Errorf("%s = %d, pinned at %d", p.name, p.got, p.want)
+		}
+	}
+	if DiskMagic != "CONQDISK" || DiskVersion != 1 {
+		t.Errorf("disk magic %q version %d", DiskMagic, DiskVersion)
+	}
+	// Headers fit their allocations.
+	if slOffSums+xlistHeaderSize > segListSize || fmOffList+xlistHeaderSize > freeMapSize {
+		t.Error("header overflows its allocation")
+	}
+	for _, m := range []uint64{freeMapMagic, statsMagic, segListMagic} {
+		if m == 0 {
+			t.Error("zero magic")
+		}
+	}
+}

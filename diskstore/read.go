@@ -1,0 +1,116 @@
+package diskstore
+
+import (
+	"fmt"
+
+	"conquest/pram"
+)
+
+// ReadAt fills p with the file's bytes at off: gathered (buffered) data,
+// data from disk verified against its checksums, zeros for holes and for
+// blocks never written. The caller clips p to the file size. ra, if not nil,
+// is the open handle's readahead state. A block whose data does not match
+// its checksum fails the read with an error wrapping ErrIO and
+// ErrDataChecksum, logged with the file, offset and disk block; wrong bytes
+// are never returned.
+//
+// Preconditions: no concurrent call with a *pram.Tx (the core's read lock).
+func (s *Store) ReadAt(seg pram.Off, p []byte, off int64, ra *Readahead) (int, error) {
+	if err := s.checkRange(seg, off, len(p)); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var err error
+	if ra != nil {
+		err = ra.read(seg, p, off)
+	} else {
+		err = s.readDisk(seg, p, off)
+	}
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	s.overlayLocked(seg, p, off)
+	s.mu.Unlock()
+	return len(p), nil
+}
+
+// readDisk fills p with the file's data at off as the arena describes it
+// (without buffered data).
+func (s *Store) readDisk(seg pram.Off, p []byte, off int64) error {
+	bs := s.bs
+	end := uint64(off) + uint64(len(p))
+	fb := uint64(off) / bs
+	fbEnd := (end + bs - 1) / bs
+	var sums []uint64
+	for fb < fbEnd {
+		sp, err := s.lookup(seg, fb)
+		if err != nil {
+			return err
+		}
+		n := min(sp.n, fbEnd-fb)
+		if sp.disk == 0 {
+			lo, hi := max(fb*bs, uint64(off)), min((fb+n)*bs, end)
+			clear(p[lo-uint64(off) : hi-uint64(off)])
+			fb += n
+			continue
+		}
+		if uint64(cap(sums)) < n {
+			sums = make([]uint64, n)
+		}
+		sums = sums[:n]
+		if err := s.getSums(seg, fb, sums); err != nil {
+			return err
+		}
+		for i := uint64(0); i < n; {
+			j := i + 1
+			for j < n && (sums[j] == 0) == (sums[i] == 0) {
+				j++
+			}
+			lo, hi := max((fb+i)*bs, uint64(off)), min((fb+j)*bs, end)
+			dst := p[lo-uint64(off) : hi-uint64(off)]
+			if sums[i] == 0 {
+				clear(dst) // never written, or zeros: the disk is not read
+			} else if lo == (fb+i)*bs && hi == (fb+j)*bs {
+				if err := s.readVerified(seg, fb+i, sp.disk+Block(i), sums[i:j], dst); err != nil {
+					return err
+				}
+			} else {
+				tmp := AlignedBuffer(int((j - i) * bs))
+				if err := s.readVerified(seg, fb+i, sp.disk+Block(i), sums[i:j], tmp); err != nil {
+					return err
+				}
+				copy(dst, tmp[lo-(fb+i)*bs:])
+			}
+			i = j
+		}
+		fb += n
+	}
+	return nil
+}
+
+// readVerified reads len(sums) blocks of file block fb from disk into dst
+// (len(sums) blocks) and checks each against its checksum.
+func (s *Store) readVerified(seg pram.Off, fb uint64, disk Block, sums []uint64, dst []byte) error {
+	bs := s.bs
+	if _, err := s.dev.ReadAt(dst[:uint64(len(sums))*bs], int64(uint64(disk)*bs)); err != nil {
+		return s.ioErr(fmt.Sprintf("inode %d: reading disk blocks [%d, %d)", s.owner(seg), disk, disk+Block(len(sums))), err)
+	}
+	seed := s.a.U64(seg + slOffSeed)
+	for i, want := range sums {
+		if got := s.blockSum(seed, fb+uint64(i), dst[uint64(i)*bs:uint64(i+1)*bs]); got != want {
+			return s.sumErr(seg, fb+uint64(i), disk+Block(i))
+		}
+	}
+	return nil
+}
+
+// sumErr reports a checksum mismatch: counted, logged, returned as EIO.
+func (s *Store) sumErr(seg pram.Off, fb uint64, disk Block) error {
+	s.a.PutU64(s.st+stOffChecksumEr, s.a.U64(s.st+stOffChecksumEr)+1)
+	s.o.Logf("diskstore: checksum mismatch: inode %d, offset %d, disk block %d: returning EIO",
+		s.owner(seg), fb*s.bs, disk)
+	return fmt.Errorf("%w: %w: inode %d, offset %d, disk block %d", ErrIO, ErrDataChecksum, s.owner(seg), fb*s.bs, disk)
+}

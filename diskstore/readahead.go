@@ -1,0 +1,294 @@
+package diskstore
+
+import (
+	"fmt"
+	"sync"
+
+	"conquest/pram"
+)
+
+// Readahead is the sequential-read state of one open file handle. When
+// reads follow each other, it fetches the blocks ahead asynchronously, in
+// one large request per window, into a small cache; the window doubles with
+// every sequential read up to Options.ReadaheadMax. A read that does not
+// continue the previous one drops the cache and stops prefetching until
+// reads are sequential again.
+//
+// Prefetching never reads the arena from its goroutine: the foreground read
+// (under the core's read lock) resolves the blocks and their checksums, the
+// goroutine only reads the device and verifies. Cached data is tagged with
+// the file's generation, which every flush, truncate or destroy changes, so
+// a write makes the cache stale; buffered writes are overlaid on every read
+// anyway. Data that fails its checksum in a prefetch is not cached, and the
+// foreground read reports it.
+//
+// A Readahead is safe for concurrent use; Close it when the handle closes.
+type Readahead struct {
+	s  *Store
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	seg    pram.Off
+	next   int64 // where a sequential read would start
+	seq    int   // sequential reads in a row
+	window int64
+	bufs   []*raBuf // prefetched ranges in file order
+	ahead  int64    // end of the last prefetch
+	spare  [][]byte // buffers of finished prefetches, for reuse
+	closed bool
+	stats  ReadaheadStats
+}
+
+// ReadaheadStats counts what a Readahead did.
+type ReadaheadStats struct {
+	Hits       int64 // reads served from the cache
+	Misses     int64 // reads that went to disk
+	Prefetches int64 // prefetch requests issued
+	Bytes      int64 // bytes prefetched
+}
+
+type raBuf struct {
+	start, end int64
+	gen        uint64
+	data       []byte
+	err        error         // set before done is closed
+	done       chan struct{} // closed when data or err is ready
+}
+
+const (
+	raInitial = 256 << 10
+	raSlack   = 128 << 10 // a read starting this close to the expected offset still counts as sequential
+)
+
+// NewReadahead returns the readahead state for a new open handle.
+func (s *Store) NewReadahead() *Readahead {
+	return &Readahead{s: s, window: raInitial}
+}
+
+// Stats reports counters.
+func (ra *Readahead) Stats() ReadaheadStats {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	return ra.stats
+}
+
+// Close drops the cache and waits for prefetches in flight.
+func (ra *Readahead) Close() {
+	ra.mu.Lock()
+	bufs := ra.bufs
+	ra.bufs, ra.closed = nil, true
+	ra.mu.Unlock()
+	for _, b := range bufs {
+		<-b.done
+	}
+}
+
+// read fills p from the cache or the disk (not the write buffer).
+func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
+	s := ra.s
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if ra.closed {
+		return s.readDisk(seg, p, off)
+	}
+	if seg != ra.seg {
+		ra.reset()
+		ra.seg = seg
+	}
+	end := off + int64(len(p))
+	sequential := off >= ra.next-raSlack && off <= ra.next+raSlack
+	if sequential {
+		ra.seq++
+	} else {
+		ra.reset()
+	}
+	ra.next = end
+	gen := s.genOf(seg)
+	// Drop what is stale or behind us.
+	keep := ra.bufs[:0]
+	for _, b := range ra.bufs {
+		if b.gen == gen && b.end > off {
+			keep = append(keep, b)
+		} else {
+			ra.recycle(b)
+		}
+	}
+	clear(ra.bufs[len(keep):])
+	ra.bufs = keep
+	if ra.serve(p, off) {
+		ra.stats.Hits++
+	} else {
+		ra.stats.Misses++
+		if err := s.readDisk(seg, p, off); err != nil {
+			return err
+		}
+	}
+	if ra.seq >= 1 {
+		ra.window = min(ra.window*2, s.o.ReadaheadMax)
+		ra.prefetch(seg, end, gen)
+	}
+	return nil
+}
+
+// reset forgets the sequential run and the cache.
+// Preconditions: ra.mu held.
+func (ra *Readahead) reset() {
+	for _, b := range ra.bufs {
+		ra.recycle(b) // prefetches in flight finish into buffers nobody reads
+	}
+	ra.seq = 0
+	ra.window = raInitial
+	ra.bufs = nil
+	ra.ahead = 0
+}
+
+// recycle keeps the buffer of a finished prefetch for the next one.
+// Preconditions: ra.mu held.
+func (ra *Readahead) recycle(b *raBuf) {
+	select {
+	case <-b.done:
+		ra.spare = append(ra.spare, b.data[:cap(b.data)])
+		if len(ra.spare) > 3 { // keep the three largest
+			small := 0
+			for i, x := range ra.spare {
+				if len(x) < len(ra.spare[small]) {
+					small = i
+				}
+			}
+			ra.spare = append(ra.spare[:small], ra.spare[small+1:]...)
+		}
+	default:
+	}
+}
+
+// buffer returns an aligned buffer of n bytes, reused when possible (fresh
+// ones are rounded up to a power of two so that they can be reused as the
+// window grows).
+// Preconditions: ra.mu held.
+func (ra *Readahead) buffer(n int64) []byte {
+	for i, b := range ra.spare {
+		if int64(len(b)) >= n {
+			ra.spare = append(ra.spare[:i], ra.spare[i+1:]...)
+			return b[:n]
+		}
+	}
+	c := int64(raInitial)
+	for c < n {
+		c *= 2
+	}
+	return AlignedBuffer(int(c))[:n]
+}
+
+// serve copies [off, off+len(p)) from the cache if it holds all of it.
+// Preconditions: ra.mu held.
+func (ra *Readahead) serve(p []byte, off int64) bool {
+	end := off + int64(len(p))
+	pos := off
+	for _, b := range ra.bufs {
+		if b.end <= pos || b.start > pos {
+			continue
+		}
+		<-b.done
+		if b.err != nil {
+			return false
+		}
+		hi := min(b.end, end)
+		copy(p[pos-off:hi-off], b.data[pos-b.start:hi-b.start])
+		pos = hi
+		if pos == end {
+			return true
+		}
+	}
+	return false
+}
+
+// piece is a run of blocks a prefetch reads: len(sums) blocks from disk
+// (sums all non-zero), at byte rel of the buffer.
+type piece struct {
+	rel  int64
+	fb   uint64
+	disk Block
+	sums []uint64
+}
+
+// prefetch starts fetching the window after end if less than half a window
+// is prefetched already.
+// Preconditions: ra.mu held; the core's read lock held (reads the arena).
+func (ra *Readahead) prefetch(seg pram.Off, end int64, gen uint64) {
+	s := ra.s
+	bs := int64(s.bs)
+	if ra.ahead-end >= ra.window/2 {
+		return
+	}
+	mend, err := s.mappedEnd(seg)
+	if err != nil {
+		return
+	}
+	from := max(ra.ahead, end/bs*bs)
+	to := min((end+ra.window+bs-1)/bs*bs, int64(mend)*bs)
+	if from >= to {
+		return
+	}
+	// Resolve blocks and checksums now; the goroutine touches only the device.
+	var pieces []piece
+	for fb := uint64(from / bs); fb < uint64(to/bs); {
+		sp, err := s.lookup(seg, fb)
+		if err != nil {
+			return
+		}
+		n := min(sp.n, uint64(to/bs)-fb)
+		if sp.disk != 0 {
+			sums := make([]uint64, n)
+			if err := s.getSums(seg, fb, sums); err != nil {
+				return
+			}
+			for i := uint64(0); i < n; {
+				j := i + 1
+				for j < n && (sums[j] == 0) == (sums[i] == 0) {
+					j++
+				}
+				if sums[i] != 0 {
+					pieces = append(pieces, piece{int64(fb+i)*bs - from, fb + i, sp.disk + Block(i), sums[i:j]})
+				}
+				i = j
+			}
+		}
+		fb += n
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	b := &raBuf{start: from, end: to, gen: gen, data: ra.buffer(to - from), done: make(chan struct{})}
+	ra.bufs = append(ra.bufs, b)
+	ra.ahead = to
+	ra.stats.Prefetches++
+	ra.stats.Bytes += to - from
+	seed := s.a.U64(seg + slOffSeed)
+	go func() {
+		defer s.wg.Done()
+		defer close(b.done)
+		// Holes and unwritten blocks read as zeros; the buffer may be reused.
+		at := int64(0)
+		for _, pc := range pieces {
+			clear(b.data[at:pc.rel])
+			at = pc.rel + int64(len(pc.sums))*bs
+		}
+		clear(b.data[at:])
+		for _, pc := range pieces {
+			dst := b.data[pc.rel : pc.rel+int64(len(pc.sums))*bs]
+			if _, err := s.dev.ReadAt(dst, int64(pc.disk)*bs); err != nil {
+				b.err = err
+				return
+			}
+			for i, want := range pc.sums {
+				if s.blockSum(seed, pc.fb+uint64(i), dst[int64(i)*bs:int64(i+1)*bs]) != want {
+					b.err = fmt.Errorf("%w: prefetch of disk block %d", ErrDataChecksum, pc.disk+Block(i))
+					return
+				}
+			}
+		}
+	}()
+}

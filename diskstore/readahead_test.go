@@ -1,0 +1,203 @@
+package diskstore
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"conquest/pram"
+)
+
+// countDevice counts reads.
+type countDevice struct {
+	Device
+	reads atomic.Int64
+}
+
+func (c *countDevice) ReadAt(p []byte, off int64) (int, error) {
+	c.reads.Add(1)
+	return c.Device.ReadAt(p, off)
+}
+
+func TestReadaheadSequential(t *testing.T) {
+	cd := &countDevice{Device: NewMemDevice(64 << 20)}
+	e := newEnv(t, envOpts{dev: cd})
+	seg := e.newFile(1)
+	const size = 16 << 20
+	data := pattern(1, 0, size)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
+	ra := e.s.NewReadahead()
+	defer ra.Close()
+	cd.reads.Store(0)
+	const chunk = 128 << 10
+	for off := int64(0); off < size; off += chunk {
+		p := make([]byte, chunk)
+		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p, data[off:off+chunk]) {
+			t.Fatalf("data at %d differs", off)
+		}
+	}
+	st := ra.Stats()
+	reads := int64(size / chunk)
+	t.Logf("%d reads: %+v, %d device reads", reads, st, cd.reads.Load())
+	if st.Hits < reads*9/10 {
+		t.Fatalf("only %d of %d reads hit the readahead cache", st.Hits, reads)
+	}
+	if dr := cd.reads.Load(); dr > reads/4 {
+		t.Fatalf("%d device reads for %d sequential reads: readahead did not gather", dr, reads)
+	}
+	if st.Bytes > size+DefaultReadaheadMax {
+		t.Fatalf("prefetched %d bytes of a %d-byte file", st.Bytes, size)
+	}
+}
+
+func TestReadaheadStopsOnRandom(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	seg := e.newFile(1)
+	const size = 16 << 20
+	data := pattern(1, 0, size)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
+	ra := e.s.NewReadahead()
+	defer ra.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	read := func(off int64, n int) {
+		p := make([]byte, n)
+		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p, data[off:off+int64(n)]) {
+			t.Fatalf("data at %d differs", off)
+		}
+	}
+	// Random reads (never near the previous one): no prefetching at all.
+	for i := 1; i <= 50; i++ {
+		read(int64(i*7%15)<<20+int64(r.IntN(1000)), 4096)
+	}
+	if st := ra.Stats(); st.Prefetches != 0 || st.Hits != 0 {
+		t.Fatalf("random reads prefetched: %+v", st)
+	}
+	// Sequential again: prefetching resumes.
+	before := ra.Stats()
+	for off := int64(4 << 20); off < 8<<20; off += 64 << 10 {
+		read(off, 64<<10)
+	}
+	st := ra.Stats()
+	if st.Prefetches == before.Prefetches || st.Hits-before.Hits < 50 {
+		t.Fatalf("sequential reads after random ones: %+v (before %+v)", st, before)
+	}
+}
+
+// TestReadaheadSeesWrites: data prefetched before a write (flushed or only
+// buffered) is never served after it.
+func TestReadaheadSeesWrites(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096})
+	seg := e.newFile(1)
+	const size = 8 << 20
+	model := pattern(1, 0, size)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, model) })
+	ra := e.s.NewReadahead()
+	defer ra.Close()
+	for off := int64(0); off < size; off += 64 << 10 {
+		p := make([]byte, 64<<10)
+		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p, model[off:off+64<<10]) {
+			t.Fatalf("read at %d: stale data", off)
+		}
+		switch (off >> 16) % 5 {
+		case 1: // flushed overwrite just ahead (inside the prefetched window)
+			w := pattern(uint32(off), off+100<<10, 20000)
+			e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, off+100<<10, w) })
+			copy(model[off+100<<10:], w)
+		case 3: // buffered overwrite just ahead
+			w := pattern(uint32(off)+7, off+70<<10, 3000)
+			e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, off+70<<10, w) })
+			copy(model[off+70<<10:], w)
+		}
+	}
+	if ra.Stats().Prefetches == 0 {
+		t.Fatal("no prefetching")
+	}
+}
+
+// TestConcurrentReadersAndWriter runs readers with their own readahead
+// under a shared lock and a writer under the exclusive lock, as the core
+// does; with -race this checks the store's own synchronization.
+func TestConcurrentReadersAndWriter(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096, o: Options{FileBuffer: 64 << 10}})
+	seg := e.newFile(1)
+	const size = 4 << 20
+	model := pattern(1, 0, size)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, model) })
+	var mu sync.RWMutex // the core's fs.mu
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errc := make(chan error, 8)
+	for g := 0; g < 3; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			ra := e.s.NewReadahead()
+			defer ra.Close()
+			r := rand.New(rand.NewPCG(uint64(g), 9))
+			off := int64(0)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if r.IntN(10) == 0 {
+					off = r.Int64N(size - 65536)
+				}
+				p := make([]byte, 32<<10)
+				if off+int64(len(p)) > size {
+					off = 0
+				}
+				mu.RLock()
+				_, err := e.s.ReadAt(seg, p, off, ra)
+				ok := bytes.Equal(p, model[off:off+int64(len(p))])
+				mu.RUnlock()
+				if err != nil || !ok {
+					errc <- err
+					if err == nil {
+						t.Errorf("reader %d: stale data at %d", g, off)
+					}
+					return
+				}
+				off += int64(len(p))
+			}
+		}(g)
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	for i := 0; i < 150; i++ {
+		off := r.Int64N(size - 40000)
+		w := pattern(uint32(i+2), off, 1+r.IntN(40000))
+		mu.Lock()
+		err := e.do(func(tx *pram.Tx) error { return e.s.Write(tx, seg, off, w) })
+		if err == nil {
+			copy(model[off:], w)
+		}
+		mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	e.must(func(tx *pram.Tx) error { return e.s.Flush(tx, seg) })
+	mu.Unlock()
+	e.check(map[pram.Off]int64{seg: size})
+}

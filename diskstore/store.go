@@ -1,0 +1,346 @@
+package diskstore
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"slices"
+	"sync"
+	"syscall"
+
+	"conquest/alloc"
+	"conquest/pram"
+)
+
+// Arena parameter indices (pram.Geometry().Params), fixed by docs/DESIGN.md.
+const (
+	ParamThreshold  = 0 // large-file threshold in bytes (mkfs --large-threshold)
+	ParamBlockSize  = 1 // disk block size in bytes
+	ParamDiskBlocks = 2 // disk size in blocks, block 0 included
+)
+
+// Root slots of the arena superblock owned by diskstore.
+const (
+	RootFreeMap = 5 // offset of the free map
+	RootStats   = 6 // offset of the stats record
+)
+
+// The stats record (root slot 6), statsSize bytes:
+//
+//	+0  magic          uint64 statsMagic
+//	+8  files          uint64 live segment lists (logged)
+//	+16 checksumErrors uint64 data checksum mismatches seen (unlogged counter)
+//	+24 ioErrors       uint64 device errors seen (unlogged counter)
+const (
+	statsMagic      = 0x31545344514e4f43 // "CONQDST1"
+	statsSize       = 64
+	stOffFiles      = 8
+	stOffChecksumEr = 16
+	stOffIOErr      = 24
+)
+
+// Options tunes a Store. Zero values choose the defaults.
+type Options struct {
+	// Logf receives messages about damaged data (checksum mismatches name
+	// the file, offset and disk block). Default: log.Printf.
+	Logf func(format string, args ...any)
+	// FileBuffer is how many bytes of written data one file may gather
+	// before they are written to disk. Default DefaultFileBuffer.
+	FileBuffer int
+	// TotalBuffer caps the gathered bytes of all files. Default
+	// DefaultTotalBuffer.
+	TotalBuffer int
+	// MaxExtent caps the size in bytes of one allocation as a file grows.
+	// Default DefaultMaxExtent.
+	MaxExtent uint64
+	// ReadaheadMax caps the readahead window in bytes. Default
+	// DefaultReadaheadMax.
+	ReadaheadMax int64
+}
+
+// Defaults for Options.
+const (
+	DefaultFileBuffer   = 8 << 20
+	DefaultTotalBuffer  = 64 << 20
+	DefaultMaxExtent    = 64 << 20
+	DefaultReadaheadMax = 8 << 20
+	// MaxRuns is how many disjoint ranges one file's write buffer holds
+	// before a write that starts a new one flushes it.
+	MaxRuns = 16
+	// MaxFileSize is the largest file offset the store accepts.
+	MaxFileSize = 1 << 50
+)
+
+// Store is the large-file disk path of one mounted file system: the device,
+// the free map in the arena and the volatile write buffers.
+//
+// Concurrency. The store follows the core's lock: methods that take a
+// *pram.Tx change metadata and must be called with the file system's write
+// lock held (one at a time); ReadAt, Stats and Usage only read metadata and
+// may run concurrently with each other, with the write lock held shared.
+// s.mu guards the volatile state below and is taken after the core's lock;
+// readahead goroutines never touch the arena.
+type Store struct {
+	a     *pram.Arena
+	h     *alloc.Heap
+	dev   Device
+	super Super
+	bs    uint64
+	o     Options
+	fm    pram.Off // free map
+	st    pram.Off // stats record
+	zero  []byte   // one zero block
+
+	mu         sync.Mutex
+	files      map[pram.Off]*fileState // volatile per-file state, by segment list
+	buffered   int                     // bytes in all write buffers
+	gen        uint64                  // source of fileState generations
+	scratch    []byte                  // flush staging buffer (writers only)
+	quarantine []extent                // freed in the open Tx: not reused before it commits
+	undo       []func()                // volatile changes of the open Tx, undone by Abort
+	closed     bool
+	wg         sync.WaitGroup // readahead goroutines
+}
+
+func (o *Options) fill() {
+	if o.Logf == nil {
+		o.Logf = log.Printf
+	}
+	if o.FileBuffer <= 0 {
+		o.FileBuffer = DefaultFileBuffer
+	}
+	if o.TotalBuffer <= 0 {
+		o.TotalBuffer = DefaultTotalBuffer
+	}
+	if o.MaxExtent == 0 {
+		o.MaxExtent = DefaultMaxExtent
+	}
+	if o.ReadaheadMax <= 0 {
+		o.ReadaheadMax = DefaultReadaheadMax
+	}
+}
+
+// checkParams compares the arena's static parameters (when set) with the
+// disk's geometry.
+func checkParams(g pram.Geometry, sup Super) error {
+	if bs := g.Params[ParamBlockSize]; bs != 0 && bs != uint64(sup.BlockSize) {
+		return fmt.Errorf("%w: arena says block size %d, disk has %d", ErrGeometry, bs, sup.BlockSize)
+	}
+	if n := g.Params[ParamDiskBlocks]; n != 0 && n != sup.Blocks {
+		return fmt.Errorf("%w: arena says %d disk blocks, disk has %d", ErrGeometry, n, sup.Blocks)
+	}
+	return nil
+}
+
+// Format writes the disk superblock (with the arena's UUID), syncs it, and
+// lays an empty free map and stats record in the arena through tx (root
+// slots 5 and 6). Arena parameters ParamBlockSize and ParamDiskBlocks, if
+// set, must match blockSize and BlockCount(dev.Size(), blockSize). The caller
+// commits tx with Store.Commit.
+func Format(tx *pram.Tx, h *alloc.Heap, dev Device, blockSize uint32, o Options) (*Store, error) {
+	a := tx.Arena()
+	g := a.Geometry()
+	if err := checkParams(g, Super{BlockSize: blockSize, Blocks: BlockCount(dev.Size(), blockSize)}); err != nil {
+		return nil, err
+	}
+	sup, err := FormatDisk(dev, g.UUID, blockSize)
+	if err != nil {
+		return nil, err
+	}
+	fm, err := h.AllocZero(tx, freeMapSize)
+	if err != nil {
+		return nil, err
+	}
+	st, err := h.AllocZero(tx, statsSize)
+	if err != nil {
+		return nil, err
+	}
+	tx.Set64(fm, freeMapMagic)
+	tx.Set64(fm+fmOffBlockSize, uint64(blockSize))
+	tx.Set64(fm+fmOffBlocks, sup.Blocks)
+	tx.Set64(st, statsMagic)
+	tx.Set64(pram.RootOff(RootFreeMap), uint64(fm))
+	tx.Set64(pram.RootOff(RootStats), uint64(st))
+	s := newStore(a, h, dev, sup, fm, st, o)
+	s.freeList().initHeader(tx)
+	if err := s.freeExtent(tx, extent{1, Block(sup.Blocks)}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.Off, o Options) *Store {
+	o.fill()
+	return &Store{a: a, h: h, dev: dev, super: sup, bs: uint64(sup.BlockSize), o: o, fm: fm, st: st,
+		zero: make([]byte, sup.BlockSize), files: make(map[pram.Off]*fileState)}
+}
+
+// Open reads the disk superblock, checks that the disk belongs to this arena
+// (UUID, block size, block count) and finds the free map. Errors wrap
+// ErrNotConquestDisk, ErrVersion, ErrChecksum, ErrUUIDMismatch, ErrGeometry,
+// ErrIO or ErrCorrupt.
+func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
+	a := h.Arena()
+	sup, err := ReadSuper(dev)
+	if err != nil {
+		return nil, err
+	}
+	g := a.Geometry()
+	if sup.UUID != g.UUID {
+		return nil, fmt.Errorf("%w: disk %s, arena %s", ErrUUIDMismatch, pram.FormatUUID(sup.UUID), g.UUIDString())
+	}
+	if err := checkParams(g, sup); err != nil {
+		return nil, err
+	}
+	fm, st := pram.Off(a.Root(RootFreeMap)), pram.Off(a.Root(RootStats))
+	if !a.InHeap(fm, freeMapSize) || fm%8 != 0 || a.U64(fm) != freeMapMagic {
+		return nil, fmt.Errorf("%w: no free map at root slot %d (%d)", ErrCorrupt, RootFreeMap, fm)
+	}
+	if !a.InHeap(st, statsSize) || st%8 != 0 || a.U64(st) != statsMagic {
+		return nil, fmt.Errorf("%w: no stats record at root slot %d (%d)", ErrCorrupt, RootStats, st)
+	}
+	if bs, n := a.U64(fm+fmOffBlockSize), a.U64(fm+fmOffBlocks); bs != uint64(sup.BlockSize) || n != sup.Blocks {
+		return nil, fmt.Errorf("%w: free map for %d blocks of %d bytes, disk has %d of %d",
+			ErrGeometry, n, bs, sup.Blocks, sup.BlockSize)
+	}
+	if free := a.U64(fm + fmOffFree); free >= sup.Blocks {
+		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
+	}
+	return newStore(a, h, dev, sup, fm, st, o), nil
+}
+
+// Close waits for readahead, syncs and closes the device. Buffered writes
+// that were never flushed are dropped: the core flushes every file (Flush or
+// Fsync) before it closes the store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	err := s.dev.Sync()
+	if e := s.dev.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// Super is the disk's superblock.
+func (s *Store) Super() Super { return s.super }
+
+// BlockSize is the disk block size in bytes.
+func (s *Store) BlockSize() uint64 { return s.bs }
+
+// Device is the store's device.
+func (s *Store) Device() Device { return s.dev }
+
+// Commit commits tx and the store's volatile changes made in it: blocks
+// freed in tx become reusable, flushed write buffers are forgotten. Every
+// transaction that passed through a Store method must end with Store.Commit
+// or Store.Abort rather than tx.Commit or tx.Abort; for others either works.
+func (s *Store) Commit(tx *pram.Tx) {
+	tx.Commit()
+	s.mu.Lock()
+	s.undo = s.undo[:0]
+	s.quarantine = s.quarantine[:0]
+	s.mu.Unlock()
+}
+
+// Abort rolls back tx and the store's volatile changes made in it: write
+// buffers are as before the transaction (data flushed in it is buffered
+// again), readahead caches of the files involved are invalidated.
+func (s *Store) Abort(tx *pram.Tx) {
+	tx.Abort()
+	s.mu.Lock()
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+	s.undo = s.undo[:0]
+	s.quarantine = s.quarantine[:0]
+	s.mu.Unlock()
+}
+
+// onAbortLocked records how to undo a volatile change.
+// Preconditions: s.mu held.
+func (s *Store) onAbortLocked(f func()) { s.undo = append(s.undo, f) }
+
+// quarantineLocked records an extent freed in the open transaction.
+// Preconditions: s.mu held.
+func (s *Store) quarantineLocked(x extent) {
+	i, _ := slices.BinarySearchFunc(s.quarantine, x, func(a, b extent) int {
+		return int(int64(a.b) - int64(b.b))
+	})
+	s.quarantine = slices.Insert(s.quarantine, i, x)
+}
+
+// release frees extents of a file through tx and keeps them in quarantine
+// until tx commits: until then a rollback gives them back to the file, so
+// they must not be written for another purpose.
+func (s *Store) release(tx *pram.Tx, xs []extent) error {
+	for _, x := range xs {
+		if err := s.freeExtent(tx, x); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.quarantineLocked(x)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// ioErr wraps a device error: ENOSPC becomes ErrNoSpace, anything else
+// ErrIO. It counts the error in the stats record.
+func (s *Store) ioErr(what string, err error) error {
+	s.a.PutU64(s.st+stOffIOErr, s.a.U64(s.st+stOffIOErr)+1)
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: %s: %w", ErrNoSpace, what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrIO, what, err)
+}
+
+// Stats describes disk usage.
+type Stats struct {
+	BlockSize      uint64
+	Blocks         uint64 // on the disk, superblock included
+	DataBlocks     uint64 // Blocks - 1
+	FreeBlocks     uint64
+	UsedBlocks     uint64 // DataBlocks - FreeBlocks
+	FreeExtents    uint64 // fragmentation of the free space
+	Files          uint64 // segment lists alive
+	ChecksumErrors uint64 // since format
+	IOErrors       uint64 // since format
+	BufferedBytes  uint64 // written, not yet on disk
+}
+
+// Stats reports disk usage (for `conquest df`).
+func (s *Store) Stats() Stats {
+	free := s.freeBlocks()
+	ext, _ := s.freeList().length()
+	s.mu.Lock()
+	buf := s.buffered
+	s.mu.Unlock()
+	st := Stats{
+		BlockSize: s.bs, Blocks: s.super.Blocks, DataBlocks: s.super.DataBlocks(), FreeBlocks: free,
+		FreeExtents: ext, Files: s.a.U64(s.st + stOffFiles),
+		ChecksumErrors: s.a.U64(s.st + stOffChecksumEr), IOErrors: s.a.U64(s.st + stOffIOErr),
+		BufferedBytes: uint64(buf),
+	}
+	if free <= st.DataBlocks {
+		st.UsedBlocks = st.DataBlocks - free
+	}
+	return st
+}
+
+// freshBytes returns n bytes at base+at of an allocation that the current
+// transaction made (written unlogged), after checking that they lie inside
+// it. A failure is a bug in this package, not damage: it panics (and the
+// core's recover aborts the transaction), like bbolt's always-on assertions.
+func freshBytes(h *alloc.Heap, a *pram.Arena, base pram.Off, at, n uint64) []byte {
+	if size, err := h.SizeOf(base); err != nil || at+n > size {
+		panic(fmt.Sprintf("diskstore: assertion failed: write of [%d, +%d) into allocation %d (size %d, %v)", at, n, base, size, err))
+	}
+	return a.Bytes(base+pram.Off(at), n)
+}

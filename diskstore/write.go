@@ -1,0 +1,458 @@
+package diskstore
+
+import (
+	"bytes"
+	"fmt"
+
+	farm "github.com/dgryski/go-farm"
+
+	"conquest/pram"
+)
+
+// flushBatch bounds the staging buffer of one flush step.
+const flushBatch = 8 << 20
+
+// blockSum is the checksum of file block fb holding b: 0 for a block of
+// zeros, else a farm hash seeded with the file's seed and the block number
+// (so a block of another file, or of another offset, does not verify), never
+// 0.
+func (s *Store) blockSum(seed, fb uint64, b []byte) uint64 {
+	if bytes.Equal(b, s.zero) {
+		return 0
+	}
+	h := farm.Hash64WithSeed(b, seed^(fb*0x9e3779b97f4a7c15))
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+func (s *Store) checkRange(seg pram.Off, off int64, n int) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	if off < 0 || off > MaxFileSize || int64(n) > MaxFileSize-off {
+		return fmt.Errorf("%w: [%d, +%d)", ErrFileTooBig, off, n)
+	}
+	return nil
+}
+
+// Write gathers data at file offset off of the file at seg. It goes to disk
+// when the file's buffer is full (Options.FileBuffer), holds MaxRuns
+// disjoint ranges, or all buffers together exceed Options.TotalBuffer; then
+// Write flushes (see Flush) through tx. Reads see buffered data at once. A
+// crash loses buffered data that was never flushed: the file then reads as
+// before the write (old data, or zeros where it had none), never as another
+// file's data.
+func (s *Store) Write(tx *pram.Tx, seg pram.Off, off int64, data []byte) error {
+	if err := s.checkRange(seg, off, len(data)); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	fs := s.addLocked(seg, off, data)
+	full := fs.bytes >= s.o.FileBuffer || len(fs.runs) > MaxRuns || s.buffered > s.o.TotalBuffer
+	s.mu.Unlock()
+	if full {
+		return s.Flush(tx, seg)
+	}
+	return nil
+}
+
+// WriteThrough writes data and flushes the file at once: the data is on
+// disk and published through tx when it returns. The core uses it to move a
+// file to disk.
+func (s *Store) WriteThrough(tx *pram.Tx, seg pram.Off, off int64, data []byte) error {
+	if err := s.Write(tx, seg, off, data); err != nil {
+		return err
+	}
+	return s.Flush(tx, seg)
+}
+
+// Flush writes the file's buffered data to disk and publishes it through
+// tx, in that order (the ordering point): blocks are written in large
+// sequential requests, the device is synced, and only then do the segment
+// list and checksums in the arena point at the new data. New data goes to
+// blocks that hold no data of the file (newly allocated or preallocated
+// blocks, whose checksums are still 0, so they read as zeros until tx
+// commits); data that replaces written blocks goes to new blocks
+// (copy-on-write) and the old blocks are freed, so a crash at any point
+// leaves every block either old or new, never torn. On error nothing is
+// published, blocks allocated for the flush are freed and the data stays
+// buffered; the caller aborts tx (Store.Abort) or reports the error.
+func (s *Store) Flush(tx *pram.Tx, seg pram.Off) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	fs := s.files[seg]
+	if fs == nil || fs.empty() {
+		s.mu.Unlock()
+		return nil
+	}
+	runs := fs.runs
+	s.setRunsLocked(fs, nil)
+	s.mu.Unlock()
+	if err := s.writeRuns(tx, seg, runs); err != nil {
+		s.mu.Lock()
+		s.setRunsLocked(fs, mergeRuns(runs, fs.runs))
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// mergeRuns overlays newer runs on older ones.
+func mergeRuns(older, newer []run) []run {
+	if len(newer) == 0 {
+		return older
+	}
+	tmp := &Store{files: map[pram.Off]*fileState{0: {runs: older}}}
+	for _, r := range newer {
+		tmp.addLocked(0, r.off, r.data)
+	}
+	return tmp.files[0].runs
+}
+
+// Fsync makes the file durable up to the commit of tx: it flushes the
+// buffered data (which syncs the device before publishing). After
+// Store.Commit the core persists the arena metadata (inode, segment list,
+// free map), completing the ordering "disk data, then arena metadata".
+func (s *Store) Fsync(tx *pram.Tx, seg pram.Off) error { return s.Flush(tx, seg) }
+
+// FlushAll flushes every file with buffered data (sync(2), unmount).
+func (s *Store) FlushAll(tx *pram.Tx) error {
+	s.mu.Lock()
+	var segs []pram.Off
+	for seg, fs := range s.files {
+		if !fs.empty() {
+			segs = append(segs, seg)
+		}
+	}
+	s.mu.Unlock()
+	for _, seg := range segs {
+		if err := s.Flush(tx, seg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Truncate sets the file's data to end at size: buffered data beyond it is
+// dropped, blocks wholly beyond it are freed, and the tail of the last block
+// is zeroed (copy-on-write, as for any overwrite), so that growing the file
+// again reads zeros. The core calls it on every size change made by
+// truncate(2) or ftruncate(2), up or down.
+func (s *Store) Truncate(tx *pram.Tx, seg pram.Off, size int64) error {
+	if err := s.checkRange(seg, size, 0); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.dropBufferLocked(seg, size)
+	s.mu.Unlock()
+	nb := (uint64(size) + s.bs - 1) / s.bs
+	if err := s.dropFrom(tx, seg, nb); err != nil {
+		return err
+	}
+	if uint64(size)%s.bs == 0 {
+		return nil
+	}
+	last := nb - 1
+	sp, err := s.lookup(seg, last)
+	if err != nil || sp.disk == 0 {
+		return err
+	}
+	var sum [1]uint64
+	if err := s.getSums(seg, last, sum[:]); err != nil || sum[0] == 0 {
+		return err
+	}
+	return s.writeRuns(tx, seg, []run{{size, make([]byte, int64(nb*s.bs)-size)}})
+}
+
+// blk is the plan for one file block of a flush.
+type blk struct {
+	disk   Block  // current mapping (0: hole)
+	old    uint64 // current checksum
+	sum    uint64 // new checksum
+	dst    Block  // where the new data goes (0: no write)
+	cow    bool   // dst replaces a written block
+	filled bool   // runs cover the whole block
+}
+
+// writeRuns writes runs (sorted, disjoint) to disk and publishes them.
+func (s *Store) writeRuns(tx *pram.Tx, seg pram.Off, runs []run) error {
+	bs := int64(s.bs)
+	maxBlocks := max(uint64(flushBatch)/s.bs, 1)
+	for i := 0; i < len(runs); {
+		// A batch: consecutive runs whose blocks are contiguous, at most
+		// maxBlocks blocks.
+		fb0 := uint64(runs[i].off / bs)
+		fb1 := uint64((runs[i].end() + bs - 1) / bs)
+		j := i + 1
+		for j < len(runs) && uint64(runs[j].off/bs) <= fb1 && uint64((runs[j].end()+bs-1)/bs)-fb0 <= maxBlocks {
+			fb1 = uint64((runs[j].end() + bs - 1) / bs)
+			j++
+		}
+		for lo := fb0; lo < fb1; lo += maxBlocks {
+			if err := s.writeBlocks(tx, seg, lo, min(fb1, lo+maxBlocks), runs[i:j]); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+// writeBlocks writes the parts of runs that fall in file blocks [fb0, fb1).
+func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []run) error {
+	bs := s.bs
+	n := fb1 - fb0
+	if uint64(len(s.scratch)) < n*bs {
+		s.scratch = AlignedBuffer(int(n * bs))
+	}
+	buf := s.scratch[:n*bs]
+	plan := make([]blk, n)
+	olds := make([]uint64, n)
+	if err := s.getSums(seg, fb0, olds); err != nil {
+		return err
+	}
+	for fb := fb0; fb < fb1; {
+		sp, err := s.lookup(seg, fb)
+		if err != nil {
+			return err
+		}
+		k := min(sp.n, fb1-fb)
+		for i := uint64(0); i < k; i++ {
+			p := &plan[fb-fb0+i]
+			p.old = olds[fb-fb0+i]
+			if sp.disk != 0 {
+				p.disk = sp.disk + Block(i)
+			} else if p.old != 0 {
+				return fmt.Errorf("%w: inode %d: file block %d has a checksum but no disk block", ErrCorrupt, s.owner(seg), fb+i)
+			}
+		}
+		fb += k
+	}
+	// Which blocks the runs cover entirely.
+	start, stop := int64(fb0*bs), int64(fb1*bs)
+	for _, r := range runs {
+		lo, hi := max(r.off, start), min(r.end(), stop)
+		for b := (lo + int64(bs) - 1) / int64(bs); (b+1)*int64(bs) <= hi; b++ {
+			plan[uint64(b)-fb0].filled = true
+		}
+	}
+	// Old contents of partly covered blocks: read and verified, or zeros.
+	for i := range plan {
+		p := &plan[i]
+		dst := buf[uint64(i)*bs : uint64(i+1)*bs]
+		if p.filled || p.old == 0 {
+			if !p.filled {
+				clear(dst)
+			}
+			continue
+		}
+		if err := s.readVerified(seg, fb0+uint64(i), p.disk, []uint64{p.old}, dst); err != nil {
+			return err
+		}
+	}
+	for _, r := range runs {
+		lo, hi := max(r.off, start), min(r.end(), stop)
+		if lo < hi {
+			copy(buf[lo-start:hi-start], r.data[lo-r.off:hi-r.off])
+		}
+	}
+	seed := s.a.U64(seg + slOffSeed)
+	for i := range plan {
+		p := &plan[i]
+		p.sum = s.blockSum(seed, fb0+uint64(i), buf[uint64(i)*bs:uint64(i+1)*bs])
+		switch {
+		case p.sum == 0:
+			// Zeros need no disk block: a hole stays a hole, a mapped block
+			// keeps its place and reads as zeros by its checksum.
+		case p.disk != 0 && p.old == 0:
+			p.dst = p.disk // holds no data: written in place
+		default:
+			p.cow = p.disk != 0
+		}
+	}
+	allocs, err := s.allocFor(tx, seg, fb0, plan)
+	if err != nil {
+		return err
+	}
+	if err := s.writePlan(fb0, plan, buf); err != nil {
+		s.unalloc(tx, allocs)
+		return err
+	}
+	// Publish: the data is durable.
+	var old []extent
+	for i := 0; i < len(plan); {
+		if !plan[i].cow {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(plan) && plan[j].cow {
+			j++
+		}
+		xs, err := s.unmapRange(tx, seg, fb0+uint64(i), fb0+uint64(j))
+		if err != nil {
+			return err
+		}
+		old = append(old, xs...)
+		i = j
+	}
+	for _, a := range allocs {
+		if err := s.mapRange(tx, seg, a.fb, a.x.b, a.x.len()); err != nil {
+			return err
+		}
+	}
+	sums := make([]uint64, n)
+	changed := false
+	for i := range plan {
+		sums[i] = plan[i].sum
+		changed = changed || plan[i].sum != plan[i].old
+	}
+	if changed {
+		if err := s.setSums(tx, seg, fb0, sums); err != nil {
+			return err
+		}
+	}
+	s.bump(seg)
+	return s.release(tx, old)
+}
+
+// alloc is an extent allocated by a flush for file blocks from fb.
+type allocation struct {
+	fb uint64
+	x  extent
+}
+
+// allocFor allocates disk blocks for the plan entries that need a new
+// block (holes and copy-on-write), sets their dst, and returns the extents
+// with the file blocks they map. A run of new blocks that extends the file's
+// mapped end is followed by preallocation: the extent grows with the file
+// (about the size it already holds, capped at Options.MaxExtent) and is
+// placed right after the file's last block when that is free.
+func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (allocs []allocation, err error) {
+	defer func() {
+		if err != nil {
+			s.unalloc(tx, allocs)
+			allocs = nil
+		}
+	}()
+	needs := func(p blk) bool { return p.sum != 0 && p.dst == 0 }
+	for i := 0; i < len(plan); {
+		if !needs(plan[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(plan) && needs(plan[j]) && plan[j].cow == plan[i].cow {
+			j++
+		}
+		fb, count := fb0+uint64(i), uint64(j-i)
+		want := count
+		if !plan[i].cow {
+			end, err := s.mappedEnd(seg)
+			if err != nil {
+				return allocs, err
+			}
+			if fb+count >= end {
+				held := s.a.U64(seg + slOffBlocks)
+				grow := min(max(held, (1<<20)/s.bs), max(s.o.MaxExtent/s.bs, 1))
+				want = max(count, grow)
+				sp, err := s.lookup(seg, fb+count)
+				if err != nil {
+					return allocs, err
+				}
+				if sp.disk != 0 {
+					sp.n = 0
+				}
+				want = min(want, count+sp.n) // only into the hole after the run
+			}
+		}
+		goal, err := s.goal(seg, fb)
+		if err != nil {
+			return allocs, err
+		}
+		got := uint64(0)
+		for got < count {
+			x, err := s.allocExtent(tx, want-got, goal)
+			if err != nil {
+				return allocs, err
+			}
+			allocs = append(allocs, allocation{fb + got, x})
+			// The run's blocks, and preallocated blocks after it that this
+			// batch writes too (they were holes), get their destination.
+			for k := uint64(0); k < x.len() && uint64(i)+got+k < uint64(len(plan)); k++ {
+				if p := &plan[uint64(i)+got+k]; p.sum != 0 {
+					p.dst = x.b + Block(k)
+				}
+			}
+			got += x.len()
+			goal = x.e
+			if got < count {
+				want = count // partial: take only what is needed from here on
+			}
+		}
+		i = j
+	}
+	return allocs, nil
+}
+
+// goal is the disk block the data of file block fb would best go to: right
+// after the disk block of the nearest mapped block before it.
+func (s *Store) goal(seg pram.Off, fb uint64) (Block, error) {
+	l := s.segs(seg)
+	c, ok, err := l.seekLE(fb)
+	if err != nil || !ok {
+		return 0, err
+	}
+	x, err := s.segAt(l, c)
+	if err != nil {
+		return 0, err
+	}
+	if fb < x.end() { // copy-on-write of a mapped block: near its old place
+		return x.disk + Block(x.count), nil
+	}
+	return x.disk + Block(x.count) + Block(fb-x.end()), nil
+}
+
+// unalloc returns extents allocated by a failed flush to the free map (best
+// effort: the caller aborts the transaction anyway if this fails).
+func (s *Store) unalloc(tx *pram.Tx, allocs []allocation) {
+	for _, a := range allocs {
+		_ = s.freeExtent(tx, a.x)
+	}
+}
+
+// writePlan writes the blocks with a destination, one request per run of
+// blocks contiguous both in the file and on disk, then syncs the device.
+func (s *Store) writePlan(fb0 uint64, plan []blk, buf []byte) error {
+	bs := s.bs
+	wrote := false
+	for i := 0; i < len(plan); {
+		if plan[i].dst == 0 {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(plan) && plan[j].dst == plan[j-1].dst+1 {
+			j++
+		}
+		off := int64(uint64(plan[i].dst) * bs)
+		if _, err := s.dev.WriteAt(buf[uint64(i)*bs:uint64(j)*bs], off); err != nil {
+			return s.ioErr(fmt.Sprintf("writing disk blocks [%d, %d)", plan[i].dst, plan[j-1].dst+1), err)
+		}
+		wrote = true
+		i = j
+	}
+	if wrote {
+		if err := s.dev.Sync(); err != nil {
+			return s.ioErr("syncing disk", err)
+		}
+	}
+	return nil
+}
