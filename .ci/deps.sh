@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs what building and testing Conquest needs on a Debian machine, as
+# root, skipping whatever is already there: fuse3 (fusermount3), a C compiler
+# (go test -race), postmark, fio and e2fsprogs (the benchmarks' comparisons),
+# and a Go toolchain at least as new as go.mod asks for.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v fusermount3 >/dev/null || need+=(fuse3)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v make >/dev/null || need+=(make)
+command -v postmark >/dev/null || [ -x /usr/bin/postmark ] || need+=(postmark)
+command -v fio >/dev/null || need+=(fio)
+command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs)
+command -v curl >/dev/null || need+=(curl ca-certificates)
+
+apt_updated=
+apt_install() {
+	if [ -z "$apt_updated" ]; then
+		apt-get update -qq
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+}
+if [ ${#need[@]} -gt 0 ]; then
+	echo "deps: installing ${need[*]}"
+	apt_install "${need[@]}"
+fi
+
+# Go: go.mod's "go 1.N" line is the minimum.
+want=$(sed -n 's/^go \([0-9][0-9.]*\)$/\1/p' go.mod)
+want_minor=$(echo "$want" | cut -d. -f2)
+go_ok() {
+	local v
+	v=$("$1" env GOVERSION 2>/dev/null) || return 1 # go1.26.8
+	v=${v#go}
+	[ "$(echo "$v" | cut -d. -f1)" = 1 ] && [ "$(echo "$v" | cut -d. -f2)" -ge "$want_minor" ]
+}
+find_go() {
+	for g in "$(command -v go || true)" /usr/local/go/bin/go /usr/lib/go/bin/go; do
+		if [ -n "$g" ] && [ -x "$g" ] && go_ok "$g"; then
+			echo "$g"
+			return 0
+		fi
+	done
+	return 1
+}
+if ! find_go >/dev/null; then
+	if ! command -v go >/dev/null; then
+		echo "deps: installing golang-go"
+		apt_install golang-go || true
+	fi
+fi
+if ! find_go >/dev/null; then
+	# Debian's golang-go is older than go.mod needs: install the official
+	# toolchain (the newest release of a new enough line) in /usr/local/go.
+	latest=$(curl -fsSL 'https://go.dev/VERSION?m=text' | head -1) # go1.26.x
+	arch=$(dpkg --print-architecture)
+	echo "deps: installing $latest from go.dev into /usr/local/go"
+	rm -rf /usr/local/go
+	curl -fsSL "https://go.dev/dl/$latest.linux-$arch.tar.gz" | tar -C /usr/local -xz
+fi
+g=$(find_go) || { echo "deps: no Go >= $want found" >&2; exit 1; }
+echo "deps: using $g ($("$g" env GOVERSION)); fusermount3 at $(command -v fusermount3)"
+if [ ! -e /dev/fuse ]; then
+	modprobe fuse 2>/dev/null || true
+	[ -e /dev/fuse ] || echo "deps: warning: no /dev/fuse; tests that mount will be skipped" >&2
+fi

@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"conquest/fusefs"
+	"conquest/internal/mounttest"
+)
+
+func TestMain(m *testing.M) { mounttest.Main(m) }
+
+// runner runs the built conquest binary.
+type runner struct {
+	t    *testing.T
+	bin  string
+	home string
+}
+
+func newCLI(t *testing.T) *runner {
+	t.Helper()
+	if err := mounttest.Available(); err != nil {
+		t.Skip(err)
+	}
+	c := &runner{t: t, bin: mounttest.Binary(t), home: t.TempDir()}
+	return c
+}
+
+// run runs conquest with args and returns stdout, stderr and the exit code.
+func (c *runner) run(args ...string) (string, string, int) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+c.home)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("conquest %v: %v", args, err)
+	}
+	if strings.Contains(errb.String(), "goroutine ") {
+		c.t.Errorf("conquest %v printed a stack trace:\n%s", args, errb.String())
+	}
+	return out.String(), errb.String(), code
+}
+
+// ok runs conquest and fails the test unless it exits 0.
+func (c *runner) ok(args ...string) (string, string) {
+	c.t.Helper()
+	out, errs, code := c.run(args...)
+	if code != 0 {
+		c.t.Fatalf("conquest %v: exit %d\nstdout: %s\nstderr: %s", args, code, out, errs)
+	}
+	return out, errs
+}
+
+// fails runs conquest and wants exit code want and stderr mentioning msg.
+func (c *runner) fails(want int, msg string, args ...string) string {
+	c.t.Helper()
+	out, errs, code := c.run(args...)
+	if code != want || !strings.Contains(errs, msg) {
+		c.t.Errorf("conquest %v: exit %d, stderr %q; want exit %d mentioning %q (stdout %q)", args, code, errs, want, msg, out)
+	}
+	return errs
+}
+
+// mountpoint makes a directory and registers a cleanup that unmounts it if
+// a test left it mounted.
+func (c *runner) mountpoint() string {
+	mp := filepath.Join(c.t.TempDir(), "mnt")
+	if err := os.Mkdir(mp, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() {
+		if _, ok := fusefs.Mounted(mp); ok {
+			c.t.Errorf("%s left mounted", mp)
+			c.run("umount", mp)
+			if _, ok := fusefs.Mounted(mp); ok {
+				fusefs.Unmount(mp, true)
+			}
+		}
+	})
+	return mp
+}
+
+func TestMkfs(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	out, _ := c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "32M", "--disk-size", "100M")
+	if !strings.Contains(out, "formatted "+pram) {
+		t.Errorf("mkfs output %q", out)
+	}
+	for p, size := range map[string]int64{pram: 32 << 20, disk: 100 << 20} {
+		if st, err := os.Stat(p); err != nil || st.Size() != size {
+			t.Errorf("%s: %v size %d, want %d", p, err, st.Size(), size)
+		}
+	}
+	// An existing Conquest arena is refused without --force.
+	c.fails(1, pram+": holds a Conquest arena", "mkfs", "--pram", pram, "--disk", disk)
+	c.ok("mkfs", "--force", "--pram", pram, "--disk", disk)
+	if st, _ := os.Stat(pram); st.Size() != 32<<20 {
+		t.Errorf("reformat changed the size to %d", st.Size())
+	}
+
+	// Another file system, or just data.
+	ext := filepath.Join(dir, "ext4.img")
+	img := make([]byte, 1<<20)
+	img[1080], img[1081] = 0x53, 0xEF
+	if err := os.WriteFile(ext, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.fails(1, ext+": holds an ext2/ext3/ext4 file system", "mkfs", "--pram", ext, "--disk", filepath.Join(dir, "d2"))
+	junk := filepath.Join(dir, "junk")
+	if err := os.WriteFile(junk, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.fails(1, junk+": holds data", "mkfs", "--pram", filepath.Join(dir, "p3"), "--disk", junk, "--pram-size", "8M")
+	if b, _ := os.ReadFile(junk); string(b) != "precious" {
+		t.Error("refused mkfs still changed the file")
+	}
+	if real, err := exec.LookPath("mkfs.ext4"); err == nil {
+		// A real ext4 image, if e2fsprogs is installed.
+		e := filepath.Join(dir, "real-ext4.img")
+		if err := os.WriteFile(e, make([]byte, 8<<20), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(real, "-q", "-F", e).CombinedOutput(); err != nil {
+			t.Fatalf("mkfs.ext4: %v %s", err, out)
+		}
+		c.fails(1, "ext2/ext3/ext4", "mkfs", "--pram", e, "--disk", filepath.Join(dir, "d4"))
+	}
+	c.fails(1, "bad size", "mkfs", "--pram", pram, "--disk", disk, "--force", "--pram-size", "lots")
+}
+
+// The whole life of a file system through the command line: mount
+// (daemonized), use, df, stat, double mount and fsck refused while mounted,
+// umount waiting for the daemon, fsck clean.
+func TestMountLifecycle(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "64M")
+	mp := c.mountpoint()
+	start := time.Now()
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	t.Logf("mount returned in %v", time.Since(start))
+	mi, ok := fusefs.Mounted(mp)
+	if !ok || mi.FSType != "fuse.conquest" || mi.Source != "conquest:"+pram {
+		t.Fatalf("after mount: %+v %v", mi, ok)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "hello"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// In use: a second mount, fsck and mkfs are refused.
+	mp2 := c.mountpoint()
+	c.fails(1, "in use by another process", "mount", "--pram", pram, "--disk", disk, mp2)
+	if _, ok := fusefs.Mounted(mp2); ok {
+		t.Error("double mount succeeded")
+	}
+	c.fails(1, "already mounted here", "mount", "--pram", pram, "--disk", disk, mp)
+	c.fails(8, "in use", "fsck", "--pram", pram, "--disk", disk)
+	c.fails(1, "in use", "mkfs", "--force", "--pram", pram, "--disk", disk)
+
+	out, _ := c.ok("df", mp)
+	if !strings.Contains(out, mp) || !strings.Contains(out, "is mounted") {
+		t.Errorf("df of a mount point:\n%s", out)
+	}
+	out, _ = c.ok("df", "--pram", pram, "--disk", disk)
+	if !strings.Contains(out, mp) {
+		t.Errorf("df of mounted images should find the mount:\n%s", out)
+	}
+
+	c.ok("umount", mp)
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Fatal("still mounted after umount")
+	}
+	// umount waited for the daemon: the arena is free at once.
+	if inUse(pram) {
+		t.Error("arena still locked after umount returned")
+	}
+	out, _ = c.ok("fsck", "--pram", pram, "--disk", disk)
+	if !strings.Contains(out, "clean") {
+		t.Errorf("fsck: %s", out)
+	}
+	out, _ = c.ok("df", "--pram", pram, "--disk", disk)
+	if !strings.Contains(out, "1 files") || !strings.Contains(out, "arena") {
+		t.Errorf("df of images:\n%s", out)
+	}
+	out, _ = c.ok("stat", "--pram", pram, "--disk", disk)
+	for _, want := range []string{"uuid:", "arena size:", "heap:", "files:", "directories:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stat lacks %q:\n%s", want, out)
+		}
+	}
+	c.fails(1, "not mounted", "umount", mp)
+}
+
+// With no --pram/--disk, mount formats the embedded default on first use
+// and says so, and finds the same file system the next time.
+func TestEmbeddedDefault(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	_, errs := c.ok("mount", mp)
+	if !strings.Contains(errs, "formatted a new file system in "+c.home) {
+		t.Errorf("first mount did not say it formatted: %q", errs)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("persist"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("umount", mp)
+	_, errs = c.ok("mount", mp)
+	if strings.Contains(errs, "formatted") {
+		t.Errorf("second mount formatted again: %q", errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "persist" {
+		t.Errorf("after remount: %q %v", b, err)
+	}
+	c.ok("umount", mp)
+	if b, err := os.ReadFile(filepath.Join(c.home, "conquest.log")); err != nil || !strings.Contains(string(b), "closed cleanly") {
+		t.Errorf("daemon log: %q %v", b, err)
+	}
+	c.ok("fsck")
+}
+
+// A damaged superblock is refused, by name, by mount and fsck.
+func TestCorruptImageRefused(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "16M")
+	f, err := os.OpenFile(pram, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xde, 0xad}, 40); err != nil { // inside the checksummed superblock
+		t.Fatal(err)
+	}
+	f.Close()
+	mp := c.mountpoint()
+	c.fails(1, pram, "mount", "--pram", pram, "--disk", disk, mp)
+	errs := c.fails(4, "damaged", "fsck", "--pram", pram, "--disk", disk)
+	t.Logf("fsck said: %s", errs)
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Error("a corrupt image was mounted")
+	}
+	// A disk from another pair.
+	p2, d2 := filepath.Join(dir, "p2.img"), filepath.Join(dir, "d2.img")
+	c.ok("mkfs", "--pram", p2, "--disk", d2, "--pram-size", "16M", "--disk-size", "16M")
+	c.fails(1, "not formatted together", "mount", "--pram", p2, "--disk", disk, mp)
+	c.fails(1, "not formatted together", "df", "--pram", p2, "--disk", disk)
+	// Not a Conquest image at all.
+	other := filepath.Join(dir, "other")
+	os.WriteFile(other, make([]byte, 1<<20), 0o600)
+	c.fails(1, "not a Conquest arena", "mount", "--pram", other, "--disk", disk, mp)
+}
+
+// fsck exit codes after a crash: 1 (recovered), then 0.
+func TestFsckAfterKill(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "16M")
+	m := mounttest.MountProcess(t, mounttest.WithImages(pram, disk))
+	if err := os.WriteFile(m.Path("f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Kill()
+	out, _, code := c.run("fsck", "--pram", pram, "--disk", disk)
+	if code != 1 || !strings.Contains(out, "not unmounted cleanly") {
+		t.Errorf("fsck after kill -9: exit %d, %q; want 1", code, out)
+	}
+	if _, _, code := c.run("fsck", "--pram", pram, "--disk", disk); code != 0 {
+		t.Errorf("second fsck: exit %d, want 0", code)
+	}
+}
+
+// SIGTERM to `conquest mount --foreground` unmounts cleanly and exits 0.
+func TestForegroundSIGTERM(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	cmd := exec.Command(c.bin, "mount", "--foreground", mp)
+	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+c.home)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := fusefs.Mounted(mp); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("never mounted: %s", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("no exit after SIGTERM")
+	}
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Error("still mounted after SIGTERM")
+	}
+	if !strings.Contains(errb.String(), "closed cleanly") {
+		t.Errorf("stderr: %s", errb.String())
+	}
+}
+
+// After kill -9 of the daemon, mount names the dead mount, umount removes
+// it, and the next mount recovers the arena and says so.
+func TestDeadMount(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	c.ok("mount", mp)
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Find and kill the daemon: it holds the arena lock.
+	pram := filepath.Join(c.home, "pram.img")
+	pid := holder(pram)
+	if pid == 0 {
+		t.Fatalf("no process has %s open", pram)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for inUse(pram) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.fails(1, "dead mount", "mount", mp)
+	c.ok("umount", mp)
+	_, errs := c.ok("mount", mp)
+	if !strings.Contains(errs, "not unmounted cleanly") {
+		t.Errorf("remount after kill -9 did not report recovery: %q", errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "x" {
+		t.Errorf("after recovery: %q %v", b, err)
+	}
+	c.ok("umount", mp)
+}
+
+// holder finds a process that has path open, by its /proc fd links.
+func holder(path string) int {
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && target == path {
+			var pid int
+			fmt.Sscanf(strings.Split(fd, "/")[2], "%d", &pid)
+			if pid != os.Getpid() {
+				return pid
+			}
+		}
+	}
+	return 0
+}

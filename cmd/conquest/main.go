@@ -1,0 +1,78 @@
+// Command conquest makes, mounts, checks and measures Conquest file systems.
+//
+//	conquest mkfs    --pram PATH --disk PATH [--pram-size SIZE] [--disk-size SIZE] [--force]
+//	conquest mount   [--pram PATH --disk PATH] [--foreground] MOUNTPOINT
+//	conquest umount  MOUNTPOINT
+//	conquest fsck    [--repair] [--pram PATH --disk PATH]
+//	conquest df      [--pram PATH --disk PATH | MOUNTPOINT]
+//	conquest stat    [--pram PATH --disk PATH | MOUNTPOINT]
+//	conquest bench   postmark|sprite-small|sprite-large ...
+//
+// Every error names the path and the problem; no Go stack trace reaches a
+// user (run recovers at the top).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"conquest/bench"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if v := recover(); v != nil {
+			fmt.Fprintf(stderr, "conquest: internal error: %v\n", v)
+			code = 70 // EX_SOFTWARE
+		}
+	}()
+	app := newApp(stdout, stderr)
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(stderr, "conquest: %s\n", msg)
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:  "conquest",
+		Usage: "a file system with all metadata and small files in persistent RAM",
+		Description: "Conquest keeps every inode, directory and small file in a memory-mapped arena (persistent\n" +
+			"RAM, or a file standing in for it) and only large-file data on disk. See README.md.",
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		// Errors are printed once, by run; never os.Exit from inside.
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{
+			mkfsCommand(),
+			mountCommand(),
+			umountCommand(),
+			fsckCommand(),
+			dfCommand(),
+			statCommand(),
+			{
+				Name:        "bench",
+				Usage:       "run the PostMark and Sprite LFS benchmarks on directories",
+				Subcommands: bench.Commands(),
+			},
+		},
+	}
+}

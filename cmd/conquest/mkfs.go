@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"conquest/conquest"
+)
+
+func mkfsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "mkfs",
+		Usage:     "format a pram arena and its large-file disk",
+		UsageText: "conquest mkfs --pram PATH --disk PATH [--pram-size SIZE] [--disk-size SIZE] [--large-threshold SIZE] [--force]",
+		Description: "Image files are created when the paths do not exist; existing files and devices are formatted.\n" +
+			"An existing Conquest image, another file system, or any data in the first 64 KiB is refused\n" +
+			"unless --force is given. Sizes take K, M, G or T suffixes.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "pram", Required: true, Usage: "arena: image file, device-DAX or block device"},
+			&cli.StringFlag{Name: "disk", Required: true, Usage: "large-file disk: image file or block device"},
+			&cli.StringFlag{Name: "pram-size", Usage: "arena size for a new image file (default 1G; a device: its whole size)"},
+			&cli.StringFlag{Name: "disk-size", Usage: "disk size for a new image file (default 4G)"},
+			&cli.StringFlag{Name: "large-threshold", Usage: "files larger than this keep their data on the disk (default: the core's)"},
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "overwrite whatever the paths hold"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("mkfs takes no arguments (got %q): use --pram and --disk", c.Args().First())
+			}
+			im, err := resolveImages(c)
+			if err != nil {
+				return err
+			}
+			o := mkfsOptions{force: c.Bool("force")}
+			for _, f := range []struct {
+				name string
+				dst  *uint64
+			}{{"pram-size", &o.pramSize}, {"disk-size", &o.diskSize}, {"large-threshold", &o.threshold}} {
+				if v := c.String(f.name); v != "" {
+					if *f.dst, err = parseSize(v); err != nil {
+						return fmt.Errorf("--%s: %v", f.name, err)
+					}
+				}
+			}
+			if err := mkfs(im, o); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "formatted %s (%s arena) with disk %s\n", im.pram, formatSize(fileSize(im.pram)), im.disk)
+			return nil
+		},
+	}
+}
+
+type mkfsOptions struct {
+	pramSize, diskSize, threshold uint64
+	force                         bool
+}
+
+// mkfs formats im after checking that it overwrites nothing of value.
+func mkfs(im images, o mkfsOptions) error {
+	for _, p := range []string{im.pram, im.disk} {
+		if inUse(p) {
+			return fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", p)
+		}
+		what, err := probe(p)
+		if err != nil {
+			return err
+		}
+		if what != "" && !o.force {
+			return fmt.Errorf("%s: holds %s; refusing to overwrite it without --force", p, what)
+		}
+	}
+	pramSize := o.pramSize
+	if pramSize == 0 {
+		pramSize = existingOr(im.pram, defaultPramSize)
+	}
+	diskSize := o.diskSize
+	if diskSize == 0 && !exists(im.disk) {
+		diskSize = defaultDiskSize
+	}
+	mo := conquest.MkfsOptions{PramSize: pramSize, DiskSize: diskSize, LargeFileThreshold: o.threshold}
+	return conquest.Mkfs(im.pram, im.disk, mo)
+}
+
+// existingOr is the size of an existing non-empty regular file, else def.
+func existingOr(path string, def uint64) uint64 {
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+		return uint64(st.Size())
+	}
+	return def
+}
+
+func fileSize(path string) uint64 {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	return uint64(st.Size())
+}
+
+func coreOpen(im images, o conquest.Options) (*conquest.FS, error) {
+	return conquest.Open(im.pram, im.disk, o)
+}

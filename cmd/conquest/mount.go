@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"conquest/conquest"
+	"conquest/fusefs"
+)
+
+// readyTimeout bounds how long `conquest mount` waits for its daemon.
+const readyTimeout = 2 * time.Minute
+
+func mountCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "mount",
+		Usage:     "mount a Conquest file system (the embedded default, or --pram/--disk)",
+		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--allow-other] MOUNTPOINT",
+		Description: "Without --foreground, mount starts a daemon and returns once the file system is ready;\n" +
+			"the daemon logs to conquest.log in the data directory ($CONQUEST_HOME, else\n" +
+			"~/.local/share/conquest). With no --pram/--disk the embedded default images in the data\n" +
+			"directory are used, and formatted on first use. With --foreground the daemon stays\n" +
+			"attached and unmounts cleanly on SIGINT or SIGTERM.",
+		Flags: append(deviceFlags(),
+			&cli.BoolFlag{Name: "foreground", Aliases: []string{"f"}, Usage: "serve in this process until unmounted or interrupted"},
+			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (permission bits are always enforced)"},
+			&cli.BoolFlag{Name: "writeback-cache", Usage: "let the kernel buffer writes (faster large writes, slower small-file create/delete)"},
+			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
+		),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errors.New("mount needs exactly one MOUNTPOINT (flags go before it)")
+			}
+			mp, err := checkMountpoint(c.Args().First())
+			if err != nil {
+				return err
+			}
+			im, err := resolveImages(c)
+			if err != nil {
+				return err
+			}
+			o := fusefs.Options{AllowOther: c.Bool("allow-other"), WritebackCache: c.Bool("writeback-cache")}
+			if !c.Bool("foreground") {
+				return daemonize(c, im, mp, o)
+			}
+			rep := newReporter(c.Int("ready-fd"), c.App.ErrWriter)
+			err = serve(im, mp, o, rep)
+			if err != nil {
+				rep.fail(err)
+			}
+			return err
+		},
+	}
+}
+
+// checkMountpoint resolves dir and checks that it is a directory not already
+// carrying a Conquest mount.
+func checkMountpoint(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case os.IsNotExist(err):
+		return "", fmt.Errorf("%s: mount point does not exist", abs)
+	case errors.Is(err, syscall.ENOTCONN):
+		return "", fmt.Errorf("%s: a dead mount is there (its daemon died): run `conquest umount %s` first", abs, abs)
+	case err != nil:
+		return "", fmt.Errorf("%s: %v", abs, errors.Unwrap(err))
+	case !st.IsDir():
+		return "", fmt.Errorf("%s: mount point is not a directory", abs)
+	}
+	if mi, ok := fusefs.Mounted(abs); ok && mi.FSType == "fuse.conquest" {
+		return "", fmt.Errorf("%s: a Conquest file system (%s) is already mounted here", abs, strings.TrimPrefix(mi.Source, fsnamePrefix))
+	}
+	return abs, nil
+}
+
+// fsnamePrefix + the arena path is the mount's source in /proc/mounts, so
+// umount and df can find the arena of a mount point.
+const fsnamePrefix = "conquest:"
+
+// serve runs the file system in this process until it is unmounted.
+func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
+	if im.embedded && !exists(im.pram) {
+		if err := os.MkdirAll(im.dataDir, 0o700); err != nil {
+			return err
+		}
+		if err := mkfs(im, mkfsOptions{}); err != nil {
+			return err
+		}
+		rep.infof("formatted a new file system in %s (%s arena, %s disk; sparse files)",
+			im.dataDir, formatSize(defaultPramSize), formatSize(defaultDiskSize))
+	}
+	fsys, err := coreOpen(im, conquest.Options{Logf: rep.infof})
+	if err != nil {
+		return explainOpen(im, err)
+	}
+	if a := fsys.Arena(); a.WasDirty() {
+		rep.infof("%s was not unmounted cleanly: recovered (%d journal records rolled back)", im.pram, a.Recovered())
+	}
+	o.FSName = fsnamePrefix + im.pram
+	o.Logf = rep.logf
+	srv, err := fusefs.Mount(fsys, mp, o)
+	if err != nil {
+		fsys.Close()
+		return err
+	}
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	rep.ready(fmt.Sprintf("mounted %s on %s", im.pram, mp))
+	for done := false; !done; {
+		select {
+		case <-srv.Done():
+			done = true
+		case s := <-sigs:
+			rep.logf("%v: unmounting %s", s, mp)
+			if err := srv.Unmount(); err != nil {
+				rep.logf("%v", err)
+			}
+		}
+	}
+	serr := srv.Wait()
+	cerr := fsys.Close()
+	if serr != nil {
+		return serr
+	}
+	if cerr != nil {
+		return fmt.Errorf("%s: closing: %w", im.pram, cerr)
+	}
+	rep.logf("unmounted %s; %s closed cleanly", mp, im.pram)
+	return nil
+}
+
+// reporter tells the user what the daemon does: on stderr (the log file for
+// a background daemon) and, until the file system is ready, over the
+// readiness pipe to the `conquest mount` that started it.
+type reporter struct {
+	mu     sync.Mutex
+	pipe   *os.File // nil: foreground without a parent waiting
+	stderr io.Writer
+	stamp  bool // prefix log lines with the time (background daemon)
+}
+
+func newReporter(fd int, stderr io.Writer) *reporter {
+	r := &reporter{stderr: stderr}
+	if fd > 0 {
+		r.pipe = os.NewFile(uintptr(fd), "ready-pipe")
+		r.stamp = true
+	}
+	return r
+}
+
+func (r *reporter) logf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logLocked(fmt.Sprintf(format, args...))
+}
+
+func (r *reporter) logLocked(msg string) {
+	if r.stamp {
+		fmt.Fprintf(r.stderr, "%s conquest[%d]: %s\n", time.Now().Format(time.RFC3339), os.Getpid(), msg)
+	} else {
+		fmt.Fprintf(r.stderr, "conquest: %s\n", msg)
+	}
+}
+
+// infof is logf that the waiting parent also prints.
+func (r *reporter) infof(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	msg := fmt.Sprintf(format, args...)
+	r.logLocked(msg)
+	r.sendLocked("info", msg)
+}
+
+func (r *reporter) sendLocked(kind, msg string) {
+	if r.pipe != nil {
+		fmt.Fprintf(r.pipe, "%s %s\n", kind, strings.ReplaceAll(msg, "\n", " "))
+	}
+}
+
+func (r *reporter) ready(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.logLocked(msg)
+	r.sendLocked("ready", msg)
+	if r.pipe != nil {
+		r.pipe.Close()
+		r.pipe = nil
+	}
+}
+
+// fail reports err to the parent (its own stderr gets it from run).
+func (r *reporter) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sendLocked("error", err.Error())
+	if r.pipe != nil {
+		r.pipe.Close()
+		r.pipe = nil
+	}
+}
+
+// daemonize starts `conquest mount --foreground` in a new session, logging
+// to the data directory, and waits until it reports the file system ready
+// (exit 0) or fails (its error, exit 1).
+func daemonize(c *cli.Context, im images, mp string, o fusefs.Options) error {
+	if err := os.MkdirAll(im.dataDir, 0o700); err != nil {
+		return err
+	}
+	logPath := filepath.Join(im.dataDir, "conquest.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find the conquest executable to start the daemon: %v", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	args := []string{"mount", "--foreground", "--ready-fd=3"}
+	if !im.embedded {
+		args = append(args, "--pram", im.pram, "--disk", im.disk)
+	}
+	if o.AllowOther {
+		args = append(args, "--allow-other")
+	}
+	if o.WritebackCache {
+		args = append(args, "--writeback-cache")
+	}
+	args = append(args, mp)
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+im.dataDir)
+	cmd.Dir = "/" // hold no directory busy
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return fmt.Errorf("starting the daemon %s: %v", self, err)
+	}
+	w.Close()
+
+	type result struct {
+		ready  bool
+		errMsg string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			kind, msg, _ := strings.Cut(sc.Text(), " ")
+			switch kind {
+			case "info":
+				fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", msg)
+			case "ready":
+				res.ready = true
+			case "error":
+				res.errMsg = msg
+			}
+		}
+		done <- res
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(readyTimeout):
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("the daemon did not become ready within %v; see %s", readyTimeout, logPath)
+	}
+	if res.ready {
+		return cmd.Process.Release()
+	}
+	werr := cmd.Wait()
+	if res.errMsg != "" {
+		return errors.New(res.errMsg)
+	}
+	return fmt.Errorf("the daemon exited before the file system was ready (%v); see %s", werr, logPath)
+}

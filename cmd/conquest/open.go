@@ -1,0 +1,32 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"conquest/diskstore"
+	"conquest/pram"
+)
+
+// explainOpen turns an error from opening im into a message that says what
+// to do. The core's errors already name the path.
+func explainOpen(im images, err error) error {
+	switch {
+	case errors.Is(err, pram.ErrLocked):
+		return fmt.Errorf("%s: arena is in use by another process (already mounted? unmount it with `conquest umount MOUNTPOINT`)", im.pram)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
+	case errors.Is(err, pram.ErrNotConquest):
+		return fmt.Errorf("%w (format it with `conquest mkfs`)", err)
+	case errors.Is(err, diskstore.ErrUUIDMismatch):
+		return fmt.Errorf("%w: %s and %s were not formatted together; refusing to mount a mismatched pair", err, im.pram, im.disk)
+	case errors.Is(err, diskstore.ErrNotConquestDisk):
+		return fmt.Errorf("%w (%s; format the pair with `conquest mkfs`)", err, im.disk)
+	case isDamage(err):
+		return fmt.Errorf("%w: the image is damaged; refusing to use it", err)
+	case errors.Is(err, pram.ErrVersion), errors.Is(err, pram.ErrSizeMismatch), errors.Is(err, pram.ErrTooSmall):
+		return fmt.Errorf("%w: refusing to use it", err)
+	}
+	return err
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"conquest/fusefs"
+)
+
+func umountCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "umount",
+		Aliases:   []string{"unmount"},
+		Usage:     "unmount a Conquest file system and wait for its daemon to exit",
+		UsageText: "conquest umount [--lazy] [--timeout 60s] MOUNTPOINT",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "lazy", Aliases: []string{"l"}, Usage: "detach even if busy; the daemon exits after the last open file is closed (not waited for)"},
+			&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "how long to wait for the daemon to close the arena"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errors.New("umount needs exactly one MOUNTPOINT")
+			}
+			mp, err := filepath.Abs(c.Args().First())
+			if err != nil {
+				return err
+			}
+			mi, ok := fusefs.Mounted(mp)
+			if !ok {
+				return fmt.Errorf("%s: not mounted", mp)
+			}
+			if mi.FSType != "fuse.conquest" {
+				return fmt.Errorf("%s: not a Conquest file system (it is %s)", mp, mi.FSType)
+			}
+			if err := fusefs.Unmount(mi.Dir, c.Bool("lazy")); err != nil {
+				return err
+			}
+			arena, ok := strings.CutPrefix(mi.Source, fsnamePrefix)
+			if !ok || c.Bool("lazy") {
+				return nil
+			}
+			return waitReleased(arena, c.Duration("timeout"))
+		},
+	}
+}
+
+// waitReleased waits until no process holds the arena lock of path: the
+// daemon has closed the file system (marked it clean) and is exiting.
+func waitReleased(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for inUse(path) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: unmounted, but the daemon still holds the arena after %v", path, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}

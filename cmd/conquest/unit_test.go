@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseSize(t *testing.T) {
+	good := map[string]uint64{
+		"0": 0, "4096": 4096, "1K": 1 << 10, "1k": 1 << 10, "64M": 64 << 20, "2G": 2 << 30,
+		"1T": 1 << 40, "3KiB": 3 << 10, "5MB": 5 << 20, " 7G ": 7 << 30,
+	}
+	for in, want := range good {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "G", "1.5G", "-1", "12X", "99999999999T", "1 G B"} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, got)
+		} else if !strings.Contains(err.Error(), "bad size") {
+			t.Errorf("parseSize(%q): %v", in, err)
+		}
+	}
+}
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0B", 1023: "1023B", 1024: "1.0K", 1536: "1.5K", 1 << 30: "1.0G", 200 << 20: "200M"} {
+		if got := formatSize(n); got != want {
+			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestProbe(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, size int, at int, b []byte) string {
+		p := filepath.Join(dir, name)
+		buf := make([]byte, size)
+		copy(buf[at:], b)
+		if err := os.WriteFile(p, buf, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		path string
+		want string // substring; "" = safe to format
+	}{
+		{filepath.Join(dir, "absent"), ""},
+		{write("empty", 0, 0, nil), ""},
+		{write("zeros", 1<<20, 0, nil), ""},
+		{write("ext4", 1<<20, 1080, []byte{0x53, 0xEF}), "ext2/ext3/ext4"},
+		{write("xfs", 1<<20, 0, []byte("XFSB")), "XFS"},
+		{write("btrfs", 1<<20, 65536+64, []byte("_BHRfS_M")), "btrfs"},
+		{write("swap", 1<<20, 4086, []byte("SWAPSPACE2")), "swap"},
+		{write("data", 1<<20, 40000, []byte{1}), "non-zero byte at offset 40000"},
+		{write("late", 1<<20, 70000, []byte{1}), ""}, // past the first 64 KiB
+		{write("conq", 8192, 0, []byte("CONQPRAM")), "Conquest"},
+		{dir, "a directory"},
+	}
+	for _, c := range cases {
+		got, err := probe(c.path)
+		if err != nil {
+			t.Errorf("probe(%s): %v", filepath.Base(c.path), err)
+			continue
+		}
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("probe(%s) = %q, want %q", filepath.Base(c.path), got, c.want)
+		}
+	}
+}
+
+// run never lets a panic or a Go stack trace reach the user, and usage
+// errors name the problem.
+func TestRunErrors(t *testing.T) {
+	t.Setenv("CONQUEST_HOME", t.TempDir())
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mount"}, "exactly one MOUNTPOINT"},
+		{[]string{"mount", "/nonexistent/mnt"}, "/nonexistent/mnt: mount point does not exist"},
+		{[]string{"umount", "/"}, "not a Conquest file system"},
+		{[]string{"umount", t.TempDir()}, "not mounted"},
+		{[]string{"mkfs", "--pram", "/tmp/x", "--disk", "/tmp/x"}, "must be different"},
+		{[]string{"mkfs", "--pram", "a", "--disk", "b", "--pram-size", "12Q"}, "bad size"},
+		{[]string{"fsck", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p"},
+		{[]string{"df", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p: no such arena"},
+		{[]string{"mount", "--pram", "x", t.TempDir()}, "--pram given without --disk"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"conquest"}, c.args...), &out, &errb)
+		if code == 0 {
+			t.Errorf("%v: exit 0, want an error", c.args)
+		}
+		if !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: stderr %q, want it to mention %q", c.args, errb.String(), c.want)
+		}
+		if strings.Contains(errb.String()+out.String(), "goroutine ") {
+			t.Errorf("%v: stack trace printed:\n%s", c.args, errb.String())
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"conquest/conquest"
+	"conquest/fusefs"
+	"conquest/pram"
+)
+
+func dfCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "df",
+		Usage:     "show arena and disk usage and file counts",
+		UsageText: "conquest df [--pram PATH --disk PATH | MOUNTPOINT]",
+		Description: "With a MOUNTPOINT, or when the images are mounted, the figures come from statfs(2) on the\n" +
+			"mount; otherwise the images are opened (they must not be in use) and read directly.",
+		Flags:  deviceFlags(),
+		Action: func(c *cli.Context) error { return report(c, false) },
+	}
+}
+
+func statCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "stat",
+		Usage:     "show the arena's geometry, allocator state and file counts",
+		UsageText: "conquest stat [--pram PATH --disk PATH | MOUNTPOINT]",
+		Flags:     deviceFlags(),
+		Action:    func(c *cli.Context) error { return report(c, true) },
+	}
+}
+
+// report is df (detail false) and stat (detail true).
+func report(c *cli.Context, detail bool) error {
+	out := c.App.Writer
+	if c.NArg() > 1 {
+		return errors.New("give at most one MOUNTPOINT")
+	}
+	if c.NArg() == 1 {
+		if c.IsSet("pram") || c.IsSet("disk") {
+			return errors.New("give either a MOUNTPOINT or --pram/--disk, not both")
+		}
+		mp, err := filepath.Abs(c.Args().First())
+		if err != nil {
+			return err
+		}
+		mi, ok := fusefs.Mounted(mp)
+		if !ok || mi.FSType != "fuse.conquest" {
+			return fmt.Errorf("%s: not a mounted Conquest file system", mp)
+		}
+		return reportMounted(out, mi)
+	}
+	im, err := resolveImages(c)
+	if err != nil {
+		return err
+	}
+	if !exists(im.pram) {
+		return fmt.Errorf("%s: no such arena (format it with `conquest mkfs`, or `conquest mount` the embedded default)", im.pram)
+	}
+	if inUse(im.pram) {
+		if mi, ok := mountOf(im.pram); ok {
+			return reportMounted(out, mi)
+		}
+		return fmt.Errorf("%s: arena is in use by another process", im.pram)
+	}
+	fsys, err := coreOpen(im, conquest.Options{Logf: func(string, ...any) {}})
+	if err != nil {
+		return explainOpen(im, err)
+	}
+	u, st, g := fsys.Usage(), fsys.StatFS(), fsys.Arena().Geometry()
+	mounts := fsys.Arena().Mounts()
+	if err := fsys.Close(); err != nil {
+		return fmt.Errorf("%s: closing: %w", im.pram, err)
+	}
+	if detail {
+		printStat(out, im, g, mounts, u, st)
+	} else {
+		printDF(out, im.pram, u)
+	}
+	return nil
+}
+
+// mountOf finds the mount whose source names the arena path.
+func mountOf(arena string) (fusefs.MountInfo, bool) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fusefs.MountInfo{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.Contains(line, " - fuse.conquest "+fsnamePrefix) {
+			if mi, ok := fusefs.Mounted(unescapeOctal(f[4])); ok && mi.Source == fsnamePrefix+arena {
+				return mi, true
+			}
+		}
+	}
+	return fusefs.MountInfo{}, false
+}
+
+func unescapeOctal(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+func pct(used, total uint64) string {
+	if total == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d%%", (used*100+total-1)/total)
+}
+
+func printDF(out io.Writer, name string, u conquest.Usage) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\tSize\tUsed\tAvail\tUse%%\t\n")
+	fmt.Fprintf(tw, "arena\t%s\t%s\t%s\t%s\t\n", formatSize(u.ArenaBytes), formatSize(u.HeapUsed), formatSize(u.HeapFree), pct(u.HeapUsed, u.HeapBytes))
+	if u.DiskBytes > 0 {
+		fmt.Fprintf(tw, "disk\t%s\t%s\t%s\t%s\t\n", formatSize(u.DiskBytes), formatSize(u.DiskUsed), formatSize(u.DiskBytes-min(u.DiskUsed, u.DiskBytes)), pct(u.DiskUsed, u.DiskBytes))
+	} else {
+		fmt.Fprintf(tw, "disk\t-\t-\t-\t-\t\n")
+	}
+	tw.Flush()
+	fmt.Fprintf(out, "%s: %d inodes: %d files (%s of data), %d directories, %d symlinks, %d special, %d orphans\n",
+		name, u.Inodes, u.Files, formatSize(u.FileBytes), u.Dirs, u.Symlinks, u.Specials, u.Orphans)
+}
+
+func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, u conquest.Usage, st conquest.StatFS) {
+	tw := tabwriter.NewWriter(out, 0, 0, 1, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
+	row("arena", im.pram)
+	row("disk", im.disk)
+	row("uuid", g.UUIDString())
+	row("created", time.Unix(0, g.CreatedNs).UTC().Format(time.RFC3339))
+	row("mounts", mounts)
+	row("arena size", fmt.Sprintf("%s (%d bytes)", formatSize(g.Size), g.Size))
+	row("journal", fmt.Sprintf("%s at offset %d", formatSize(g.JournalLen), g.JournalOff))
+	row("heap", fmt.Sprintf("%s: %s used in %d objects, %s free", formatSize(u.HeapBytes), formatSize(u.HeapUsed), u.HeapObjects, formatSize(u.HeapFree)))
+	row("large-file threshold", thresholdText(g.Params[0]))
+	if u.DiskBytes > 0 {
+		row("disk usage", fmt.Sprintf("%s of %s", formatSize(u.DiskUsed), formatSize(u.DiskBytes)))
+	} else {
+		row("disk usage", "- (large-file disk not in use yet)")
+	}
+	row("inodes", fmt.Sprintf("%d in use, %d free", u.Inodes, st.Ffree))
+	row("files", fmt.Sprintf("%d (%s of data, %s allocated)", u.Files, formatSize(u.FileBytes), formatSize(u.FileAllocated)))
+	row("directories", u.Dirs)
+	row("symlinks", u.Symlinks)
+	row("special files", u.Specials)
+	row("orphans", u.Orphans)
+	tw.Flush()
+}
+
+func thresholdText(v uint64) string {
+	if v == 0 {
+		return "default"
+	}
+	return formatSize(v)
+}
+
+// reportMounted prints what statfs(2) tells about a mounted file system.
+func reportMounted(out io.Writer, mi fusefs.MountInfo) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(mi.Dir, &st); err != nil {
+		return fmt.Errorf("%s: statfs: %v", mi.Dir, err)
+	}
+	bs := uint64(st.Frsize)
+	if bs == 0 {
+		bs = uint64(st.Bsize)
+	}
+	total, free, avail := st.Blocks*bs, st.Bfree*bs, st.Bavail*bs
+	used := total - min(free, total)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\tSize\tUsed\tAvail\tUse%%\tInodes\tIUsed\tIFree\t\n")
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n", mi.Dir, formatSize(total), formatSize(used), formatSize(avail), pct(used, total),
+		st.Files, st.Files-min(st.Ffree, st.Files), st.Ffree)
+	tw.Flush()
+	fmt.Fprintf(out, "%s is mounted (arena %s): figures from statfs; unmount for the per-kind counts\n",
+		mi.Dir, strings.TrimPrefix(mi.Source, fsnamePrefix))
+	return nil
+}

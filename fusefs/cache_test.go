@@ -1,0 +1,270 @@
+package fusefs_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
+
+	"conquest/fusefs"
+	"conquest/internal/mounttest"
+)
+
+// cacheModes are the two page-cache policies; every cache-correctness test
+// runs under both.
+var cacheModes = []struct {
+	name string
+	opt  fusefs.Options
+}{
+	{"writethrough", fusefs.Options{}},
+	{"writeback", fusefs.Options{WritebackCache: true}},
+}
+
+func forEachCacheMode(t *testing.T, extra fusefs.Options, fn func(t *testing.T, m *mounttest.Mounted)) {
+	for _, cm := range cacheModes {
+		t.Run(cm.name, func(t *testing.T) {
+			o := extra
+			o.WritebackCache = cm.opt.WritebackCache
+			fn(t, mounttest.Mount(t, mounttest.WithFuseOptions(o)))
+		})
+	}
+}
+
+// A failed lookup is cached as a negative entry: repeating it costs no
+// LOOKUP, and whatever then creates the name makes it visible at once.
+func TestNegativeEntry(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		p := m.Path
+		var st unix.Stat_t
+		lookups := func() uint64 { return m.Server.Stats()["LOOKUP"] }
+
+		wantErrno(t, "first stat", unix.Stat(p("x"), &st), syscall.ENOENT)
+		before := lookups()
+		wantErrno(t, "second stat", unix.Stat(p("x"), &st), syscall.ENOENT)
+		if after := lookups(); after != before {
+			t.Errorf("repeated failed stat sent %d LOOKUPs, want 0 (negative entry not cached)", after-before)
+		}
+		// Create after the failed lookup: no LOOKUP, and visible.
+		before = lookups()
+		must(t, os.WriteFile(p("x"), []byte("data"), 0o644))
+		if after := lookups(); after != before {
+			t.Errorf("create after a cached failed lookup sent %d LOOKUPs", after-before)
+		}
+		if b, err := os.ReadFile(p("x")); err != nil || string(b) != "data" {
+			t.Errorf("read after create: %q %v", b, err)
+		}
+		if names := readdirnames(t, m.Dir); !slices.Contains(names, "x") {
+			t.Errorf("readdir after create = %v", names)
+		}
+
+		// Every other way a name comes to exist, after a failed lookup.
+		must(t, os.WriteFile(p("src"), []byte("s"), 0o644))
+		makers := map[string]func(string) error{
+			"mkdir":   func(n string) error { return os.Mkdir(n, 0o755) },
+			"symlink": func(n string) error { return os.Symlink("src", n) },
+			"link":    func(n string) error { return os.Link(p("src"), n) },
+			"mknod":   func(n string) error { return unix.Mkfifo(n, 0o644) },
+			"rename": func(n string) error {
+				must(t, os.WriteFile(n+".tmp", nil, 0o644))
+				return os.Rename(n+".tmp", n)
+			},
+		}
+		for kind, mk := range makers {
+			name := p("new-" + kind)
+			wantErrno(t, kind+": stat before", unix.Lstat(name, &st), syscall.ENOENT)
+			must(t, mk(name))
+			if err := unix.Lstat(name, &st); err != nil {
+				t.Errorf("%s: created name not visible: %v", kind, err)
+			}
+		}
+		// Unlink makes the name negative again; recreating it works.
+		must(t, os.Remove(p("x")))
+		wantErrno(t, "stat after unlink", unix.Stat(p("x"), &st), syscall.ENOENT)
+		must(t, os.WriteFile(p("x"), []byte("again"), 0o644))
+		if b, err := os.ReadFile(p("x")); err != nil || string(b) != "again" {
+			t.Errorf("recreated: %q %v", b, err)
+		}
+	})
+}
+
+// With the negative cache off, every failed lookup reaches the server.
+func TestNegativeEntryDisabled(t *testing.T) {
+	m := mounttest.Mount(t, mounttest.WithFuseOptions(fusefs.Options{NegativeTTL: -1}))
+	var st unix.Stat_t
+	unix.Stat(m.Path("x"), &st)
+	before := m.Server.Stats()["LOOKUP"]
+	wantErrno(t, "stat", unix.Stat(m.Path("x"), &st), syscall.ENOENT)
+	if after := m.Server.Stats()["LOOKUP"]; after != before+1 {
+		t.Errorf("failed stat sent %d LOOKUPs with negative caching off, want 1", after-before)
+	}
+}
+
+// Hard links share one node id, so the kernel's cached attributes of every
+// name follow a change made through any other name, and ops that change
+// OTHER inodes (rename over a linked file, subdirectories changing a
+// parent's nlink) leave no stale attributes behind.
+func TestHardLinkAttrs(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		p := m.Path
+		must(t, os.WriteFile(p("a"), []byte("12345"), 0o644))
+		must(t, os.Link(p("a"), p("b")))
+		must(t, os.Link(p("a"), p("c")))
+		nlink := func(name string) uint64 { return uint64(stat(t, p(name)).Nlink) }
+		if nlink("a") != 3 || nlink("b") != 3 {
+			t.Fatalf("nlink after two links: %d %d", nlink("a"), nlink("b"))
+		}
+		ctime := stat(t, p("b")).Ctim
+		// With the writeback cache the kernel stamps ctime itself from its
+		// coarse (jiffy) clock: step past a tick.
+		time.Sleep(20 * time.Millisecond)
+		must(t, os.Remove(p("c")))
+		if nlink("a") != 2 || nlink("b") != 2 {
+			t.Errorf("nlink after unlink of another name: a=%d b=%d, want 2", nlink("a"), nlink("b"))
+		}
+		if c := stat(t, p("b")).Ctim; c == ctime {
+			t.Errorf("ctime of b unchanged by unlink of c")
+		}
+
+		// A write and a chmod through one name show through the other.
+		f, err := os.OpenFile(p("b"), os.O_WRONLY|os.O_APPEND, 0)
+		must(t, err)
+		_, err = f.Write([]byte("678"))
+		must(t, err)
+		must(t, f.Close())
+		must(t, os.Chmod(p("b"), 0o600))
+		if st := stat(t, p("a")); st.Size != 8 || st.Mode&0o777 != 0o600 {
+			t.Errorf("through the other name: size %d mode %#o", st.Size, st.Mode&0o777)
+		}
+
+		// Rename over one name of a linked inode: the survivor's nlink drops.
+		must(t, os.WriteFile(p("other"), []byte("o"), 0o644))
+		stat(t, p("a")) // cache a's attributes
+		must(t, os.Rename(p("other"), p("b")))
+		if n := nlink("a"); n != 1 {
+			t.Errorf("nlink of a after rename over b = %d, want 1", n)
+		}
+		if b, _ := os.ReadFile(p("b")); string(b) != "o" {
+			t.Errorf("b after rename = %q", b)
+		}
+
+		// Directory nlink and times of the parents.
+		must(t, os.Mkdir(p("d1"), 0o755))
+		must(t, os.Mkdir(p("d2"), 0o755))
+		d1 := stat(t, p("d1"))
+		must(t, os.Mkdir(p("d1", "sub"), 0o755))
+		if st := stat(t, p("d1")); st.Nlink != 3 || st.Mtim == d1.Mtim {
+			t.Errorf("parent after mkdir: nlink %d, mtime changed %v", st.Nlink, st.Mtim != d1.Mtim)
+		}
+		stat(t, p("d2"))
+		must(t, os.Rename(p("d1", "sub"), p("d2", "sub")))
+		if n1, n2 := stat(t, p("d1")).Nlink, stat(t, p("d2")).Nlink; n1 != 2 || n2 != 3 {
+			t.Errorf("nlink after moving a subdirectory: d1=%d d2=%d, want 2 and 3", n1, n2)
+		}
+
+		// An open file unlinked keeps working and reports nlink 0.
+		g, err := os.OpenFile(p("a"), os.O_RDWR, 0)
+		must(t, err)
+		must(t, os.Remove(p("a")))
+		var st unix.Stat_t
+		must(t, unix.Fstat(int(g.Fd()), &st))
+		if st.Nlink != 0 {
+			t.Errorf("fstat of an unlinked open file: nlink %d", st.Nlink)
+		}
+		_, err = g.WriteAt([]byte("!"), 0)
+		must(t, err)
+		must(t, g.Close())
+	})
+}
+
+// HANDLE_KILLPRIV_V2: a write or truncate by a user without CAP_FSETID
+// clears S_ISUID (and S_ISGID with group-exec), and the kernel's cached
+// mode shows it at once; the kernel asks for security.capability about once
+// per inode, not before every write.
+func TestKillPriv(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{AllowOther: true}, func(t *testing.T, m *mounttest.Mounted) {
+		if m.Server.Features()&fuse.InitHandleKillPrivV2 == 0 {
+			t.Fatalf("HANDLE_KILLPRIV_V2 not negotiated: %v", m.Server.Features())
+		}
+		// Let user nobody reach the mount point.
+		for d := filepath.Dir(m.Dir); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+			must(t, os.Chmod(d, 0o755))
+		}
+		p := m.Path
+		must(t, os.WriteFile(p("suid"), []byte("#!/bin/sh\n"), 0o644))
+		must(t, unix.Chmod(p("suid"), 0o6777))
+		if st := stat(t, p("suid")); st.Mode&0o7777 != 0o6777 {
+			t.Fatalf("mode %#o", st.Mode&0o7777)
+		}
+		// Root (CAP_FSETID) keeps the bits.
+		appendAs(t, -1, p("suid"))
+		if st := stat(t, p("suid")); st.Mode&0o7777 != 0o6777 {
+			t.Errorf("write by root changed mode to %#o", st.Mode&0o7777)
+		}
+		// nobody's write clears both. statx asking for the mode alone is
+		// answered from the kernel's cache unless the attributes were
+		// invalidated (a write only invalidates times and size).
+		appendAs(t, 65534, p("suid"))
+		if mode := statxMode(t, p("suid")); mode&0o7777 != 0o777 {
+			t.Errorf("statx(STATX_MODE) after write by non-owner: mode %#o, want 0777 (stale cache)", mode&0o7777)
+		}
+		if st := stat(t, p("suid")); st.Mode&0o7777 != 0o777 {
+			t.Errorf("after write by non-owner: mode %#o, want 0777", st.Mode&0o7777)
+		}
+		// Truncation by nobody clears them too.
+		must(t, unix.Chmod(p("suid"), 0o4777))
+		runAs(t, 65534, "truncate -s 0 "+p("suid"))
+		if st := stat(t, p("suid")); st.Mode&0o7777 != 0o777 || st.Size != 0 {
+			t.Errorf("after truncate by non-owner: mode %#o size %d", st.Mode&0o7777, st.Size)
+		}
+
+		// security.capability is asked for once per inode, not per write.
+		must(t, os.WriteFile(p("plain"), nil, 0o666))
+		before := m.Server.Stats()["GETXATTR"]
+		for range 20 {
+			appendAs(t, -1, p("plain"))
+		}
+		if n := m.Server.Stats()["GETXATTR"] - before; n > 2 {
+			t.Errorf("20 writes cost %d GETXATTRs, want at most 2", n)
+		}
+	})
+}
+
+func statxMode(t *testing.T, path string) uint32 {
+	t.Helper()
+	var sx unix.Statx_t
+	must(t, unix.Statx(unix.AT_FDCWD, path, unix.AT_STATX_SYNC_AS_STAT, unix.STATX_MODE, &sx))
+	return uint32(sx.Mode)
+}
+
+func readdirnames(t *testing.T, dir string) []string {
+	t.Helper()
+	f, err := os.Open(dir)
+	must(t, err)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	must(t, err)
+	return names
+}
+
+// appendAs appends a byte to path in a shell running as uid (-1: as root).
+func appendAs(t *testing.T, uid int, path string) {
+	t.Helper()
+	runAs(t, uid, "printf x >> "+path)
+}
+
+func runAs(t *testing.T, uid int, script string) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	if uid >= 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s (uid %d): %v\n%s", script, uid, err, out)
+	}
+}

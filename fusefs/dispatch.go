@@ -1,0 +1,256 @@
+package fusefs
+
+import (
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"syscall"
+
+	"bazil.org/fuse"
+
+	"conquest/conquest"
+)
+
+// op names the request kinds the server counts (Stats).
+type op int
+
+const (
+	opLookup op = iota
+	opForget
+	opGetattr
+	opSetattr
+	opReadlink
+	opSymlink
+	opMknod
+	opMkdir
+	opCreate
+	opLink
+	opUnlink
+	opRmdir
+	opRename
+	opOpen
+	opRead
+	opWrite
+	opFlush
+	opRelease
+	opFsync
+	opOpendir
+	opReaddir
+	opReleasedir
+	opFsyncdir
+	opStatfs
+	opAccess
+	opGetxattr
+	opListxattr
+	opSetxattr
+	opRemovexattr
+	opFallocate
+	opInterrupt
+	opOther
+	numOps
+)
+
+var opNames = [numOps]string{
+	"LOOKUP", "FORGET", "GETATTR", "SETATTR", "READLINK", "SYMLINK", "MKNOD",
+	"MKDIR", "CREATE", "LINK", "UNLINK", "RMDIR", "RENAME", "OPEN", "READ",
+	"WRITE", "FLUSH", "RELEASE", "FSYNC", "OPENDIR", "READDIR", "RELEASEDIR",
+	"FSYNCDIR", "STATFS", "ACCESS", "GETXATTR", "LISTXATTR", "SETXATTR",
+	"REMOVEXATTR", "FALLOCATE", "INTERRUPT", "OTHER",
+}
+
+type counters [numOps]atomic.Uint64
+
+// Stats returns how many requests of each kind the server has received,
+// by FUSE opcode name (LOOKUP, GETATTR, ...). Tests use it to check that a
+// cache saves the round trips it should.
+func (s *Server) Stats() map[string]uint64 {
+	m := make(map[string]uint64, numOps)
+	for i := range s.stats {
+		if n := s.stats[i].Load(); n != 0 {
+			m[opNames[i]] = n
+		}
+	}
+	return m
+}
+
+func (s *Server) count(o op) { s.stats[o].Add(1) }
+
+func ino(n fuse.NodeID) conquest.Ino { return conquest.Ino(n) }
+
+func cred(h *fuse.Header) conquest.Cred {
+	return conquest.Cred{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid}
+}
+
+// serve answers one request. A panic in the core is recovered here: the
+// request gets EIO and the daemon goes on serving.
+func (s *Server) serve(req fuse.Request) {
+	answered := false
+	defer func() {
+		if v := recover(); v != nil {
+			s.opt.Logf("fusefs: panic serving %v: %v\n%s", req, v, debug.Stack())
+			if !answered {
+				req.RespondError(syscall.EIO)
+			}
+		}
+	}()
+	if h := testHookServe.Load(); h != nil {
+		(*h)(req)
+	}
+	answered = s.dispatch(req)
+}
+
+// testHookServe, when set, runs before each request is served (tests use it
+// to make operations slow).
+var testHookServe atomic.Pointer[func(fuse.Request)]
+
+// dispatch serves req and returns true; handlers respond exactly once.
+func (s *Server) dispatch(req fuse.Request) bool {
+	switch r := req.(type) {
+	case *fuse.LookupRequest:
+		s.count(opLookup)
+		s.lookup(r)
+	case *fuse.ForgetRequest:
+		s.count(opForget)
+		s.fs.Forget(ino(r.Node), r.N)
+		r.Respond()
+	case *fuse.BatchForgetRequest:
+		s.count(opForget)
+		for _, f := range r.Forget {
+			s.fs.Forget(ino(f.NodeID), f.N)
+		}
+		r.Respond()
+	case *fuse.GetattrRequest:
+		s.count(opGetattr)
+		s.getattr(r)
+	case *fuse.SetattrRequest:
+		s.count(opSetattr)
+		s.setattr(r)
+	case *fuse.ReadlinkRequest:
+		s.count(opReadlink)
+		s.readlink(r)
+	case *fuse.SymlinkRequest:
+		s.count(opSymlink)
+		s.symlink(r)
+	case *fuse.MknodRequest:
+		s.count(opMknod)
+		s.mknod(r)
+	case *fuse.MkdirRequest:
+		s.count(opMkdir)
+		s.mkdir(r)
+	case *fuse.CreateRequest:
+		s.count(opCreate)
+		s.create(r)
+	case *fuse.LinkRequest:
+		s.count(opLink)
+		s.link(r)
+	case *fuse.RemoveRequest:
+		if r.Dir {
+			s.count(opRmdir)
+		} else {
+			s.count(opUnlink)
+		}
+		s.remove(r)
+	case *fuse.RenameRequest:
+		s.count(opRename)
+		s.rename(r)
+	case *fuse.OpenRequest:
+		if r.Dir {
+			s.count(opOpendir)
+			s.opendir(r)
+		} else {
+			s.count(opOpen)
+			s.open(r)
+		}
+	case *fuse.ReadRequest:
+		if r.Dir {
+			s.count(opReaddir)
+			s.readdir(r)
+		} else {
+			s.count(opRead)
+			s.read(r)
+		}
+	case *fuse.WriteRequest:
+		s.count(opWrite)
+		s.write(r)
+	case *fuse.FlushRequest:
+		// Data and metadata are in the arena as soon as each write
+		// returns: there is nothing to flush.
+		s.count(opFlush)
+		r.Respond()
+	case *fuse.ReleaseRequest:
+		if r.Dir {
+			s.count(opReleasedir)
+			s.fs.ReleaseDir(ino(r.Node), conquest.Handle(r.Handle))
+		} else {
+			s.count(opRelease)
+			s.fs.Release(ino(r.Node), conquest.Handle(r.Handle))
+		}
+		r.Respond()
+	case *fuse.FsyncRequest:
+		if r.Dir {
+			s.count(opFsyncdir)
+		} else {
+			s.count(opFsync)
+		}
+		s.fsync(r)
+	case *fuse.FAllocateRequest:
+		s.count(opFallocate)
+		s.fallocate(r)
+	case *fuse.StatfsRequest:
+		s.count(opStatfs)
+		s.statfs(r)
+	case *fuse.AccessRequest:
+		// The kernel checks permissions itself (default_permissions) and
+		// does not normally send ACCESS; if it does, the inode exists.
+		s.count(opAccess)
+		if _, err := s.fs.GetAttr(ino(r.Node)); err != nil {
+			s.respondError(r, err)
+			return true
+		}
+		r.Respond()
+	case *fuse.GetxattrRequest:
+		s.count(opGetxattr)
+		s.getxattr(r)
+	case *fuse.ListxattrRequest:
+		s.count(opListxattr)
+		s.listxattr(r)
+	case *fuse.SetxattrRequest:
+		s.count(opSetxattr)
+		s.setxattr(r)
+	case *fuse.RemovexattrRequest:
+		s.count(opRemovexattr)
+		s.removexattr(r)
+	case *fuse.InterruptRequest:
+		// Nothing to cancel: core operations only wait for the core's
+		// own short locks. Acknowledge without a reply, as FUSE expects.
+		s.count(opInterrupt)
+		r.Respond()
+	case *fuse.DestroyRequest:
+		s.count(opOther)
+		r.Respond()
+	case *fuse.NotifyReply:
+		// We never send NOTIFY_RETRIEVE; nothing waits for this.
+		s.count(opOther)
+	default:
+		// POLL, file locks (the kernel keeps them locally since we do not
+		// negotiate them), and everything bazil cannot parse.
+		s.count(opOther)
+		req.RespondError(syscall.ENOSYS)
+	}
+	return true
+}
+
+// respondError answers req with the errno for err, logging errors that the
+// table does not know (they are bugs: the core returns only its sentinels).
+func (s *Server) respondError(req fuse.Request, err error) {
+	errno, known := Errno(err)
+	if !known && s.unmapped.Add(1) <= 20 {
+		s.opt.Logf("fusefs: %v: unexpected error %v (answered EIO)", describe(req), err)
+	}
+	req.RespondError(errno)
+}
+
+func describe(req fuse.Request) string {
+	h := req.Hdr()
+	return fmt.Sprintf("%T node %d", req, h.Node)
+}

@@ -1,0 +1,43 @@
+// Package fusefs is the thin adapter between the Linux FUSE protocol and the
+// Conquest core (package conquest). It speaks bazil.org/fuse's protocol layer
+// (fuse.Mount, Conn.ReadRequest, each request's Respond) with a serve loop of
+// its own, not bazil's fs package.
+//
+// What fusefs owns:
+//   - the serve loop (server.go): a small pool of reader goroutines, each of
+//     which reads a request and serves it itself (no hand-off to a new
+//     goroutine per request, which cost ~75 µs a round trip on two cores
+//     against ~19 µs). When every reader is busy (a slow operation), the last
+//     one to go busy starts another, up to Options.MaxReaders; readers beyond
+//     the idle target retire when they find nothing to do;
+//   - the mapping of FUSE node ids to inodes, which is the identity: a node id
+//     is the inode number (root = 1) and the generation is the inode's, so
+//     hard links share one node and no node map exists. Kernel references
+//     (LOOKUP and the create family add one, FORGET/BATCH_FORGET drop n) are
+//     counted by the core (FS.Lookup ... FS.Forget);
+//   - the one errno table (errno.go): core sentinel errors to bare
+//     syscall.Errno values;
+//   - cache policy (options.go, entry.go, attr.go): long entry and attribute
+//     lifetimes, negative lookups cached as node-id-0 entries, KeepCache on
+//     open, readahead and async reads, HANDLE_KILLPRIV_V2, and invalidation of
+//     the attributes the kernel cannot know changed (see invalidate notes in
+//     file.go);
+//   - directory pagination (dir.go): each dirent's offset is the core's
+//     stable scan cursor, so a READDIR resumes where the last one stopped and
+//     no directory is ever copied whole;
+//   - the few replies bazil encodes wrongly (reply.go): bazil's Attr drops
+//     S_ISVTX, so entry and attribute replies are encoded here and written to
+//     the device directly.
+//
+// Operations bazil cannot parse (RENAME2, READDIRPLUS, LSEEK,
+// COPY_FILE_RANGE, IOCTL, BMAP) and POLL are answered ENOSYS, after which the
+// kernel falls back to its generic paths (renameat2 with flags then fails
+// with EINVAL). INTERRUPT is acknowledged without a reply: no core operation
+// waits on anything but the core's own short locks, so there is nothing to
+// cancel.
+//
+// What fusefs must never do: keep file-system state of its own (names,
+// attributes, data: all of it is the core's), interpret the arena, hold a
+// request's buffers after responding, or let a panic in one request take the
+// daemon down (dispatch recovers, answers EIO and logs).
+package fusefs

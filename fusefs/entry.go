@@ -1,0 +1,121 @@
+package fusefs
+
+import (
+	"errors"
+
+	"bazil.org/fuse"
+
+	"conquest/conquest"
+)
+
+// Entry and attribute caching.
+//
+// Every change to the file system passes through this daemon and, except for
+// the cases below, through the kernel's own VFS bookkeeping, which already
+// updates or invalidates what it cached:
+//   - create/mkdir/mknod/symlink/link replies carry the new inode's attrs and
+//     turn a cached negative entry positive; the parent's attrs are
+//     invalidated by the kernel (fuse_dir_changed);
+//   - unlink/rmdir drop the kernel inode's nlink and invalidate its ctime.
+//     Hard links share one node id, hence one kernel inode, so the other
+//     names see the new nlink too;
+//   - rename invalidates both parents and the moved inode's ctime, and
+//     drops nlink of an inode it replaced (fuse_entry_unlinked);
+//   - setattr replies carry the new attrs; setxattr/removexattr invalidate
+//     ctime; reads invalidate atime; writes invalidate mtime/ctime/size.
+//
+// What the kernel cannot know is handled where it happens (file.go): a write
+// that clears S_ISUID/S_ISGID (HANDLE_KILLPRIV_V2) and fallocate invalidate
+// the node's attributes. A failed lookup is answered with a negative entry
+// (node id 0, NegativeTTL), so the create that usually follows does not pay
+// for a second LOOKUP, and the kernel turns that entry positive on create.
+
+func (s *Server) lookup(r *fuse.LookupRequest) {
+	a, err := s.fs.Lookup(ino(r.Node), r.Name)
+	if err != nil {
+		if errors.Is(err, conquest.ErrNotFound) && s.opt.NegativeTTL > 0 {
+			s.replyEntry(r, conquest.Attr{}, s.opt.NegativeTTL, nil)
+			return
+		}
+		s.respondError(r, err)
+		return
+	}
+	s.replyEntry(r, a, s.opt.EntryTTL, nil)
+}
+
+func (s *Server) mknod(r *fuse.MknodRequest) {
+	a, err := s.fs.Mknod(ino(r.Node), r.Name, unixMode(r.Mode), r.Rdev, cred(&r.Header))
+	s.entryOrError(r, a, err)
+}
+
+func (s *Server) mkdir(r *fuse.MkdirRequest) {
+	a, err := s.fs.Mkdir(ino(r.Node), r.Name, unixMode(r.Mode), cred(&r.Header))
+	s.entryOrError(r, a, err)
+}
+
+func (s *Server) symlink(r *fuse.SymlinkRequest) {
+	a, err := s.fs.Symlink(ino(r.Node), r.NewName, r.Target, cred(&r.Header))
+	s.entryOrError(r, a, err)
+}
+
+func (s *Server) link(r *fuse.LinkRequest) {
+	// The reply carries the inode's new nlink and ctime, which the kernel
+	// stores in the one inode all of its names share.
+	a, err := s.fs.Link(ino(r.OldNode), ino(r.Node), r.NewName)
+	s.entryOrError(r, a, err)
+}
+
+func (s *Server) entryOrError(r fuse.Request, a conquest.Attr, err error) {
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	s.replyEntry(r, a, s.opt.EntryTTL, nil)
+}
+
+func (s *Server) create(r *fuse.CreateRequest) {
+	// The kernel has applied the umask already (we do not negotiate
+	// FUSE_DONT_MASK).
+	a, h, err := s.fs.Create(ino(r.Node), r.Name, unixMode(r.Mode), uint32(r.Flags), cred(&r.Header))
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	s.replyEntry(r, a, s.opt.EntryTTL, &fuse.OpenResponse{
+		Handle: fuse.HandleID(h),
+		Flags:  fuse.OpenKeepCache,
+	})
+}
+
+func (s *Server) remove(r *fuse.RemoveRequest) {
+	var err error
+	if r.Dir {
+		err = s.fs.Rmdir(ino(r.Node), r.Name)
+	} else {
+		err = s.fs.Unlink(ino(r.Node), r.Name)
+	}
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	r.Respond()
+}
+
+func (s *Server) rename(r *fuse.RenameRequest) {
+	// Plain RENAME only: bazil cannot parse RENAME2, so renameat2 with
+	// flags gets ENOSYS from dispatch and the kernel reports EINVAL.
+	if err := s.fs.Rename(ino(r.Node), r.OldName, ino(r.NewDir), r.NewName, 0); err != nil {
+		s.respondError(r, err)
+		return
+	}
+	r.Respond()
+}
+
+func (s *Server) readlink(r *fuse.ReadlinkRequest) {
+	t, err := s.fs.Readlink(ino(r.Node))
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	r.Respond(t)
+}

@@ -1,0 +1,94 @@
+package fusefs
+
+import (
+	"bazil.org/fuse"
+
+	"conquest/conquest"
+)
+
+func (s *Server) open(r *fuse.OpenRequest) {
+	h, err := s.fs.Open(ino(r.Node), uint32(r.Flags))
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	// KeepCache: every change to a file's data passes through the kernel's
+	// page cache on its way here (there is no other writer), so what the
+	// kernel cached at the last close is still right.
+	r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h), Flags: fuse.OpenKeepCache})
+}
+
+func (s *Server) read(r *fuse.ReadRequest) {
+	buf := dataBufs.Get().(*[]byte)
+	size := min(r.Size, len(*buf)-outHeaderSize)
+	if size < 0 {
+		size = 0
+	}
+	n, err := s.fs.Read(ino(r.Node), conquest.Handle(r.Handle), r.Offset, (*buf)[outHeaderSize:outHeaderSize+size])
+	if err != nil {
+		dataBufs.Put(buf)
+		s.respondError(r, err)
+		return
+	}
+	s.replyData(r, buf, n)
+}
+
+func (s *Server) write(r *fuse.WriteRequest) {
+	node := ino(r.Node)
+	// With HANDLE_KILLPRIV_V2 the kernel flags writes by callers without
+	// CAP_FSETID, and the core clears S_ISUID/S_ISGID. The kernel's cached
+	// mode would keep the bits (it only invalidates times and size after a
+	// write), so note whether they were set and invalidate if so.
+	kill := r.Flags&fuse.WriteKillSUIDGID != 0
+	privBefore := false
+	if kill {
+		if a, err := s.fs.GetAttr(node); err == nil && a.Mode&(conquest.S_ISUID|conquest.S_ISGID) != 0 {
+			privBefore = true
+		}
+	}
+	n, err := s.fs.Write(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	r.Respond(&fuse.WriteResponse{Size: n})
+	if privBefore {
+		s.invalidateAttr(node)
+	}
+}
+
+func (s *Server) fsync(r *fuse.FsyncRequest) {
+	// Flags bit 0 is FUSE_FSYNC_FDATASYNC.
+	var err error
+	if r.Dir {
+		err = s.fs.FsyncDir(ino(r.Node))
+	} else {
+		err = s.fs.Fsync(ino(r.Node), r.Flags&1 != 0)
+	}
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	r.Respond()
+}
+
+func (s *Server) fallocate(r *fuse.FAllocateRequest) {
+	node := ino(r.Node)
+	if err := s.fs.Fallocate(node, int64(r.Offset), int64(r.Length), uint32(r.Mode)); err != nil {
+		s.respondError(r, err)
+		return
+	}
+	r.Respond()
+	// Size and blocks changed; recent kernels invalidate them after
+	// FALLOCATE themselves, older ones do not.
+	s.invalidateAttr(node)
+}
+
+// invalidateAttr drops the kernel's cached attributes of node (not its
+// data: a negative offset means attributes only). It takes no inode lock in
+// the kernel, so it is safe to send while the kernel holds one.
+func (s *Server) invalidateAttr(node conquest.Ino) {
+	if err := s.conn.InvalidateNode(fuse.NodeID(node), -1, 0); err != nil && err != fuse.ErrNotCached {
+		s.opt.Logf("fusefs: invalidating attributes of inode %d: %v", node, err)
+	}
+}

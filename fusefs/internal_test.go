@@ -1,0 +1,293 @@
+package fusefs
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"bazil.org/fuse"
+
+	"conquest/conquest"
+)
+
+// mountHere mounts a fresh file system in-process (package-internal tests
+// cannot use internal/mounttest, which imports this package).
+func mountHere(t *testing.T, o Options) (*Server, string) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		t.Skip("no fusermount3")
+	}
+	dir := t.TempDir()
+	img := filepath.Join(dir, "pram.img")
+	if err := conquest.Mkfs(img, "", conquest.MkfsOptions{PramSize: 64 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	fsys, err := conquest.Open(img, "", conquest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o.Logf = t.Logf
+	s, err := Mount(fsys, mnt, o)
+	if err != nil {
+		fsys.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Unmount(); err != nil {
+			t.Error(err)
+		}
+		select {
+		case <-s.Done():
+		case <-time.After(30 * time.Second):
+			t.Error("serve loop did not end")
+			return
+		}
+		if err := s.Wait(); err != nil {
+			t.Error(err)
+		}
+		if errs := fsys.Check(); len(errs) > 0 {
+			t.Errorf("check: %v", errs)
+		}
+		if err := fsys.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s, mnt
+}
+
+// blockLookups makes LOOKUPs of names starting with prefix wait until the
+// returned release function is called. Other requests pass.
+func blockLookups(t *testing.T, prefix string) (release func(), blocked *sync.WaitGroup) {
+	gate := make(chan struct{})
+	blocked = new(sync.WaitGroup)
+	h := func(req fuse.Request) {
+		if r, ok := req.(*fuse.LookupRequest); ok && strings.HasPrefix(r.Name, prefix) {
+			blocked.Done()
+			<-gate
+		}
+	}
+	testHookServe.Store(&h)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(gate)
+			testHookServe.Store(nil)
+		})
+	}
+	t.Cleanup(release)
+	return release, blocked
+}
+
+// A request that blocks must not starve the others: with every initial
+// reader stuck in a slow operation, another reader is started and a plain
+// stat still completes.
+func TestBlockedReadersDoNotStarve(t *testing.T) {
+	const slow = 2 * defaultReaders
+	s, mnt := mountHere(t, Options{NegativeTTL: -1})
+	if err := os.WriteFile(filepath.Join(mnt, "fast"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	release, blocked := blockLookups(t, "slow")
+	blocked.Add(slow)
+	done := make(chan error, slow)
+	for i := range slow {
+		go func() {
+			_, err := os.Stat(filepath.Join(mnt, "slow"+string(rune('a'+i))))
+			done <- err
+		}()
+	}
+	waitGroupTimeout(t, blocked, 10*time.Second, "slow lookups never reached the server: readers starved")
+
+	// Every slow lookup holds a reader; the fast one must still be served.
+	statDone := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(filepath.Join(mnt, "fast"))
+		statDone <- err
+	}()
+	select {
+	case err := <-statDone:
+		if err != nil {
+			t.Fatalf("stat fast: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stat blocked behind slow operations")
+	}
+	s.mu.Lock()
+	readers := s.readers
+	s.mu.Unlock()
+	if readers <= slow {
+		t.Errorf("readers = %d with %d blocked; want more than %d", readers, slow, slow)
+	}
+	release()
+	for range slow {
+		if err := <-done; !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("slow stat: %v, want not-exist", err)
+		}
+	}
+	// Extra readers retire once idle: back to the idle target.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		os.Stat(filepath.Join(mnt, "fast")) // wake a reader so it can retire
+		s.mu.Lock()
+		idle := s.idle
+		s.mu.Unlock()
+		if idle <= defaultReaders {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle readers = %d, want <= %d", idle, defaultReaders)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A signal to a process waiting on a request makes the kernel send
+// INTERRUPT, which is acknowledged without a reply; the late answer to the
+// interrupted request is dropped by the kernel, and serving goes on.
+func TestInterrupt(t *testing.T) {
+	s, mnt := mountHere(t, Options{})
+	release, blocked := blockLookups(t, "victim")
+	blocked.Add(1)
+	cmd := exec.Command("stat", filepath.Join(mnt, "victim"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitGroupTimeout(t, blocked, 10*time.Second, "lookup never arrived")
+	// The process stays in the kernel until the request is answered.
+	cmd.Process.Signal(syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Stats()["INTERRUPT"] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no INTERRUPT received; stats %v", s.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
+	cmd.Wait()
+	if err := os.WriteFile(filepath.Join(mnt, "after"), []byte("ok"), 0o644); err != nil {
+		t.Fatalf("serving after interrupt: %v", err)
+	}
+}
+
+func waitGroupTimeout(t *testing.T, wg *sync.WaitGroup, d time.Duration, msg string) {
+	t.Helper()
+	ch := make(chan struct{})
+	go func() { wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatal(msg)
+	}
+}
+
+func TestErrnoTable(t *testing.T) {
+	for _, e := range errnoTable {
+		got, known := Errno(errors.Join(errors.New("context"), e.err))
+		if !known || got != e.errno {
+			t.Errorf("Errno(wrapped %v) = %v, %v; want %v", e.err, got, known, e.errno)
+		}
+	}
+	if got, known := Errno(syscall.EXDEV); got != syscall.EXDEV || !known {
+		t.Errorf("bare errno: %v %v", got, known)
+	}
+	if got, known := Errno(errors.New("surprise")); got != syscall.EIO || known {
+		t.Errorf("unknown error: %v %v; want EIO, false", got, known)
+	}
+	seen := map[error]bool{}
+	for _, e := range errnoTable {
+		if seen[e.err] {
+			t.Errorf("%v listed twice", e.err)
+		}
+		seen[e.err] = true
+	}
+}
+
+func TestModeRoundTrip(t *testing.T) {
+	for _, typ := range []uint32{conquest.S_IFREG, conquest.S_IFDIR, conquest.S_IFLNK, conquest.S_IFIFO,
+		conquest.S_IFSOCK, conquest.S_IFCHR, conquest.S_IFBLK} {
+		for _, perm := range []uint32{0, 0o644, 0o7777, 0o1777, 0o4755, 0o2711} {
+			u := typ | perm
+			if got := unixMode(fileMode(u)); got != u {
+				t.Errorf("unixMode(fileMode(%#o)) = %#o", u, got)
+			}
+		}
+	}
+}
+
+func TestDirentEncoding(t *testing.T) {
+	for _, name := range []string{"a", "1234567", "12345678", strings.Repeat("n", 255)} {
+		b := make([]byte, direntSize(len(name)))
+		for i := range b {
+			b[i] = 0xff // the padding must be cleared
+		}
+		n := putDirent(b, 77, 1<<61+5, conquest.DT_REG, name)
+		if n != len(b) || n%8 != 0 || n < 24+len(name) || n >= 24+len(name)+8 {
+			t.Fatalf("%q: size %d", name, n)
+		}
+		if ne.Uint64(b) != 77 || ne.Uint64(b[8:]) != 1<<61+5 || ne.Uint32(b[16:]) != uint32(len(name)) ||
+			ne.Uint32(b[20:]) != uint32(conquest.DT_REG) || string(b[24:24+len(name)]) != name {
+			t.Fatalf("%q: bad encoding %x", name, b[:24])
+		}
+		for _, c := range b[24+len(name):] {
+			if c != 0 {
+				t.Fatalf("%q: padding not zero", name)
+			}
+		}
+	}
+}
+
+// The fallback through bazil's encoders (used when the device descriptor
+// cannot be found) serves every reply kind correctly, except that it cannot
+// carry the sticky bit.
+func TestBazilReplyFallback(t *testing.T) {
+	_, mnt := mountHere(t, Options{bazilReplies: true})
+	p := func(n string) string { return filepath.Join(mnt, n) }
+	if err := os.WriteFile(p("f"), []byte("data"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p("f")); err != nil || string(b) != "data" {
+		t.Fatalf("read: %q %v", b, err)
+	}
+	if err := os.Mkdir(p("d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("f", p("l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(p("f"), p("h")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p("f"), 2); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Lstat(p("h"))
+	if err != nil || st.Size() != 2 || st.Mode().Perm() != 0o640 {
+		t.Fatalf("stat h: %v %v", st, err)
+	}
+	names, err := os.ReadDir(mnt)
+	if err != nil || len(names) != 4 {
+		t.Fatalf("readdir: %v %v", names, err)
+	}
+	if _, err := os.Stat(p("missing")); !os.IsNotExist(err) {
+		t.Fatalf("missing: %v", err)
+	}
+	if err := syscall.Chmod(p("d"), 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(p("d")); err != nil || st.Mode().Perm() != 0o777 {
+		t.Fatalf("chmod 1777: %v %v", st, err)
+	}
+}

@@ -1,0 +1,111 @@
+package fusefs
+
+import (
+	"time"
+
+	"bazil.org/fuse"
+)
+
+// Options tunes a mount. The zero value is the production configuration.
+type Options struct {
+	// AllowOther lets users other than the mounter use the file system
+	// (mount option allow_other; non-root mounters need user_allow_other in
+	// /etc/fuse.conf). Permission bits are always enforced by the kernel
+	// (default_permissions).
+	AllowOther bool
+
+	// WritebackCache lets the kernel buffer writes in its page cache and send
+	// them later (and own mtime and size meanwhile). Off by default: it makes
+	// large sequential writes faster but small-file create and delete slower,
+	// and small files are what Conquest is for (see README, "Caching").
+	WritebackCache bool
+
+	// Readers is the number of reader goroutines kept waiting for requests
+	// (default 4). More are started while all are busy, up to MaxReaders
+	// (default 64); the extra ones retire when idle.
+	Readers    int
+	MaxReaders int
+
+	// EntryTTL, AttrTTL and NegativeTTL are how long the kernel may cache a
+	// name, an inode's attributes and the absence of a name. Zero means the
+	// default (one hour each: every change passes through this daemon, which
+	// invalidates what the kernel cannot see change); a negative value
+	// disables that cache.
+	EntryTTL, AttrTTL, NegativeTTL time.Duration
+
+	// FSName is the source shown in /proc/mounts (default "conquest").
+	FSName string
+
+	// Logf receives messages about requests that failed in unexpected ways;
+	// nil discards them.
+	Logf func(format string, args ...any)
+
+	// bazilReplies makes every reply go through bazil's encoders, as when
+	// the device descriptor cannot be found (tests of that fallback).
+	bazilReplies bool
+}
+
+const (
+	defaultReaders    = 4
+	defaultMaxReaders = 64
+	defaultTTL        = time.Hour
+	maxReadahead      = 1 << 20 // the kernel caps it at its own bdi limit
+	maxBackground     = 64
+	congestion        = 48
+)
+
+func ttl(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return defaultTTL
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+func (o Options) withDefaults() Options {
+	if o.Readers <= 0 {
+		o.Readers = defaultReaders
+	}
+	if o.MaxReaders < o.Readers {
+		o.MaxReaders = max(defaultMaxReaders, o.Readers)
+	}
+	o.EntryTTL = ttl(o.EntryTTL)
+	o.AttrTTL = ttl(o.AttrTTL)
+	o.NegativeTTL = ttl(o.NegativeTTL)
+	if o.FSName == "" {
+		o.FSName = "conquest"
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+// mountOptions are the bazil mount options for o.
+func (o Options) mountOptions() []fuse.MountOption {
+	opts := []fuse.MountOption{
+		fuse.FSName(o.FSName),
+		fuse.Subtype("conquest"),
+		fuse.DefaultPermissions(),
+		fuse.AsyncRead(),
+		fuse.MaxReadahead(maxReadahead),
+		fuse.MaxBackground(maxBackground),
+		fuse.CongestionThreshold(congestion),
+		// Symlink targets never change: let the kernel keep them.
+		fuse.CacheSymlinks(),
+		// HANDLE_KILLPRIV_V2: we clear S_ISUID/S_ISGID on write, truncate
+		// and chown ourselves (WriteKillSUIDGID, SetattrKillSUIDGID), and the
+		// kernel sets SB_NOSEC, so it asks for security.capability once per
+		// inode instead of before every write.
+		fuse.HandleKillPriv(),
+	}
+	if o.AllowOther {
+		opts = append(opts, fuse.AllowOther())
+	}
+	if o.WritebackCache {
+		opts = append(opts, fuse.WritebackCache())
+	}
+	return opts
+}

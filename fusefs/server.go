@@ -1,0 +1,183 @@
+package fusefs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"bazil.org/fuse"
+
+	"conquest/conquest"
+)
+
+// Server is one mounted Conquest file system and its serve loop.
+//
+// Lock order: Server.mu is a leaf; it is never held across a core call or a
+// device read or write.
+type Server struct {
+	fs   *conquest.FS
+	conn *fuse.Conn
+	dir  string
+	opt  Options
+	raw  *rawWriter // nil when the device fd could not be found (see reply.go)
+
+	mu      sync.Mutex // protects readers, idle
+	readers int        // reader goroutines running
+	idle    int        // readers waiting in ReadRequest
+	wg      sync.WaitGroup
+
+	done     chan struct{} // closed when the loop has ended and the device is closed
+	errMu    sync.Mutex
+	err      error // first fatal error of the loop
+	unmapped atomic.Int32
+	stats    counters
+}
+
+// Mount mounts fsys on the directory dir and starts serving it. When Mount
+// returns, the kernel has finished the FUSE handshake and requests are being
+// served. The caller must eventually unmount (Server.Unmount, or `conquest
+// umount`) and then call Wait, which returns once the loop has ended; only
+// then may fsys be closed.
+func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
+	o = o.withDefaults()
+	c, err := fuse.Mount(dir, o.mountOptions()...)
+	if err != nil {
+		var nx *fuse.MountpointDoesNotExistError
+		if errors.As(err, &nx) {
+			return nil, fmt.Errorf("mounting on %s: mount point does not exist", dir)
+		}
+		return nil, fmt.Errorf("mounting on %s: %w", dir, err)
+	}
+	s := &Server{fs: fsys, conn: c, dir: dir, opt: o, done: make(chan struct{})}
+	if !o.bazilReplies {
+		s.raw = newRawWriter(c)
+	}
+	if s.raw == nil {
+		o.Logf("fusefs: cannot reach the FUSE device directly; the sticky bit (S_ISVTX) will not be reported to the kernel")
+	}
+	s.mu.Lock()
+	s.readers = o.Readers
+	s.wg.Add(o.Readers)
+	s.mu.Unlock()
+	for range o.Readers {
+		go s.reader()
+	}
+	go func() {
+		s.wg.Wait()
+		if err := s.conn.Close(); err != nil {
+			s.fail(fmt.Errorf("closing FUSE device: %w", err))
+		}
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// Serve mounts fsys on dir and serves it until it is unmounted.
+func Serve(fsys *conquest.FS, dir string, o Options) error {
+	s, err := Mount(fsys, dir, o)
+	if err != nil {
+		return err
+	}
+	return s.Wait()
+}
+
+// Dir is the mount point.
+func (s *Server) Dir() string { return s.dir }
+
+// Done is closed when the serve loop has ended (the file system was
+// unmounted) and the FUSE device is closed.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until the serve loop ends and returns its fatal error, if any.
+// A normal unmount is not an error.
+func (s *Server) Wait() error {
+	<-s.done
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// Unmount detaches the file system; if it is busy (files open), it detaches
+// it lazily, and the loop ends when the last file is closed.
+func (s *Server) Unmount() error {
+	err := Unmount(s.dir, false)
+	if err != nil {
+		if lazyErr := Unmount(s.dir, true); lazyErr == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// Features reports the FUSE features the kernel agreed to.
+func (s *Server) Features() fuse.InitFlags { return s.conn.Features() }
+
+func (s *Server) fail(err error) {
+	s.errMu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.errMu.Unlock()
+	s.opt.Logf("fusefs: %v", err)
+}
+
+// reader is one serve-loop goroutine: read a request, serve it, repeat.
+// ReadRequest may be called concurrently; the kernel hands each request to
+// exactly one reader.
+func (s *Server) reader() {
+	defer s.wg.Done()
+	for {
+		s.mu.Lock()
+		if s.idle >= s.opt.Readers {
+			// Enough readers are already waiting: retire this extra one.
+			s.readers--
+			s.mu.Unlock()
+			return
+		}
+		s.idle++
+		s.mu.Unlock()
+
+		req, err := s.conn.ReadRequest()
+
+		s.mu.Lock()
+		s.idle--
+		if err == nil && s.idle == 0 && s.readers < s.opt.MaxReaders {
+			// Every reader is now busy: keep one waiting, so a slow
+			// operation cannot starve FORGET, INTERRUPT or the rest.
+			s.readers++
+			s.wg.Add(1)
+			go s.reader()
+		}
+		s.mu.Unlock()
+
+		if err != nil {
+			var errno syscall.Errno
+			switch {
+			case err == io.EOF:
+				// Unmounted: the kernel closed the connection.
+				s.retire()
+				return
+			case errors.As(err, &errno) && (errno == syscall.EINTR || errno == syscall.EAGAIN):
+				continue
+			case errors.As(err, &errno):
+				s.fail(fmt.Errorf("reading FUSE device: %w", err))
+				s.retire()
+				return
+			default:
+				// A malformed message: bazil already dropped it.
+				s.opt.Logf("fusefs: %v", err)
+				continue
+			}
+		}
+		s.serve(req)
+	}
+}
+
+func (s *Server) retire() {
+	s.mu.Lock()
+	s.readers--
+	s.mu.Unlock()
+}

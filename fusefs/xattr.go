@@ -1,0 +1,58 @@
+package fusefs
+
+import (
+	"syscall"
+
+	"bazil.org/fuse"
+)
+
+// Extended attributes. getxattr of security.capability is asked by the
+// kernel before the first write to each inode (file_remove_privs); with
+// HANDLE_KILLPRIV_V2 negotiated the kernel marks the inode S_NOSEC after
+// the answer and stops asking. The core answers it like any other name
+// (ENODATA when absent) from its own short read lock. ENOSYS is never used
+// here: it would turn off every xattr for the whole mount.
+
+func (s *Server) getxattr(r *fuse.GetxattrRequest) {
+	v, err := s.fs.GetXattr(ino(r.Node), r.Name)
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	if r.Size != 0 && uint32(len(v)) > r.Size {
+		r.RespondError(syscall.ERANGE)
+		return
+	}
+	r.Respond(&fuse.GetxattrResponse{Xattr: v}) // Size 0: bazil sends the length
+}
+
+func (s *Server) listxattr(r *fuse.ListxattrRequest) {
+	names, err := s.fs.ListXattr(ino(r.Node))
+	if err != nil {
+		s.respondError(r, err)
+		return
+	}
+	var resp fuse.ListxattrResponse
+	resp.Append(names...) // NUL-terminated names
+	if r.Size != 0 && uint32(len(resp.Xattr)) > r.Size {
+		r.RespondError(syscall.ERANGE)
+		return
+	}
+	r.Respond(&resp)
+}
+
+func (s *Server) setxattr(r *fuse.SetxattrRequest) {
+	if err := s.fs.SetXattr(ino(r.Node), r.Name, r.Xattr, r.Flags); err != nil {
+		s.respondError(r, err)
+		return
+	}
+	r.Respond()
+}
+
+func (s *Server) removexattr(r *fuse.RemovexattrRequest) {
+	if err := s.fs.RemoveXattr(ino(r.Node), r.Name); err != nil {
+		s.respondError(r, err)
+		return
+	}
+	r.Respond()
+}
