@@ -45,7 +45,7 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 			default:
 				return ErrInvalid
 			}
-			if in.Size != n.size() {
+			if in.Size != fs.fileSize(n) {
 				n.setTime(tx, iMtime, now)
 				changed = true
 			}
@@ -66,7 +66,9 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 			changed = true
 		}
 		if in.Valid&SetKillSUIDGID != 0 {
-			fs.killPrivLocked(tx, n)
+			if err := fs.killPrivLocked(tx, n, true); err != nil {
+				return err
+			}
 			changed = true
 		}
 		switch {

@@ -5,6 +5,7 @@ import (
 
 	"conquest/alloc"
 	"conquest/dirhash"
+	"conquest/diskstore"
 	"conquest/pram"
 )
 
@@ -16,9 +17,17 @@ import (
 // counter, and that orphans are exactly the unlinked inodes still in use.
 // Every allocation reached is marked in an alloc.Checker, whose Finish
 // reports anything allocated but unreachable (a leak) or reached twice.
-// An empty result means the file system is consistent. Check holds the
-// shared lock: it sees the state between operations.
-func (fs *FS) Check() (errs []error) {
+// With a disk it also walks every large file's segment list, verifies the
+// checksum of every written disk block, and accounts for every disk block
+// (used by exactly one file, or free). An empty result means the file
+// system is consistent. Check holds the shared lock: it sees the state
+// between operations.
+func (fs *FS) Check() []error { return fs.CheckWith(CheckOptions{VerifyData: true}) }
+
+// CheckWith is Check with options: VerifyData off walks only the metadata
+// (the disk's data blocks are not read); Progress reports the disk blocks
+// accounted for.
+func (fs *FS) CheckWith(o CheckOptions) (errs []error) {
 	fs.mu.RLock()
 	defer fs.mu.RUnlock()
 	if fs.closed {
@@ -30,9 +39,15 @@ func (fs *FS) Check() (errs []error) {
 		}
 	}()
 	ck := &checker{fs: fs, c: fs.h.NewChecker(), seen: make(map[Ino]*checkInfo)}
+	if fs.ds != nil {
+		ck.dk = fs.ds.NewChecker(ck.c, diskstore.CheckOptions{VerifyData: o.VerifyData, Progress: o.Progress})
+	}
 	ck.walk()
 	ck.orphans()
 	ck.counters()
+	if ck.dk != nil {
+		ck.errs = append(ck.errs, ck.dk.Finish()...)
+	}
 	ck.errs = append(ck.errs, ck.c.Finish()...)
 	return ck.errs
 }
@@ -49,6 +64,7 @@ type checkInfo struct {
 type checker struct {
 	fs   *FS
 	c    *alloc.Checker
+	dk   *diskstore.Checker // nil without a disk
 	seen map[Ino]*checkInfo
 	errs []error
 }
@@ -137,7 +153,7 @@ func (ck *checker) inodeContents(in inode) {
 	report := func(format string, args ...any) {
 		ck.errorf("inode %d: "+format, append([]any{in.ino}, args...)...)
 	}
-	if f := in.flags() &^ (flagSmall | flagOrphan); f != 0 {
+	if f := in.flags() &^ (flagSmall | flagOrphan | flagDisk); f != 0 {
 		report("unknown flags %#x", f)
 	}
 	for _, f := range []pram.Off{iAtime, iMtime, iCtime, iCrtime} {
@@ -145,12 +161,13 @@ func (ck *checker) inodeContents(in inode) {
 			report("timestamp at %d has %d ns", f, in.time(f).Nsec)
 		}
 	}
-	if in.typ() != S_IFREG && in.flags()&flagSmall != 0 {
-		report("small-file flag on a non-regular inode")
+	if in.typ() != S_IFREG && in.flags()&(flagSmall|flagDisk) != 0 {
+		report("small-file or disk flag on a non-regular inode")
 	}
 	switch in.typ() {
 	case S_IFREG:
 		fs.memCheck(ck.c, in, report)
+		ck.diskFile(in, report)
 	case S_IFDIR:
 		if in.nlink() == 0 {
 			if in.data() != 0 {
@@ -194,6 +211,26 @@ func (ck *checker) inodeContents(in inode) {
 		if len(es) == 0 && err == nil {
 			report("empty xattr blob")
 		}
+	}
+}
+
+// diskFile checks the large-file state of a regular inode.
+func (ck *checker) diskFile(in inode, report func(string, ...any)) {
+	switch {
+	case !in.onDisk():
+		if in.seg() != 0 || in.u64(iDiskCur) != 0 {
+			report("arena file with a segment list at %d (shrink cursor %d)", in.seg(), in.u64(iDiskCur))
+		}
+	case ck.dk == nil:
+		report("large file on a file system without a disk")
+	case in.seg() == 0:
+		report("large file without a segment list")
+	default:
+		if (in.data() != 0 || in.u64(iDiskCur) != 0) && in.flags()&flagOrphan == 0 {
+			report("large file keeps arena storage or disk data past its end and is not on the orphan list")
+		}
+		size := max(in.size(), in.u64(iDiskCur))
+		ck.dk.File(in.seg(), int64(size)) // its errors come back from Finish
 	}
 }
 

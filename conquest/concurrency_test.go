@@ -6,14 +6,25 @@ import (
 	"math/rand"
 	"sync"
 	"testing"
+
+	"conquest/diskstore"
 )
 
 // TestConcurrency runs creators, renamers, unlinkers, writers, readers and
 // directory scanners on one directory at once (run it with -race). Each
 // writer owns a file and checks its contents at the end; the others only
 // require that every error is one the operation may legitimately return.
-func TestConcurrency(t *testing.T) {
-	fs, _ := newTestFS(t)
+func TestConcurrency(t *testing.T) { runConcurrency(t, fsOpt{}) }
+
+// TestConcurrencyDisk is TestConcurrency with a disk: the writers' files
+// cross the 64 KiB threshold; reads of large files run concurrently (with
+// readahead) under the shared lock.
+func TestConcurrencyDisk(t *testing.T) {
+	runConcurrency(t, fsOpt{disk: true, diskOpts: diskstore.Options{FileBuffer: 128 << 10}})
+}
+
+func runConcurrency(t *testing.T, o fsOpt) {
+	fs, _ := newTestFSOpt(t, o)
 	d := mkdir(t, fs, RootIno, "shared")
 	const workers = 3
 	iters := 300

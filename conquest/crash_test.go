@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"conquest/diskstore"
 )
 
 type crashOp struct {
@@ -234,25 +236,60 @@ func randomOp(r *rand.Rand, s map[string]snapEntry) crashOp {
 // TestCrashAtomicity: for random operations and crash points, a crash at
 // the N-th journaled store followed by reopen leaves the file system equal
 // to its state either before or after the operation, and Check is clean.
-func TestCrashAtomicity(t *testing.T) {
+func TestCrashAtomicity(t *testing.T) { runCrashAtomicity(t, false, 0) }
+
+// TestCrashAtomicityDisk is TestCrashAtomicity with a large-file disk (a
+// CrashDevice: at the crash, unsynced disk writes are lost, kept in part,
+// reordered or torn) and a 16 KiB threshold, so operations move files to
+// disk and back. Writes go through to the device (the store's default).
+func TestCrashAtomicityDisk(t *testing.T) {
+	runCrashAtomicity(t, true, diskstore.DurableOnProcessCrash)
+}
+
+// TestCrashAtomicityDiskGather: the same with writes gathered in memory.
+func TestCrashAtomicityDiskGather(t *testing.T) {
+	runCrashAtomicity(t, true, diskstore.GatherInMemory)
+}
+
+func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 	seed := int64(rand.Uint32())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewSource(seed))
 	ops, points := 60, 48
+	if disk {
+		ops, points = 25, 32
+		if raceEnabled {
+			ops, points = 8, 24
+		}
+	}
 	if testing.Short() {
-		ops = 20
+		ops = min(ops, 20)
 	}
 	dir := t.TempDir()
 	P, Q, R := filepath.Join(dir, "p"), filepath.Join(dir, "q"), filepath.Join(dir, "r")
-	must(t, Mkfs(P, "", MkfsOptions{PramSize: 4 << 20}))
-	opts := Options{Logf: func(string, ...any) {}}
-	open := func(path string) *FS {
+	var pdev *diskstore.CrashDevice // P's disk
+	mo := MkfsOptions{PramSize: 4 << 20}
+	if disk {
+		pdev = diskstore.NewCrashDevice(4 << 20)
+		mo.Device, mo.LargeFileThreshold, mo.DiskBlockSize = pdev, 16<<10, 4096
+	}
+	must(t, Mkfs(P, "", mo))
+	opts := Options{Logf: func(string, ...any) {},
+		Disk: diskstore.Options{Durability: mode, FileBuffer: 48 << 10, TotalBuffer: 96 << 10, MaxExtent: 64 << 10, SyncBytes: 256 << 10}}
+	// open opens an arena with a copy of dev (nil: no disk) and returns the
+	// copy, which holds the disk's state from then on.
+	open := func(path string, dev *diskstore.CrashDevice) (*FS, *diskstore.CrashDevice) {
 		t.Helper()
-		fs, err := Open(path, "", opts)
+		o := opts
+		if dev != nil {
+			dev = dev.Reopen()
+			o.Device = dev
+		}
+		fs, err := Open(path, "", o)
 		if err != nil {
 			t.Fatalf("open %s: %v", path, err)
 		}
-		return fs
+		return fs, dev
 	}
 	closeChecked := func(fs *FS, what string) {
 		t.Helper()
@@ -263,13 +300,14 @@ func TestCrashAtomicity(t *testing.T) {
 	}
 	crashes := 0
 	for step := 0; step < ops; step++ {
-		fs := open(P)
+		fs, d := open(P, pdev)
 		s0 := snapshot(t, fs)
 		op := randomOp(r, s0)
 		must(t, fs.Close())
+		pdev = d
 
 		copyFile(t, P, Q)
-		fq := open(Q)
+		fq, qdev := open(Q, pdev)
 		var opErr error
 		k := countStores(fq, func() { opErr = op.run(fq) })
 		var sMid map[string]snapEntry
@@ -278,7 +316,7 @@ func TestCrashAtomicity(t *testing.T) {
 			k += countStores(fq, func() { opErr = op.then(fq) })
 		}
 		closeChecked(fq, op.desc)
-		fq = open(Q)
+		fq, qdev = open(Q, qdev)
 		s1 := snapshot(t, fq)
 		must(t, fq.Close())
 		if opErr != nil && sMid == nil && !equalSnap(s0, s1) && !strings.HasPrefix(op.desc, "fallocate") {
@@ -297,7 +335,7 @@ func TestCrashAtomicity(t *testing.T) {
 		must(t, err)
 		for _, n := range ns {
 			restoreImage(t, R, img)
-			fr := open(R)
+			fr, rdev := open(R, pdev)
 			if !crashDuring(fr, n, func() {
 				if op.run(fr) == nil && op.then != nil {
 					_ = op.then(fr)
@@ -306,7 +344,12 @@ func TestCrashAtomicity(t *testing.T) {
 				t.Fatalf("step %d %s: no crash at store %d of %d", step, op.desc, n, k)
 			}
 			crashes++
-			fr = open(R)
+			if rdev != nil {
+				// Power fails too: unsynced disk writes are lost, partly
+				// kept, reordered or torn.
+				rdev = rdev.Crash(diskstore.CrashMode(r.Intn(3)), uint64(r.Int63()))
+			}
+			fr, _ = open(R, rdev)
 			if errs := fr.Check(); len(errs) > 0 {
 				t.Fatalf("step %d %s, crash at store %d/%d: Check: %v", step, op.desc, n, k, errs)
 			}
@@ -321,6 +364,7 @@ func TestCrashAtomicity(t *testing.T) {
 			}
 		}
 		must(t, os.Rename(Q, P))
+		pdev = qdev
 	}
 	t.Logf("%d operations, %d crashes", ops, crashes)
 }

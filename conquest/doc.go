@@ -11,9 +11,15 @@
 //     orphan list, inode count; see docs/DESIGN.md).
 //   - Inode records: 256-byte allocations, Ino = offset >> 8, except the root
 //     (RootIno = 1). Layout and pinned offsets in inode.go.
-//   - File data (file_mem.go, the one seam for regular-file bytes): a small
-//     block for files up to 2 KiB, else a single-level index of 4 KiB
-//     blocks with holes. diskstore will add large files behind it.
+//   - File data in the arena (file_mem.go): a small block for files up to
+//     2 KiB, else a single-level index of 4 KiB blocks with holes, for
+//     files up to the large-file threshold (mkfs --large-threshold, 1 MiB
+//     by default; 512 MiB files without a disk).
+//   - Large files on disk (file_disk.go) through diskstore: a file whose
+//     size crosses the threshold moves to disk, one cut to half the
+//     threshold or less moves back, each move in one transaction. The inode
+//     keeps the segment list's offset (iSeg, flagDisk). Files up to
+//     diskstore.MaxFileSize (1 PiB of offsets; holes take no space).
 //   - Directory semantics over dirhash (dir.go, namei.go, rename.go),
 //     symlinks (symlink.go), xattr blobs (xattr.go), the orphan list
 //     (orphan.go) and Check (check.go, `conquest fsck`).
@@ -27,10 +33,16 @@
 //     exclusive one (never upgrades in place).
 //  2. The pram transaction mutex (Arena.Begin), only under FS.mu held
 //     exclusively, so it is never contended.
-//  3. FS.vol.mu (volatile state: kernel references, open counts, handles),
-//     taken alone or under FS.mu, never held while taking FS.mu or running
+//  3. diskstore.Readahead.mu, then diskstore.Store.mu, inside Store calls
+//     (under FS.mu: Tx-taking calls with it held exclusively, ReadAt shared).
+//  4. FS.vol.mu (volatile state: kernel references, open counts, handles
+//     and their readahead, the large files to flush at last close), taken
+//     alone or under FS.mu, never held while taking FS.mu or running
 //     a callback. Forget and Release update it first and only then, if an
 //     unlinked inode became unused, take FS.mu exclusively and recheck.
+//
+// fs.lsize (the unpublished sizes of large files, see file_disk.go) is
+// guarded by FS.mu: written with it held exclusively, read shared.
 //
 // ReadDir calls its callback with FS.mu held shared: the callback must not
 // call back into the FS (a queued writer would deadlock it).
@@ -47,11 +59,39 @@
 // Likewise unlinked inodes still open or referenced stay on the orphan list
 // and Open frees them (nothing is open after a restart).
 //
-// File data is not journaled: bytes are copied into blocks unlogged, so a
-// write interrupted by a crash may be partly applied (as POSIX allows), but
-// the size and block map only change with the Tx. Data blocks are allocated
-// before any byte is copied, so a write failing with ErrNoSpace changes
-// nothing. A multi-chunk write (> 1 MiB) commits per chunk.
+// File data in the arena is not journaled: bytes are copied into blocks
+// unlogged, so a write interrupted by a crash may be partly applied (as
+// POSIX allows), but the size and block map only change with the Tx. Data
+// blocks are allocated before any byte is copied, so a write failing with
+// ErrNoSpace changes nothing. A write to an arena file commits per 1 MiB
+// chunk (a FUSE write is at most 128 KiB, or 1 MiB with max_pages, so one
+// Tx); a write to a large file is one Tx unless the journal runs low.
+//
+// Large-file data is written copy-on-write through diskstore: a crash
+// leaves every block old or new, never torn, never another file's. With the
+// store's default durability (diskstore.DurableOnProcessCrash) a write
+// reaches the device before its Tx publishes the size and the segments
+// that cover it, so it survives kill -9; a power failure may lose blocks
+// written since the last device sync, which the store's recovery at Open
+// turns back into their synced contents or zeros (the size stays). With
+// diskstore.GatherInMemory writes are gathered in memory and written in
+// large requests; the store syncs the disk before the arena points at new
+// data, and the core publishes a size only when no byte below it is still
+// gathered (until then the larger size is volatile, like ext4's i_size
+// beside i_disksize): after any crash a file's size covers only data on
+// disk, and unflushed writes are lost (the file reads as before them).
+// Fsync of a large file writes and syncs its data, commits its size and
+// segment list, then persists the arena. The last close of a written large
+// file writes back what is gathered and trims the preallocation; Sync and
+// Close write everything and sync the disk. A device error fails the
+// operation with ErrIO (ErrNoSpace for a full disk), aborts its Tx and
+// leaves the file system mounted and consistent; gathered data that failed
+// to flush stays gathered for a retry. A read whose data does not match its
+// checksum fails with ErrIO and is logged with the inode, offset and disk
+// block. Releasing much disk data (a large truncate, unlinking a large
+// file, punching a large hole) takes one Tx per 1024 disk blocks; a
+// truncate publishes the new size in the first and keeps the inode on the
+// orphan list until the rest is released (Open finishes after a crash).
 //
 // Stores reach the page cache in program order; that survives a process
 // crash. Fsync and FsyncDir msync the arena so that they also survive power

@@ -12,7 +12,8 @@ import (
 // writeChunk bounds the data one write transaction stores (journal use).
 const writeChunk = 1 << 20
 
-// maxFileSize is the largest regular file.
+// maxFileSize is the largest regular file of a file system without a disk
+// (with one, diskstore.MaxFileSize; see FS.maxSize).
 const maxFileSize = maxMemFileSize
 
 // regInode is inode(ino) that must be a regular file.
@@ -42,9 +43,16 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 		if err != nil {
 			return err
 		}
-		if size := in.size(); uint64(off) < size {
+		if size := fs.fileSize(in); uint64(off) < size {
 			n = int(min(uint64(len(dst)), size-uint64(off)))
-			fs.memRead(in, uint64(off), dst[:n])
+			if in.onDisk() {
+				if err := fs.readDisk(in, h, uint64(off), dst[:n]); err != nil {
+					n = 0
+					return err
+				}
+			} else {
+				fs.memRead(in, uint64(off), dst[:n])
+			}
 		}
 		atime = fs.atimeDue(in)
 		return nil
@@ -60,8 +68,13 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 
 // Write stores src at off (at the end of file if h was opened O_APPEND) and
 // returns the bytes written. killPriv clears S_ISUID, and S_ISGID if the
-// group-execute bit is set. Each chunk of up to 1 MiB is one transaction;
-// a failure after the first chunk returns the bytes written so far.
+// group-execute bit is set, and removes security.capability (what the
+// kernel's FUSE_WRITE_KILL_SUIDGID asks of a server that negotiated
+// FUSE_HANDLE_KILLPRIV_V2). A write to a file in the arena commits per
+// chunk of up to 1 MiB; a write to a large file is one transaction unless
+// the journal runs low. A failure after the first transaction returns the
+// bytes written so far. A write whose end crosses the large-file threshold
+// moves the file to disk first, in the same transaction.
 func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (int, error) {
 	if off < 0 {
 		return 0, ErrInvalid
@@ -79,10 +92,7 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 	total := 0
 	for {
 		chunk := src[total:]
-		if len(chunk) > writeChunk {
-			chunk = chunk[:writeChunk]
-		}
-		wrote := 0
+		wrote, more := 0, false
 		err := fs.update(func(tx *pram.Tx) error {
 			in, err := fs.regInode(ino)
 			if err != nil {
@@ -93,36 +103,32 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 			}
 			o := uint64(off) + uint64(total)
 			if appendMode {
-				o = in.size()
+				o = fs.fileSize(in)
 			}
-			if o >= maxFileSize {
+			if o >= fs.maxSize() {
 				return ErrFileTooBig
 			}
-			c := chunk[:min(uint64(len(chunk)), maxFileSize-o)]
-			end := o + uint64(len(c))
-			reached, err := fs.memReserve(tx, in, o, end, true)
-			if err != nil {
+			if fs.wantDisk(in, o+uint64(len(chunk))) {
+				if more, err = fs.toDiskLocked(tx, in); err != nil {
+					return err
+				}
+			}
+			if in.onDisk() {
+				if wrote, err = fs.diskWrite(tx, in, o, appendMode, chunk); err != nil {
+					return err
+				}
+			} else if wrote, err = fs.memWrite(tx, in, o, chunk); err != nil {
 				return err
-			}
-			if reached <= o {
-				return fmt.Errorf("%w: no progress reserving blocks", ErrIO) // memReserve always makes some
-			}
-			c = c[:reached-o]
-			end = reached
-			if size := in.size(); o > size {
-				fs.memZero(in, size, o)
-			}
-			fs.memCopyIn(in, o, c)
-			if end > in.size() {
-				in.set64(tx, iSize, end)
 			}
 			in.touchMC(tx, now)
 			if killPriv {
-				fs.killPrivLocked(tx, in)
+				return fs.killPrivLocked(tx, in, true)
 			}
-			wrote = len(c)
 			return nil
 		})
+		if err == nil && more {
+			err = fs.finishShrinkLocked(ino)
+		}
 		if err != nil {
 			if total > 0 {
 				return total, nil
@@ -136,28 +142,79 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 	}
 }
 
-// killPrivLocked clears S_ISUID, and S_ISGID when group-exec is set.
-func (fs *FS) killPrivLocked(tx *pram.Tx, in inode) {
+// memWrite stores up to one chunk of src at o in an arena file.
+func (fs *FS) memWrite(tx *pram.Tx, in inode, o uint64, src []byte) (int, error) {
+	c := src[:min(uint64(len(src)), writeChunk, maxMemFileSize-o)]
+	end := o + uint64(len(c))
+	reached, err := fs.memReserve(tx, in, o, end, true)
+	if err != nil {
+		return 0, err
+	}
+	if reached <= o {
+		return 0, fmt.Errorf("%w: no progress reserving blocks", ErrIO) // memReserve always makes some
+	}
+	c = c[:reached-o]
+	end = reached
+	if size := in.size(); o > size {
+		fs.memZero(in, size, o)
+	}
+	fs.memCopyIn(in, o, c)
+	if end > in.size() {
+		in.set64(tx, iSize, end)
+	}
+	return len(c), nil
+}
+
+// killPrivLocked clears S_ISUID, and S_ISGID when group-exec is set (an
+// S_ISGID without group-exec marks mandatory locking and stays), as the
+// kernel's should_remove_suid. With caps it also removes the
+// security.capability attribute, as file_remove_privs does on a write.
+func (fs *FS) killPrivLocked(tx *pram.Tx, in inode, caps bool) error {
 	m := in.mode()
 	nm := m &^ S_ISUID
 	if m&0o010 != 0 {
 		nm &^= S_ISGID
 	}
 	in.set32(tx, iMode, nm)
+	if !caps || in.xattr() == 0 {
+		return nil
+	}
+	es, err := fs.xattrs(in)
+	if err != nil {
+		return err
+	}
+	if i := xattrIndex(es, xattrCapability); i >= 0 {
+		return fs.putXattrs(tx, in, append(es[:i:i], es[i+1:]...))
+	}
+	return nil
 }
+
+// xattrCapability is the file-capabilities attribute a write removes.
+const xattrCapability = "security.capability"
 
 // setSizeLocked changes a regular file's size in tx: growing zeroes the
 // storage past the old size, shrinking frees whole blocks past the new one.
 // If more blocks remain than one Tx may free, the inode goes on the orphan
 // list (so a crash finishes the job at the next Open) and more is true:
-// the caller commits and calls finishShrinkLocked.
+// the caller commits and calls finishShrinkLocked. Growing past the
+// large-file threshold moves the file to disk; a large file cut to half
+// the threshold or less moves back into the arena.
 func (fs *FS) setSizeLocked(tx *pram.Tx, in inode, size uint64) (more bool, err error) {
-	old := in.size()
-	if size > maxFileSize {
+	old := fs.fileSize(in)
+	if size > fs.maxSize() {
 		return false, ErrFileTooBig
 	}
 	if size == old {
 		return false, nil
+	}
+	if size > old && fs.wantDisk(in, size) {
+		if more, err = fs.toDiskLocked(tx, in); err != nil {
+			return false, err
+		}
+	}
+	if in.onDisk() {
+		m, err := fs.diskSetSize(tx, in, size)
+		return more || m, err
 	}
 	if size > old {
 		fs.memZero(in, old, size)
@@ -173,8 +230,10 @@ func (fs *FS) setSizeLocked(tx *pram.Tx, in inode, size uint64) (more bool, err 
 	return true, nil
 }
 
-// finishShrinkLocked frees the remaining blocks past the size, one Tx per
-// batch, then takes a linked inode off the orphan list.
+// finishShrinkLocked frees the remaining blocks past the size (for a file
+// moved to disk: all its arena blocks; for a large file cut short: its disk
+// data past the size), one Tx per batch, then takes a linked inode off the
+// orphan list.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) finishShrinkLocked(ino Ino) error {
 	for {
@@ -184,9 +243,18 @@ func (fs *FS) finishShrinkLocked(ino Ino) error {
 			if err != nil {
 				return err
 			}
-			more, err = fs.memShrink(tx, in, in.size())
+			keep := in.size()
+			if in.onDisk() {
+				keep = 0 // arena blocks left by the move to disk
+			}
+			more, err = fs.memShrink(tx, in, keep)
 			if err != nil || more {
 				return err
+			}
+			if in.onDisk() && in.u64(iDiskCur) != 0 {
+				if more, err = fs.diskShrinkStep(tx, in); err != nil || more {
+					return err
+				}
 			}
 			if in.nlink() > 0 {
 				fs.orphanRemove(tx, in)
@@ -243,7 +311,7 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 		return ErrNotSupported
 	}
 	start, end := uint64(off), uint64(off)+uint64(length)
-	if end > maxFileSize || end < start {
+	if end > fs.maxSize() || end < start {
 		return ErrFileTooBig
 	}
 	fs.mu.Lock()
@@ -253,10 +321,22 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 	}
 	now := fs.now()
 	for pos := start; ; {
-		done := false
+		done, moreFree := false, false
 		err := fs.update(func(tx *pram.Tx) error {
 			in, err := fs.regInode(ino)
 			if err != nil {
+				return err
+			}
+			if !punch && fs.wantDisk(in, end) {
+				// Reserving past the threshold: the file goes to disk
+				// (any arena remainder is freed by the next Txs).
+				if moreFree, err = fs.toDiskLocked(tx, in); err != nil || moreFree {
+					return err // continued after finishShrinkLocked
+				}
+			}
+			if in.onDisk() {
+				reached, err := fs.diskFallocate(tx, in, start, pos, end, punch, zero, keep, now)
+				pos, done = reached, reached >= end
 				return err
 			}
 			if punch {
@@ -283,6 +363,9 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 			done = reached >= end
 			return nil
 		})
+		if err == nil && moreFree {
+			err = fs.finishShrinkLocked(ino)
+		}
 		if err != nil || done {
 			return err
 		}
@@ -291,13 +374,22 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 
 // Fsync makes the file's data and metadata durable. Metadata is already
 // committed, so this flushes the arena's dirty pages (msync).
+//
+// For a large file the order is the ordering point of the disk path: its
+// gathered data is written and the disk synced, then its size and segment
+// list are committed, then the arena is persisted.
 func (fs *FS) Fsync(ino Ino, datasync bool) error {
+	disk := false
 	err := fs.read(func() error {
-		_, err := fs.inode(ino)
+		in, err := fs.inode(ino)
+		disk = err == nil && in.isReg() && in.onDisk()
 		return err
 	})
 	if err != nil {
 		return err
+	}
+	if disk {
+		return fs.fsyncDisk(ino)
 	}
 	return fs.syncArena()
 }

@@ -383,3 +383,73 @@ func TestSmallJournal(t *testing.T) {
 		t.Errorf("unexpected log: %s", l)
 	}
 }
+
+// TestKillPrivCapability: a killpriv write (FUSE_WRITE_KILL_SUIDGID under
+// HANDLE_KILLPRIV_V2) also removes security.capability, keeping the other
+// attributes; a plain write keeps it.
+func TestKillPrivCapability(t *testing.T) {
+	fs, _ := newTestFS(t)
+	f := create(t, fs, RootIno, "f", nil)
+	must(t, fs.SetXattr(f.Ino, "security.capability", []byte{1, 2, 3}, 0))
+	must(t, fs.SetXattr(f.Ino, "user.keep", []byte("v"), 0))
+	write(t, fs, f.Ino, 0, []byte("plain"))
+	if _, err := fs.GetXattr(f.Ino, "security.capability"); err != nil {
+		t.Fatalf("plain write removed the capability: %v", err)
+	}
+	_, err := fs.Write(f.Ino, 0, 0, []byte("x"), true)
+	must(t, err)
+	_, err = fs.GetXattr(f.Ino, "security.capability")
+	mustErr(t, err, ErrNoData)
+	if v, err := fs.GetXattr(f.Ino, "user.keep"); err != nil || string(v) != "v" {
+		t.Fatalf("other attribute: %q, %v", v, err)
+	}
+	must(t, fs.SetXattr(f.Ino, "security.capability", []byte{1}, 0))
+	_, err = fs.SetAttr(f.Ino, SetAttr{Valid: SetKillSUIDGID | SetSize, Size: 0}, user)
+	must(t, err)
+	_, err = fs.GetXattr(f.Ino, "security.capability")
+	mustErr(t, err, ErrNoData)
+}
+
+// TestKeepCache: KeepCache is false exactly when a read would update atime
+// (relatime), true after that read, false again after a change or a day,
+// and always true with NoAtime.
+func TestKeepCache(t *testing.T) {
+	fs, env := newTestFS(t)
+	f := create(t, fs, RootIno, "f", []byte("data"))
+	if fs.KeepCache(f.Ino) {
+		t.Fatal("KeepCache true with atime due (atime == mtime)")
+	}
+	buf := make([]byte, 4)
+	_, err := fs.Read(f.Ino, 0, 0, buf)
+	must(t, err)
+	if !fs.KeepCache(f.Ino) {
+		t.Fatal("KeepCache false right after the atime update")
+	}
+	write(t, fs, f.Ino, 0, []byte("x"))
+	if fs.KeepCache(f.Ino) {
+		t.Fatal("KeepCache true after a write (atime <= mtime)")
+	}
+	_, err = fs.Read(f.Ino, 0, 0, buf)
+	must(t, err)
+	_, err = fs.SetAttr(f.Ino, SetAttr{Valid: SetMode, Mode: 0o600}, user)
+	must(t, err)
+	if fs.KeepCache(f.Ino) {
+		t.Fatal("KeepCache true after a chmod (atime <= ctime)")
+	}
+	_, err = fs.Read(f.Ino, 0, 0, buf)
+	must(t, err)
+	env.clock.Advance(25 * 3600)
+	if fs.KeepCache(f.Ino) {
+		t.Fatal("KeepCache true with atime a day old")
+	}
+	if fs.KeepCache(999999) {
+		t.Fatal("KeepCache true for a bad inode")
+	}
+	must(t, fs.Close())
+	fs2, err := Open(env.path, "", Options{Now: env.clock.Now, NoAtime: true})
+	must(t, err)
+	env.current = fs2
+	if !fs2.KeepCache(f.Ino) {
+		t.Fatal("KeepCache false with NoAtime")
+	}
+}

@@ -3,12 +3,14 @@ package conquest
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"conquest/alloc"
 	"conquest/dirhash"
+	"conquest/diskstore"
 	"conquest/pram"
 )
 
@@ -33,29 +35,77 @@ type FS struct {
 
 	vol volatile // kernel refs, open counts, handles
 
+	// The large-file path (file_disk.go); ds is nil without a disk.
+	ds        *diskstore.Store // immutable after Open
+	diskPath  string
+	threshold uint64
+	lsize     map[Ino]uint64 // disk files' sizes above the published iSize (mu)
+	lsizeUndo []lsizeChange  // changes to lsize in the open Tx (mu held exclusively)
+
 	closed bool // protected by mu
 }
 
 // Mkfs formats pramPath as an empty Conquest file system: a pram arena, the
-// allocator, and a root directory. diskPath must be "" until diskstore is
-// integrated.
+// allocator, a root directory and, if diskPath is not "" (or o.Device is
+// set), the large-file disk: a regular file is created or resized to
+// o.DiskSize, the disk superblock gets the arena's UUID, and the arena
+// records the threshold, block size and block count.
 func Mkfs(pramPath, diskPath string, o MkfsOptions) error {
-	if diskPath != "" {
-		return fmt.Errorf("%s: %w: large-file disk not supported yet", diskPath, ErrNotSupported)
+	threshold := o.LargeFileThreshold
+	if threshold == 0 {
+		threshold = diskstore.DefaultThreshold
+	}
+	if threshold < MinLargeFileThreshold || threshold > MaxLargeFileThreshold {
+		return fmt.Errorf("%w: large-file threshold %d outside [%d, %d]", ErrInvalid, threshold,
+			MinLargeFileThreshold, MaxLargeFileThreshold)
 	}
 	var params [pram.NumParams]uint64
-	params[0] = o.LargeFileThreshold
-	a, err := pram.Format(pramPath, pram.Options{Size: o.PramSize, JournalLen: o.JournalLen, Params: params})
+	params[diskstore.ParamThreshold] = threshold
+	var features uint32
+	bs := o.DiskBlockSize
+	dev := o.Device
+	if diskPath != "" || dev != nil {
+		if bs == 0 {
+			bs = diskstore.DefaultBlockSize
+		}
+		if !diskstore.ValidBlockSize(uint64(bs)) {
+			return fmt.Errorf("%w: disk block size %d", ErrInvalid, bs)
+		}
+		if threshold > diskStep*uint64(bs) {
+			// Moving a file to disk writes it in one transaction.
+			return fmt.Errorf("%w: large-file threshold %d above %d blocks of %d bytes", ErrInvalid, threshold, diskStep, bs)
+		}
+		if dev == nil {
+			var err error
+			if dev, err = createDisk(diskPath, o.DiskSize); err != nil {
+				return err
+			}
+			defer dev.Close()
+		}
+		n := diskstore.BlockCount(dev.Size(), bs)
+		if n < diskstore.MinBlocks {
+			return fmt.Errorf("%s: %w: disk of %d bytes holds no data block of %d bytes", diskPath, ErrInvalid, dev.Size(), bs)
+		}
+		params[diskstore.ParamBlockSize] = uint64(bs)
+		params[diskstore.ParamDiskBlocks] = n
+		features |= pram.FeatureDisk
+	}
+	a, err := pram.Format(pramPath, pram.Options{Size: o.PramSize, JournalLen: o.JournalLen, Features: features, Params: params})
 	if err != nil {
 		return err
 	}
-	fs := &FS{a: a, logf: func(string, ...any) {}, now: wallClock}
+	fs := &FS{a: a, logf: func(string, ...any) {}, now: wallClock, lsize: make(map[Ino]uint64)}
 	err = fs.update(func(tx *pram.Tx) error {
 		h, err := alloc.Format(tx)
 		if err != nil {
 			return err
 		}
 		fs.h = h
+		if dev != nil {
+			if fs.ds, err = diskstore.Format(tx, h, dev, bs, diskstore.Options{Logf: fs.logf}); err != nil {
+				return fmt.Errorf("%s: %w", diskPath, err)
+			}
+		}
 		mode := o.RootMode & 0o7777
 		if mode == 0 {
 			mode = 0o755
@@ -80,21 +130,45 @@ func Mkfs(pramPath, diskPath string, o MkfsOptions) error {
 		a.Abandon()
 		return fmt.Errorf("%s: mkfs: %w", pramPath, err)
 	}
+	if dev != nil {
+		if err := dev.Sync(); err != nil {
+			a.Abandon()
+			return fmt.Errorf("%s: mkfs: syncing the disk: %w", diskPath, err)
+		}
+	}
 	return a.Close()
 }
 
-// Open opens the file system in pramPath: the arena is mapped (an
-// interrupted transaction is rolled back), the allocator and the root are
-// validated, and every orphan left by a crash is freed.
-func Open(pramPath, diskPath string, o Options) (*FS, error) {
-	if diskPath != "" {
-		return nil, fmt.Errorf("%s: %w: large-file disk not supported yet", diskPath, ErrNotSupported)
+// createDisk opens the disk for Mkfs: a missing path (or an existing
+// regular file, when size is given) becomes an image file of size bytes; a
+// block device or an existing file is used whole otherwise.
+func createDisk(path string, size uint64) (diskstore.Device, error) {
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && st.Mode().IsRegular() && size > 0, errors.Is(err, os.ErrNotExist):
+		if size == 0 {
+			return nil, fmt.Errorf("%s: %w: a new disk image needs a size", path, ErrInvalid)
+		}
+		if err := diskstore.CreateFile(path, int64(size)); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
 	}
+	return diskstore.OpenDevice(path, diskstore.DeviceOptions{})
+}
+
+// Open opens the file system in pramPath and its disk diskPath (or
+// o.Device): the arena is mapped (an interrupted transaction is rolled
+// back), the allocator, the root and the disk's superblock are validated
+// (a disk of another file system is refused), and every orphan left by a
+// crash is freed.
+func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	a, err := pram.Open(pramPath)
 	if err != nil {
 		return nil, err
 	}
-	fs := &FS{a: a, logf: o.Logf, now: o.Now, noAtime: o.NoAtime}
+	fs := &FS{a: a, logf: o.Logf, now: o.Now, noAtime: o.NoAtime, diskPath: diskPath, lsize: make(map[Ino]uint64)}
 	if fs.logf == nil {
 		fs.logf = func(string, ...any) {}
 	}
@@ -105,20 +179,29 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	if n := a.Recovered(); n > 0 {
 		fs.logf("%s: recovered %d journal records", pramPath, n)
 	}
-	if fs.h, err = alloc.Open(a); err != nil {
+	fail := func(err error) (*FS, error) {
+		if fs.ds != nil {
+			fs.ds.Close()
+		} else if o.Device != nil {
+			o.Device.Close()
+		}
 		a.Close()
-		return nil, fmt.Errorf("%s: %w", pramPath, err)
+		return nil, err
+	}
+	if fs.h, err = alloc.Open(a); err != nil {
+		return fail(fmt.Errorf("%s: %w", pramPath, err))
+	}
+	if err := fs.openDisk(diskPath, o); err != nil {
+		return fail(err)
 	}
 	if err := fs.checkRoot(); err != nil {
-		a.Close()
-		return nil, fmt.Errorf("%s: %w", pramPath, err)
+		return fail(fmt.Errorf("%s: %w", pramPath, err))
 	}
 	fs.mu.Lock()
 	n, err := fs.reapOrphansLocked()
 	fs.mu.Unlock()
 	if err != nil {
-		a.Close()
-		return nil, fmt.Errorf("%s: processing orphans: %w", pramPath, err)
+		return fail(fmt.Errorf("%s: processing orphans: %w", pramPath, err))
 	}
 	if n > 0 {
 		fs.logf("%s: freed %d orphans", pramPath, n)
@@ -151,12 +234,25 @@ func (fs *FS) Close() error {
 	if fs.closed {
 		return nil
 	}
-	fs.closed = true
+	if fs.ds != nil {
+		_ = fs.syncDiskLocked() // errors are logged: that data is lost
+	}
 	fs.vol.reset()
 	if _, err := fs.reapOrphansLocked(); err != nil {
 		fs.logf("%s: freeing orphans at close: %v", fs.a.Path(), err)
 	}
-	return fs.a.Close()
+	var err error
+	if fs.ds != nil {
+		err = fs.ds.Close()
+		if err != nil {
+			fs.logf("%s: closing the disk: %v", fs.diskPath, err)
+		}
+	}
+	fs.closed = true
+	if e := fs.a.Close(); err == nil {
+		err = e
+	}
+	return err
 }
 
 // Arena is the underlying arena (for tools such as `conquest stat`).
@@ -164,6 +260,9 @@ func (fs *FS) Arena() *pram.Arena { return fs.a }
 
 // Heap is the underlying allocator.
 func (fs *FS) Heap() *alloc.Heap { return fs.h }
+
+// Disk is the large-file store, or nil for a file system without a disk.
+func (fs *FS) Disk() *diskstore.Store { return fs.ds }
 
 func wallClock() Timespec {
 	t := time.Now()
@@ -187,18 +286,39 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) (err error) {
 		if _, ok := r.(simulatedCrash); ok {
 			panic(r)
 		}
-		if tx.Active() {
-			tx.Abort()
-		}
+		fs.abortTx(tx)
 		fs.logf("%s: operation aborted: %v\n%s", fs.a.Path(), r, debug.Stack())
 		err = ErrIO
 	}()
 	if err = fn(tx); err != nil {
-		tx.Abort()
+		fs.abortTx(tx)
 		return fs.mapErr(err)
 	}
-	tx.Commit()
+	fs.commitTx(tx)
 	return nil
+}
+
+// commitTx commits tx, through the disk store when there is one (its
+// volatile state follows the arena's transactions).
+func (fs *FS) commitTx(tx *pram.Tx) {
+	if fs.ds != nil {
+		fs.ds.Commit(tx)
+	} else {
+		tx.Commit()
+	}
+	fs.lsizeUndo = fs.lsizeUndo[:0]
+}
+
+// abortTx rolls tx back with the volatile state changed in it.
+func (fs *FS) abortTx(tx *pram.Tx) {
+	if tx.Active() {
+		if fs.ds != nil {
+			fs.ds.Abort(tx)
+		} else {
+			tx.Abort()
+		}
+	}
+	fs.undoLsize()
 }
 
 // guard turns a panic in a read-only operation (a damaged arena) into ErrIO.
@@ -219,8 +339,13 @@ func (fs *FS) mapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, alloc.ErrNoSpace):
+	case errors.Is(err, alloc.ErrNoSpace), errors.Is(err, diskstore.ErrNoSpace):
 		return ErrNoSpace
+	case errors.Is(err, diskstore.ErrFileTooBig):
+		return ErrFileTooBig
+	case errors.Is(err, diskstore.ErrIO):
+		fs.logf("%s: %v", fs.diskPath, err)
+		return ErrIO
 	case errors.Is(err, dirhash.ErrExists):
 		return ErrExists
 	case errors.Is(err, dirhash.ErrNotFound):

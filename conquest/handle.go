@@ -1,15 +1,21 @@
 package conquest
 
-import "sync"
+import (
+	"sync"
+
+	"conquest/diskstore"
+)
 
 // volatile is the per-mount state that does not survive a restart: kernel
-// lookup references, open counts and open handles. After a crash nothing is
-// open, which is why Open frees every orphan.
+// lookup references, open counts, open handles (with their readahead state)
+// and the large files written since their last close. After a crash nothing
+// is open, which is why Open frees every orphan.
 type volatile struct {
 	mu      sync.Mutex // taken after FS.mu, or alone; never held across a Tx
 	refs    map[Ino]uint64
 	opens   map[Ino]uint32
-	handles map[Handle]openFile
+	handles map[Handle]*openFile
+	dirty   map[Ino]bool // disk files to flush and trim at the last close
 	next    Handle
 }
 
@@ -17,12 +23,14 @@ type openFile struct {
 	ino   Ino
 	flags uint32
 	dir   bool
+	ra    *diskstore.Readahead // created by the first read of a disk file
 }
 
 func (v *volatile) init() {
 	v.refs = make(map[Ino]uint64)
 	v.opens = make(map[Ino]uint32)
-	v.handles = make(map[Handle]openFile)
+	v.handles = make(map[Handle]*openFile)
+	v.dirty = make(map[Ino]bool)
 }
 
 func (v *volatile) reset() {
@@ -44,7 +52,7 @@ func (v *volatile) open(ino Ino, flags uint32, dir bool) Handle {
 	defer v.mu.Unlock()
 	v.next++
 	h := v.next
-	v.handles[h] = openFile{ino: ino, flags: flags, dir: dir}
+	v.handles[h] = &openFile{ino: ino, flags: flags, dir: dir}
 	v.opens[ino]++
 	return h
 }
@@ -54,7 +62,42 @@ func (v *volatile) handle(ino Ino, h Handle) (openFile, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f, ok := v.handles[h]
-	return f, ok && f.ino == ino
+	if !ok || f.ino != ino {
+		return openFile{}, false
+	}
+	return *f, true
+}
+
+// readahead returns the readahead state of handle h on ino, creating it;
+// nil if h is not open on ino.
+func (v *volatile) readahead(ino Ino, h Handle, ds *diskstore.Store) *diskstore.Readahead {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f, ok := v.handles[h]
+	if !ok || f.ino != ino || f.dir {
+		return nil
+	}
+	if f.ra == nil {
+		f.ra = ds.NewReadahead()
+	}
+	return f.ra
+}
+
+// markDirty notes that a disk file has data to flush or preallocation to
+// trim at its last close.
+func (v *volatile) markDirty(ino Ino) {
+	v.mu.Lock()
+	v.dirty[ino] = true
+	v.mu.Unlock()
+}
+
+// takeDirty returns and forgets the dirty set.
+func (v *volatile) takeDirty() map[Ino]bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	d := v.dirty
+	v.dirty = make(map[Ino]bool)
+	return d
 }
 
 // inUse reports whether the kernel still references ino or has it open.
@@ -81,22 +124,27 @@ func (v *volatile) forget(ino Ino, n uint64) bool {
 	return v.opens[ino] == 0
 }
 
-// release closes handle h and reports whether its inode is now unused.
-func (v *volatile) release(ino Ino, h Handle) (Ino, bool) {
+// release closes handle h. It reports the inode, whether it is now unused
+// (no reference, not open), whether it was written since its last close
+// and this was its last handle (flush and trim it), and the handle's
+// readahead state to close.
+func (v *volatile) release(ino Ino, h Handle) (_ Ino, unused, flush bool, ra *diskstore.Readahead) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f, ok := v.handles[h]
 	if !ok {
-		return ino, false
+		return ino, false, false, nil
 	}
 	delete(v.handles, h)
-	ino = f.ino
+	ino, ra = f.ino, f.ra
 	if v.opens[ino] <= 1 {
 		delete(v.opens, ino)
-		return ino, v.refs[ino] == 0
+		flush = v.dirty[ino]
+		delete(v.dirty, ino)
+		return ino, v.refs[ino] == 0, flush, ra
 	}
 	v.opens[ino]--
-	return ino, false
+	return ino, false, false, ra
 }
 
 // Forget drops n kernel references to ino (FUSE FORGET). When an unlinked
@@ -137,8 +185,18 @@ func (fs *FS) Open(ino Ino, flags uint32) (Handle, error) {
 
 // Release closes a handle from Open or Create. The last close of an unlinked
 // file with no kernel references frees it.
+// A large file written through any handle is flushed to disk and its
+// preallocation trimmed at its last close (errors are logged; the data
+// stays buffered for fsync or unmount).
 func (fs *FS) Release(ino Ino, h Handle) {
-	if ino, unused := fs.vol.release(ino, h); unused {
+	ino, unused, flush, ra := fs.vol.release(ino, h)
+	if ra != nil {
+		ra.Close()
+	}
+	if flush {
+		fs.releaseDisk(ino)
+	}
+	if unused {
 		fs.reapIfUnused(ino)
 	}
 }

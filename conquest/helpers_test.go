@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+
+	"conquest/diskstore"
 )
 
 // testClock is a deterministic clock: each call advances it by 1 µs, so
@@ -39,12 +42,32 @@ type testEnv struct {
 	clock   *testClock
 	logs    []string
 	logMu   sync.Mutex
+
+	disk     string            // disk image path ("" for none or dev)
+	dev      reopener          // in-memory disk, reopened at each open
+	diskOpts diskstore.Options // store tuning
+	noAtime  bool
+	wrap     func(diskstore.Device) diskstore.Device // wraps dev at each open (fault injection)
+}
+
+// reopener is an in-memory device (MemDevice, CrashDevice) that can be
+// opened again with the same contents.
+type reopener interface {
+	diskstore.Device
 }
 
 type fsOpt struct {
 	size       uint64
 	journalLen uint64
 	noCheck    bool
+
+	disk      bool   // with a large-file disk (an image file in TempDir unless dev)
+	threshold uint64 // default 64 KiB with a disk
+	diskBlock uint32 // default 4 KiB
+	diskSize  uint64 // default 64 MiB
+	dev       reopener
+	diskOpts  diskstore.Options
+	noAtime   bool
 }
 
 // newTestFS formats an arena in t.TempDir, opens it and registers a
@@ -58,8 +81,27 @@ func newTestFSOpt(t *testing.T, o fsOpt) (*FS, *testEnv) {
 	if o.size == 0 {
 		o.size = 32 << 20
 	}
-	env := &testEnv{t: t, path: filepath.Join(t.TempDir(), "arena"), clock: &testClock{now: Timespec{Sec: 1_700_000_000}}}
-	if err := Mkfs(env.path, "", MkfsOptions{PramSize: o.size, JournalLen: o.journalLen, RootUid: 1000, RootGid: 1000}); err != nil {
+	dir := t.TempDir()
+	env := &testEnv{t: t, path: filepath.Join(dir, "arena"), clock: &testClock{now: Timespec{Sec: 1_700_000_000}},
+		dev: o.dev, diskOpts: o.diskOpts, noAtime: o.noAtime}
+	mo := MkfsOptions{PramSize: o.size, JournalLen: o.journalLen, RootUid: 1000, RootGid: 1000}
+	if o.disk || o.dev != nil {
+		mo.LargeFileThreshold, mo.DiskBlockSize, mo.DiskSize = o.threshold, o.diskBlock, o.diskSize
+		if mo.LargeFileThreshold == 0 {
+			mo.LargeFileThreshold = 64 << 10
+		}
+		if mo.DiskBlockSize == 0 {
+			mo.DiskBlockSize = 4096
+		}
+		if mo.DiskSize == 0 {
+			mo.DiskSize = 64 << 20
+		}
+		if o.dev == nil {
+			env.disk = filepath.Join(dir, "disk")
+		}
+		mo.Device = o.dev
+	}
+	if err := Mkfs(env.path, env.disk, mo); err != nil {
 		t.Fatalf("Mkfs: %v", err)
 	}
 	fs := env.open()
@@ -87,7 +129,19 @@ func (env *testEnv) logf(format string, args ...any) {
 // open opens the arena and makes it the env's current FS.
 func (env *testEnv) open() *FS {
 	env.t.Helper()
-	fs, err := Open(env.path, "", Options{Logf: env.logf, Now: env.clock.Now})
+	o := Options{Logf: env.logf, Now: env.clock.Now, Disk: env.diskOpts, NoAtime: env.noAtime}
+	switch d := env.dev.(type) {
+	case *diskstore.MemDevice:
+		env.dev = d.Reopen()
+		o.Device = env.dev
+	case *diskstore.CrashDevice:
+		env.dev = d.Reopen()
+		o.Device = env.dev
+	}
+	if env.wrap != nil && o.Device != nil {
+		o.Device = env.wrap(o.Device)
+	}
+	fs, err := Open(env.path, env.disk, o)
 	if err != nil {
 		env.t.Fatalf("Open: %v", err)
 	}
@@ -190,3 +244,15 @@ func names(t *testing.T, fs *FS, dir Ino) map[string]Ino {
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// logged reports whether a log line containing sub was written.
+func (env *testEnv) logged(sub string) bool {
+	env.logMu.Lock()
+	defer env.logMu.Unlock()
+	for _, l := range env.logs {
+		if strings.Contains(l, sub) {
+			return true
+		}
+	}
+	return false
+}

@@ -37,7 +37,9 @@ const (
 	iXattr    = 152 // u64 xattr blob (0 = none)
 	iOrphNext = 160 // u64 orphan list: next inode offset
 	iOrphPrev = 168 // u64 orphan list: previous inode offset (0 = head)
-	iDisk     = 176 // [64]byte reserved for the large-file (diskstore) path
+	iSeg      = 176 // u64 regular, flagDisk: diskstore segment list offset
+	iDiskCur  = 184 // u64 flagDisk: a shrink in progress frees disk data above this offset (0: none)
+	iDiskRes  = 192 // [48]byte reserved for the large-file path
 	iEnd      = 240 // [16]byte spare
 )
 
@@ -45,6 +47,7 @@ const (
 const (
 	flagSmall  uint32 = 1 << 0 // regular file: iData is one small block holding bytes [0, cap)
 	flagOrphan uint32 = 1 << 1 // on the orphan list (root slot 3)
+	flagDisk   uint32 = 1 << 2 // regular file: data on disk, segment list in iSeg (file_disk.go)
 )
 
 // Root slots owned by the core (see docs/DESIGN.md).
@@ -57,6 +60,7 @@ const (
 
 // inode is a view of one inode record in the arena. It is a cheap value.
 type inode struct {
+	fs  *FS
 	a   *pram.Arena
 	off pram.Off
 	ino Ino
@@ -82,6 +86,8 @@ func (in inode) parent() Ino        { return Ino(in.u64(iParent)) }
 func (in inode) xattr() pram.Off    { return pram.Off(in.u64(iXattr)) }
 func (in inode) orphNext() pram.Off { return pram.Off(in.u64(iOrphNext)) }
 func (in inode) orphPrev() pram.Off { return pram.Off(in.u64(iOrphPrev)) }
+func (in inode) seg() pram.Off      { return pram.Off(in.u64(iSeg)) }
+func (in inode) onDisk() bool       { return in.flags()&flagDisk != 0 }
 
 func (in inode) time(f pram.Off) Timespec {
 	return Timespec{Sec: int64(in.u64(f)), Nsec: in.u32(f + 8)}
@@ -148,6 +154,10 @@ func (in inode) attr() Attr {
 	switch in.typ() {
 	case S_IFREG:
 		at.Blocks = (in.allocd() + 511) / 512
+		if in.onDisk() && in.fs != nil {
+			at.Size = in.fs.fileSize(in)
+			at.Blocks += in.fs.diskBytes(in) / 512
+		}
 	case S_IFDIR:
 		at.Size = BlockSize
 		at.Blocks = BlockSize / 512
@@ -187,7 +197,7 @@ func (fs *FS) inode(ino Ino) (inode, error) {
 	if sz, err := fs.h.SizeOf(off); err != nil || sz != inodeSize {
 		return inode{}, fmt.Errorf("%w: %d", ErrStale, ino)
 	}
-	in := inode{a: fs.a, off: off, ino: ino}
+	in := inode{fs: fs, a: fs.a, off: off, ino: ino}
 	if in.u64(iMagic) != inodeMagic || Ino(in.u64(iIno)) != ino {
 		return inode{}, fmt.Errorf("%w: %d", ErrStale, ino)
 	}
@@ -268,7 +278,7 @@ func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now
 		le.PutUint64(b[f:], uint64(now.Sec))
 		le.PutUint32(b[f+8:], now.Nsec)
 	}
-	return inode{a: fs.a, off: off, ino: ino}, nil
+	return inode{fs: fs, a: fs.a, off: off, ino: ino}, nil
 }
 
 // freeInodeRecord releases an inode record whose contents are already freed.

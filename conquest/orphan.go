@@ -13,8 +13,9 @@ import (
 //   - nlink == 0: unlinked while the kernel still referenced it or had it
 //     open, or too large to free in the unlink's own Tx. It is freed when
 //     the last reference goes (Forget, Release) or, after a crash, by Open.
-//   - nlink > 0: a truncate is freeing blocks past the size in several Txs.
-//     It leaves the list when done; after a crash Open finishes the job.
+//   - nlink > 0: a truncate is freeing blocks past the size in several Txs,
+//     or a file moved to disk is freeing its arena blocks. It leaves the
+//     list when done; after a crash Open finishes the job.
 //
 // Membership changes in the same Tx as the operation that causes it, so a
 // crash never loses storage.
@@ -60,7 +61,7 @@ func (fs *FS) orphanRemove(tx *pram.Tx, in inode) {
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) dropLocked(tx *pram.Tx, in inode) (reap bool, err error) {
 	busy := fs.vol.inUse(in.ino)
-	if busy || (in.isReg() && in.allocd() > cheapFree) {
+	if busy || (in.isReg() && (in.allocd() > cheapFree || in.onDisk())) {
 		fs.orphanAdd(tx, in)
 		return !busy, nil
 	}
@@ -77,6 +78,11 @@ func (fs *FS) dropLocked(tx *pram.Tx, in inode) (reap bool, err error) {
 func (fs *FS) freeStep(tx *pram.Tx, in inode) (done bool, err error) {
 	switch in.typ() {
 	case S_IFREG:
+		if in.onDisk() {
+			if gone, err := fs.diskFreeStep(tx, in); err != nil || !gone {
+				return false, err
+			}
+		}
 		more, err := fs.memShrink(tx, in, 0)
 		if err != nil || more {
 			return false, err

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"conquest/diskstore"
 )
 
 // The model-based simulation: random operations run both on the FS and on
@@ -500,15 +502,31 @@ func (s *simulator) modelRename(from, to string, flags uint32) error {
 	return nil
 }
 
-func TestSimulation(t *testing.T) {
+func TestSimulation(t *testing.T) { runSimulation(t, fsOpt{}, 3000) }
+
+// TestSimulationDisk runs the simulation with a large-file disk and a 16
+// KiB threshold, so files cross it both ways (writes up to 79 KB, truncates
+// from 100 KB down to 0), syncing the disk every 256 KiB written.
+func TestSimulationDisk(t *testing.T) {
+	runSimulation(t, fsOpt{disk: true, threshold: 16 << 10, diskSize: 16 << 20,
+		diskOpts: diskstore.Options{MaxExtent: 64 << 10, SyncBytes: 256 << 10}}, 1500)
+}
+
+// TestSimulationDiskGather: the same with writes gathered in memory.
+func TestSimulationDiskGather(t *testing.T) {
+	runSimulation(t, fsOpt{disk: true, threshold: 16 << 10, diskSize: 16 << 20,
+		diskOpts: diskstore.Options{Durability: diskstore.GatherInMemory, FileBuffer: 24 << 10, TotalBuffer: 64 << 10, MaxExtent: 64 << 10}}, 1500)
+}
+
+func runSimulation(t *testing.T, o fsOpt, steps int) {
 	seed := int64(rand.Uint32())
 	t.Logf("seed %d", seed)
-	fs, env := newTestFS(t)
+	fs, env := newTestFSOpt(t, o)
 	s := &simulator{stats: map[string]int{}, t: t, r: rand.New(rand.NewSource(seed)), fs: fs, env: env, m: newModel()}
-	steps := 3000
 	if testing.Short() {
 		steps = 500
 	}
+	large := uint64(0) // large files seen at the checkpoints
 	for i := 0; i < steps; i++ {
 		s.step(i)
 		if i%25 == 0 || i == steps-1 {
@@ -523,7 +541,11 @@ func TestSimulation(t *testing.T) {
 			if errs := s.fs.Check(); len(errs) > 0 {
 				t.Fatalf("step %d: Check: %v", i, errs)
 			}
+			large += s.fs.Usage().LargeFiles
 		}
+	}
+	if o.disk && large == 0 {
+		t.Error("no file ever moved to disk")
 	}
 	var keys []string
 	for k, v := range s.stats {

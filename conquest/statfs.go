@@ -6,9 +6,11 @@ import (
 )
 
 // StatFS reports block and inode counts: blocks are 4 KiB of the arena heap
-// (free = the allocator's free bytes); inodes in use come from root slot 4,
-// and free inodes are estimated as free heap bytes / 256 (every free byte
-// could become an inode record; data competes for the same space).
+// (free = the allocator's free bytes) plus the disk's data blocks counted
+// in 4 KiB units (free = the free map's blocks); inodes in use come from
+// root slot 4, and free inodes are estimated as free heap bytes / 256
+// (every free byte could become an inode record; data competes for the
+// same space).
 func (fs *FS) StatFS() StatFS {
 	fs.mu.RLock()
 	defer fs.mu.RUnlock()
@@ -17,8 +19,14 @@ func (fs *FS) StatFS() StatFS {
 	}
 	st := fs.h.Stats()
 	used := fs.a.Root(slotInodes)
+	blocks, free := st.TotalBytes/BlockSize, st.FreeBytes/BlockSize
+	if fs.ds != nil {
+		ds := fs.ds.Stats()
+		blocks += ds.DataBlocks * ds.BlockSize / BlockSize
+		free += ds.FreeBlocks * ds.BlockSize / BlockSize
+	}
 	return StatFS{
-		Blocks: st.TotalBytes / BlockSize, Bfree: st.FreeBytes / BlockSize, Bavail: st.FreeBytes / BlockSize,
+		Blocks: blocks, Bfree: free, Bavail: free,
 		Files: used + st.FreeBytes/inodeSize, Ffree: st.FreeBytes / inodeSize,
 		Bsize: BlockSize, Frsize: BlockSize, Namelen: MaxName,
 	}
@@ -31,6 +39,20 @@ func (fs *FS) Usage() Usage {
 		st := fs.h.Stats()
 		u = Usage{ArenaBytes: fs.a.Size(), HeapBytes: st.TotalBytes, HeapUsed: st.UsedBytes,
 			HeapFree: st.FreeBytes, HeapObjects: st.Objects, Inodes: fs.a.Root(slotInodes)}
+		if fs.ds != nil {
+			ds := fs.ds.Stats()
+			u.LargeFileThreshold = fs.threshold
+			u.DiskBlockSize = ds.BlockSize
+			u.DiskBytes = ds.DataBlocks * ds.BlockSize
+			u.DiskUsed = (ds.UsedBlocks - min(ds.QuarantinedBlocks, ds.UsedBlocks)) * ds.BlockSize
+			u.DiskQuarantined = ds.QuarantinedBlocks * ds.BlockSize
+			u.DiskUnsynced = ds.UnsyncedBytes
+			u.DiskFree = ds.FreeBlocks * ds.BlockSize
+			u.DiskFreeExtents = ds.FreeExtents
+			u.DiskBuffered = ds.BufferedBytes
+			u.DiskChecksumErrors = ds.ChecksumErrors
+			u.DiskIOErrors = ds.IOErrors
+		}
 		seen := make(map[Ino]bool)
 		count := func(in inode) {
 			if seen[in.ino] {
@@ -40,8 +62,16 @@ func (fs *FS) Usage() Usage {
 			switch in.typ() {
 			case S_IFREG:
 				u.Files++
-				u.FileBytes += in.size()
+				size := fs.fileSize(in)
+				u.FileBytes += size
 				u.FileAllocated += in.allocd()
+				if in.onDisk() {
+					u.LargeFiles++
+					u.LargeFileBytes += size
+				} else {
+					u.SmallFiles++
+					u.SmallFileBytes += size
+				}
 			case S_IFDIR:
 				u.Dirs++
 			case S_IFLNK:

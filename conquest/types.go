@@ -1,5 +1,7 @@
 package conquest
 
+import "conquest/diskstore"
+
 // Ino is an inode number as the kernel sees it (the FUSE node id). The root
 // directory is RootIno; every other inode's number is its arena offset >> 8.
 type Ino uint64
@@ -149,8 +151,34 @@ type Usage struct {
 	Orphans       uint64 // unlinked inodes still open (or awaiting cleanup)
 	FileBytes     uint64 // sum of regular file sizes
 	FileAllocated uint64 // bytes of data blocks held by regular files
-	DiskBytes     uint64 // size of the large-file disk (0 until diskstore)
-	DiskUsed      uint64
+	DiskBytes     uint64 // bytes of the disk's data blocks (0 without a disk)
+	DiskUsed      uint64 // bytes of disk blocks held by large files (data and preallocation)
+
+	// The large-file path (all zero without a disk).
+	LargeFileThreshold uint64 // files above it move to disk (mkfs --large-threshold)
+	SmallFiles         uint64 // regular files whose data is in the arena
+	SmallFileBytes     uint64 // sum of their sizes
+	LargeFiles         uint64 // regular files whose data is on disk
+	LargeFileBytes     uint64 // sum of their sizes
+	DiskBlockSize      uint64
+	DiskFree           uint64 // bytes of free disk blocks
+	DiskFreeExtents    uint64 // fragmentation of the free disk space
+	DiskBuffered       uint64 // bytes written but not yet on disk (diskstore.GatherInMemory)
+	DiskUnsynced       uint64 // bytes written to the disk since its last sync (a power failure may lose them)
+	DiskQuarantined    uint64 // old copies of blocks rewritten since the last sync (used until it)
+	DiskChecksumErrors uint64 // data checksum mismatches seen since mkfs
+	DiskIOErrors       uint64 // device errors seen since mkfs
+}
+
+// CheckOptions tunes CheckWith.
+type CheckOptions struct {
+	// VerifyData reads every written disk block and verifies its checksum
+	// (Check sets it). Without it only the metadata is walked.
+	VerifyData bool
+	// Progress, if set, is called as disk blocks are accounted for, with the
+	// number done and the total (used blocks). It runs with the file
+	// system's shared lock held: it must not call back into the FS.
+	Progress func(done, total uint64)
 }
 
 // MkfsOptions tunes Mkfs.
@@ -160,10 +188,31 @@ type MkfsOptions struct {
 	RootMode   uint32 // permission bits of the root directory; 0 means 0755
 	RootUid    uint32
 	RootGid    uint32
-	// LargeFileThreshold is stored in pram Params[0] for diskstore; 0 picks
-	// the default. Unused until diskstore is integrated.
+	// LargeFileThreshold is the size above which a file's data moves to
+	// the disk (pram Params[0]); 0 picks diskstore.DefaultThreshold (1 MiB).
+	// It must lie in [MinLargeFileThreshold, MaxLargeFileThreshold].
 	LargeFileThreshold uint64
+	// DiskSize is the size in bytes of a new disk image file: Mkfs creates
+	// (or resizes) a regular file at diskPath to it. 0 keeps the size of an
+	// existing file or device.
+	DiskSize uint64
+	// DiskBlockSize is the disk block size (the unit of allocation and
+	// checksums): a power of two in [4 KiB, 1 MiB]; 0 picks
+	// diskstore.DefaultBlockSize (64 KiB).
+	DiskBlockSize uint32
+	// Device, if set, is used as the disk instead of opening diskPath (tests
+	// pass in-memory, fault-injecting or crashable devices). Mkfs leaves it
+	// open; the caller owns it.
+	Device diskstore.Device
 }
+
+// Limits of MkfsOptions.LargeFileThreshold. Below the minimum every file
+// would live on disk in whole disk blocks; above the maximum a move to disk
+// copies more than one transaction should carry.
+const (
+	MinLargeFileThreshold = 4 << 10
+	MaxLargeFileThreshold = 64 << 20
+)
 
 // Options tunes Open.
 type Options struct {
@@ -173,4 +222,11 @@ type Options struct {
 	Now func() Timespec
 	// NoAtime disables atime updates on read and readdir (relatime otherwise).
 	NoAtime bool
+	// Device, if set, is used as the disk instead of opening diskPath (tests,
+	// tools). Close closes it.
+	Device diskstore.Device
+	// Disk tunes the large-file store (write buffers, readahead window,
+	// extent size); zero values pick diskstore's defaults. Its Logf is
+	// replaced by Logf.
+	Disk diskstore.Options
 }

@@ -1,0 +1,574 @@
+package conquest
+
+import (
+	"errors"
+	"fmt"
+
+	"conquest/diskstore"
+	"conquest/pram"
+)
+
+// Large files on disk (the large-file path of Conquest). A regular file
+// whose size crosses the threshold (arena parameter 0, mkfs
+// --large-threshold) moves to the disk; its inode then has flagDisk and the
+// offset of its diskstore segment list in iSeg, and iData/iIdxLen/iAllocd
+// are zero. The move copies the arena bytes to disk and syncs them
+// (WriteThrough), frees the arena copy and points the inode at the segment
+// list in one transaction: a crash leaves the old copy or the new one.
+// (If the arena copy is too large to free in that transaction the inode
+// keeps the rest of it and goes on the orphan list, like an unfinished
+// truncate; the remainder is freed in the next transactions, or by Open
+// after a crash. The disk copy is the file from the first commit on.)
+//
+// A file truncated to at most half the threshold (diskstore.ToArena) moves
+// back into the arena in one transaction (read, destroy the segment list,
+// copy into fresh arena blocks), unless its data cannot be read (it then
+// stays on disk) or the arena is nearly full.
+//
+// # Sizes and the ordering point
+//
+// The arena must never publish a size that covers data the store has not
+// written to the device. In the store's default mode
+// (DurableOnProcessCrash) every Write reaches the device before it returns,
+// so the size is published in the write's own transaction. In GatherInMemory
+// mode writes are gathered and reach the disk in large requests (when a
+// file's buffer is full, at fsync, truncate, the last close, and unmount),
+// so a disk file has two sizes: the published size iSize, and, while
+// written bytes beyond it are only gathered, a larger logical size kept in
+// fs.lsize (volatile, like ext4's i_size beside i_disksize). Every
+// operation that leaves the file's buffer empty publishes the logical size
+// in the same transaction as the flush, after the store has synced the
+// disk. After a crash the file has its published size and reads, beyond
+// what was flushed, as before the lost writes: old data or zeros, never
+// another file's bytes. Every byte in [iSize, logical size) is gathered or
+// a hole.
+//
+// Preconditions of everything here: fs.mu held (exclusively where a Tx is
+// taken), fs.ds != nil where a disk file is involved.
+
+// moveBackMax bounds the bytes a move back into the arena copies in one
+// transaction (with the default threshold, ToArena allows 512 KiB).
+const moveBackMax = freeBatch * BlockSize
+
+// diskStep is how many disk blocks' worth of file range one transaction
+// releases (truncate, punch, unlink): the store's journal use grows with the
+// blocks it unmaps and with their unsynced records, so a large range is
+// released in several transactions (see diskShrinkStep).
+const diskStep = 1024
+
+// diskStepBytes is diskStep blocks in bytes.
+func (fs *FS) diskStepBytes() uint64 { return diskStep * fs.ds.BlockSize() }
+
+// roundUp rounds n up to a multiple of the disk block size.
+func (fs *FS) roundUp(n uint64) uint64 {
+	bs := fs.ds.BlockSize()
+	return (n + bs - 1) / bs * bs
+}
+
+// lsizeChange records an lsize entry before a change, for abortTx.
+type lsizeChange struct {
+	ino Ino
+	old uint64 // 0: absent
+}
+
+// openDisk opens the store for Open, or checks that the arena needs none.
+func (fs *FS) openDisk(diskPath string, o Options) error {
+	g := fs.a.Geometry()
+	hasDisk := g.Features&pram.FeatureDisk != 0
+	dev := o.Device
+	switch {
+	case !hasDisk && (diskPath != "" || dev != nil):
+		return fmt.Errorf("%s: %w: file system was made without a disk, but disk %s was given", fs.a.Path(), ErrInvalid, diskPath)
+	case !hasDisk:
+		fs.threshold = maxMemFileSize
+		return nil
+	case diskPath == "" && dev == nil:
+		return fmt.Errorf("%s: %w: file system has a large-file disk; give its path", fs.a.Path(), ErrInvalid)
+	}
+	fs.threshold = g.Params[diskstore.ParamThreshold]
+	if fs.threshold < MinLargeFileThreshold || fs.threshold > MaxLargeFileThreshold {
+		return fmt.Errorf("%s: %w: large-file threshold %d", fs.a.Path(), ErrCorrupt, fs.threshold)
+	}
+	if dev == nil {
+		var err error
+		if dev, err = diskstore.OpenDevice(diskPath, diskstore.DeviceOptions{}); err != nil {
+			return err
+		}
+	}
+	so := o.Disk
+	so.Logf = fs.logf
+	ds, err := diskstore.Open(fs.h, dev, so)
+	if err != nil {
+		dev.Close()
+		if errors.Is(err, diskstore.ErrUUIDMismatch) || errors.Is(err, diskstore.ErrGeometry) {
+			return fmt.Errorf("disk %s does not belong to arena %s: %w", diskPath, fs.a.Path(), err)
+		}
+		return fmt.Errorf("disk %s (of arena %s): %w", diskPath, fs.a.Path(), err)
+	}
+	fs.ds = ds
+	if r := ds.Recovery(); r.Checked > 0 || r.Damaged > 0 {
+		fs.logf("%s: recovery: %d blocks of %d files written since the last sync: %d intact, %d restored, %d zeroed, %d unreadable, %d damaged",
+			diskPath, r.Checked, r.Files, r.Intact, r.Restored, r.Zeroed, r.Unreadable, r.Damaged)
+	}
+	return nil
+}
+
+// fileSize is a regular file's size as users see it.
+func (fs *FS) fileSize(in inode) uint64 {
+	if in.onDisk() {
+		if l, ok := fs.lsize[in.ino]; ok && l > in.size() {
+			return l
+		}
+	}
+	return in.size()
+}
+
+// setLsize records the logical size of a disk file (0 drops the entry),
+// undone if the Tx aborts.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) setLsize(ino Ino, size uint64) {
+	old, ok := fs.lsize[ino]
+	if !ok && size == 0 || ok && old == size {
+		return
+	}
+	fs.lsizeUndo = append(fs.lsizeUndo, lsizeChange{ino, old})
+	if size == 0 {
+		delete(fs.lsize, ino)
+	} else {
+		fs.lsize[ino] = size
+	}
+}
+
+func (fs *FS) undoLsize() {
+	for i := len(fs.lsizeUndo) - 1; i >= 0; i-- {
+		c := fs.lsizeUndo[i]
+		if c.old == 0 {
+			delete(fs.lsize, c.ino)
+		} else {
+			fs.lsize[c.ino] = c.old
+		}
+	}
+	fs.lsizeUndo = fs.lsizeUndo[:0]
+}
+
+// publishSize makes size the disk file's size: in the arena if none of the
+// file's data is still buffered (the store has synced it), else in lsize
+// only (see the ordering point above). size is never below what the arena
+// has, except through diskSetSize.
+func (fs *FS) publishSize(tx *pram.Tx, in inode, size uint64) {
+	if size > in.size() && fs.ds.Buffered(in.seg()) > 0 {
+		fs.setLsize(in.ino, size)
+		return
+	}
+	if size > in.size() {
+		in.set64(tx, iSize, size)
+	}
+	fs.setLsize(in.ino, 0)
+}
+
+// diskBytes is the disk space a disk file holds, counting buffered data
+// that will need blocks (for st_blocks).
+func (fs *FS) diskBytes(in inode) uint64 {
+	if fs.ds == nil {
+		return 0
+	}
+	seg := in.seg()
+	n, err := fs.ds.DiskBytes(seg)
+	if err != nil {
+		return 0
+	}
+	if b := uint64(fs.ds.Buffered(seg)); b > 0 {
+		bs := fs.ds.BlockSize()
+		n = max(n, min(n+(b+bs-1)/bs*bs, (fs.fileSize(in)+bs-1)/bs*bs))
+	}
+	return n
+}
+
+// wantDisk reports whether an arena file growing to end must move to disk.
+func (fs *FS) wantDisk(in inode, end uint64) bool {
+	return fs.ds != nil && !in.onDisk() && diskstore.ToDisk(int64(min(end, 1<<62)), fs.threshold)
+}
+
+// maxSize is the largest regular file.
+func (fs *FS) maxSize() uint64 {
+	if fs.ds != nil {
+		return diskstore.MaxFileSize
+	}
+	return maxMemFileSize
+}
+
+// toDiskLocked moves an arena file's data to a new segment list (see the
+// comment at the top). more reports arena storage left to free after the
+// commit (the inode is then on the orphan list; run finishShrinkLocked).
+func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
+	seg, err := fs.ds.NewFile(tx, uint64(in.ino))
+	if err != nil {
+		return false, err
+	}
+	if size := in.size(); size > 0 && in.data() != 0 {
+		buf := make([]byte, size)
+		fs.memRead(in, 0, buf)
+		if err := fs.ds.WriteThrough(tx, seg, 0, buf); err != nil {
+			return false, err
+		}
+	}
+	in.set64(tx, iSeg, uint64(seg))
+	in.set32(tx, iFlags, in.flags()|flagDisk)
+	more, err = fs.memShrink(tx, in, 0)
+	if err != nil {
+		return false, err
+	}
+	if more {
+		fs.orphanAdd(tx, in)
+	}
+	fs.vol.markDirty(in.ino)
+	return more, nil
+}
+
+// toArenaLocked moves a disk file being truncated to size back into the
+// arena, if it can: ok is false (and nothing changed) when its data cannot
+// be read, the copy would be too large or the arena is nearly full.
+func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err error) {
+	if in.data() != 0 || size > moveBackMax || size > fs.threshold/2 {
+		return false, nil
+	}
+	var buf []byte
+	if size > 0 {
+		if st := fs.h.Stats(); st.FreeBytes < 2*size+(1<<20) {
+			return false, nil
+		}
+		buf = make([]byte, size)
+		if _, err := fs.ds.ReadAt(in.seg(), buf, 0, nil); err != nil {
+			fs.logf("%s: inode %d stays on disk: %v", fs.diskPath, in.ino, err)
+			return false, nil
+		}
+	}
+	if err := fs.ds.Destroy(tx, in.seg()); err != nil {
+		return false, err
+	}
+	in.set64(tx, iSeg, 0)
+	in.set32(tx, iFlags, in.flags()&^flagDisk)
+	in.set64(tx, iSize, size)
+	fs.setLsize(in.ino, 0)
+	if size == 0 {
+		return true, nil
+	}
+	reached, err := fs.memReserve(tx, in, 0, size, true)
+	if err != nil {
+		return false, err
+	}
+	if reached < size {
+		return false, fmt.Errorf("%w: journal too small to move inode %d back into the arena", ErrIO, in.ino)
+	}
+	fs.memCopyIn(in, 0, buf)
+	return true, nil
+}
+
+// diskWrite stores as much of src as one Tx should carry at off (or at the
+// end of file) and returns the bytes taken.
+func (fs *FS) diskWrite(tx *pram.Tx, in inode, off uint64, appendMode bool, src []byte) (int, error) {
+	seg := in.seg()
+	size := fs.fileSize(in)
+	if appendMode {
+		off = size
+	}
+	if off >= diskstore.MaxFileSize {
+		return 0, ErrFileTooBig
+	}
+	src = src[:min(uint64(len(src)), diskstore.MaxFileSize-off)]
+	// Each piece adds a checksum and, by default, an unsynced record per
+	// disk block to the Tx: bound the pieces so that the journal check
+	// between them keeps room.
+	piece := int(min(writeChunk, 64*fs.ds.BlockSize()))
+	done := 0
+	for done < len(src) {
+		c := src[done:min(len(src), done+piece)]
+		if err := fs.ds.Write(tx, seg, int64(off)+int64(done), c); err != nil {
+			return 0, err
+		}
+		done += len(c)
+		if fs.journalLow(tx) {
+			break
+		}
+	}
+	fs.publishSize(tx, in, max(size, off+uint64(done)))
+	fs.vol.markDirty(in.ino)
+	return done, nil
+}
+
+// diskSetSize truncates or extends a disk file (truncate(2)). A file cut to
+// ToArena size moves back into the arena. A shrink that releases more than
+// one step of disk data publishes the new size at once, records the end of
+// the data still to release in iDiskCur, puts the inode on the orphan list
+// and returns more: the caller commits and runs finishShrinkLocked, which
+// releases the rest step by step (Open does it after a crash; nothing can
+// read the file in between).
+func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err error) {
+	seg := in.seg()
+	old := fs.fileSize(in)
+	if size < old {
+		held, err := fs.ds.DiskBytes(seg)
+		if err != nil {
+			return false, err
+		}
+		if held > fs.diskStepBytes() && fs.roundUp(old)-fs.roundUp(size) > fs.diskStepBytes() {
+			in.set64(tx, iDiskCur, max(in.u64(iDiskCur), fs.roundUp(old)))
+			in.set64(tx, iSize, size)
+			fs.setLsize(in.ino, 0)
+			fs.orphanAdd(tx, in)
+			return true, nil
+		}
+		if diskstore.ToArena(int64(size), fs.threshold) {
+			ok, err := fs.toArenaLocked(tx, in, size)
+			if err != nil || ok {
+				return false, err
+			}
+		}
+	}
+	if err := fs.ds.Truncate(tx, seg, int64(size)); err != nil {
+		return false, err
+	}
+	if size > in.size() {
+		// Gathered bytes below size must be on disk before the arena's
+		// size covers them.
+		if err := fs.ds.Writeback(tx, seg); err != nil {
+			return false, err
+		}
+	}
+	in.set64(tx, iSize, size)
+	fs.setLsize(in.ino, 0)
+	fs.vol.markDirty(in.ino)
+	return false, nil
+}
+
+// diskShrinkStep releases one step of the disk data above a disk file's
+// size (iDiskCur down to the size); more reports that steps remain. The last
+// step cuts the file exactly (zeroing the tail of its last block) and moves
+// it back into the arena if it is small enough.
+// Preconditions: fs.mu held exclusively; in is on disk with iDiskCur set.
+func (fs *FS) diskShrinkStep(tx *pram.Tx, in inode) (more bool, err error) {
+	seg, size := in.seg(), in.size()
+	cur, floor := in.u64(iDiskCur), fs.roundUp(size)
+	if cur > floor+fs.diskStepBytes() {
+		next := cur - fs.diskStepBytes()
+		if err := fs.ds.Truncate(tx, seg, int64(next)); err != nil {
+			return false, err
+		}
+		in.set64(tx, iDiskCur, next)
+		return true, nil
+	}
+	in.set64(tx, iDiskCur, 0)
+	if diskstore.ToArena(int64(size), fs.threshold) {
+		if held, err := fs.ds.DiskBytes(seg); err == nil && held <= fs.diskStepBytes() {
+			ok, err := fs.toArenaLocked(tx, in, size)
+			if err != nil || ok {
+				return false, err
+			}
+		}
+	}
+	return false, fs.ds.Truncate(tx, seg, int64(size))
+}
+
+// diskFallocate applies fallocate to the disk file's range [start, end)
+// from pos on and returns how far it got (end when done): a hole is punched
+// (or a range zeroed) one step per Tx, then space is reserved in one.
+func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch, zero, keep bool, now Timespec) (uint64, error) {
+	seg := in.seg()
+	size := fs.fileSize(in)
+	fs.vol.markDirty(in.ino)
+	if punch || zero {
+		stop := min(end, pos+fs.diskStepBytes())
+		// PunchHole writes the file's gathered data first: publish.
+		if err := fs.ds.PunchHole(tx, seg, int64(pos), int64(stop-pos)); err != nil {
+			return pos, err
+		}
+		in.touchMC(tx, now)
+		if punch || stop < end {
+			fs.publishSize(tx, in, size)
+			return stop, nil
+		}
+	}
+	if err := fs.ds.Allocate(tx, seg, int64(start), int64(end-start)); err != nil {
+		return pos, err
+	}
+	in.setTime(tx, iCtime, now)
+	if !keep && end > size {
+		size = end
+		in.setTime(tx, iMtime, now)
+	}
+	fs.publishSize(tx, in, size)
+	return end, nil
+}
+
+// flushDiskLocked writes a disk file's gathered data and publishes its
+// size. With durable it also syncs the device (fsync: Store.Flush); else it
+// only writes back what is gathered (Store.Writeback: the last close, where
+// no durability is promised, spares a device sync). With trim it drops the
+// preallocation past the end of the file.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) flushDiskLocked(ino Ino, durable, trim bool) error {
+	return fs.update(func(tx *pram.Tx) error {
+		in, err := fs.inode(ino)
+		if err != nil || !in.isReg() || !in.onDisk() {
+			return nil // gone or moved back: nothing to flush
+		}
+		seg := in.seg()
+		if durable {
+			err = fs.ds.Flush(tx, seg)
+		} else {
+			err = fs.ds.Writeback(tx, seg)
+		}
+		if err != nil {
+			return err
+		}
+		fs.publishSize(tx, in, fs.fileSize(in))
+		if trim {
+			return fs.ds.Trim(tx, seg, int64(in.size()))
+		}
+		return nil
+	})
+}
+
+// releaseDisk writes back and trims a disk file after its last close.
+func (fs *FS) releaseDisk(ino Ino) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.closed {
+		return
+	}
+	if err := fs.flushDiskLocked(ino, false, true); err != nil {
+		fs.vol.markDirty(ino) // still gathered: fsync or unmount retries
+		fs.logf("%s: writing inode %d at close: %v", fs.diskPath, ino, err)
+	}
+}
+
+// syncDiskLocked writes back every disk file with gathered data or an
+// unpublished size (trimming those written since their last close), then
+// syncs the device (sync(2), unmount). It returns the first error; the
+// others are logged.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) syncDiskLocked() error {
+	var first error
+	note := func(err error, format string, args ...any) {
+		if err == nil {
+			return
+		}
+		fs.logf("%s: "+format+": %v", append(append([]any{fs.diskPath}, args...), err)...)
+		if first == nil {
+			first = err
+		}
+	}
+	inos := fs.vol.takeDirty()
+	for ino := range fs.lsize {
+		inos[ino] = true
+	}
+	for ino := range inos {
+		err := fs.flushDiskLocked(ino, false, true)
+		if err != nil {
+			fs.vol.markDirty(ino)
+		}
+		note(err, "writing inode %d", ino)
+	}
+	note(fs.update(func(tx *pram.Tx) error { return fs.ds.FlushAll(tx) }), "syncing the disk")
+	return first
+}
+
+// Sync writes every file's data and syncs the disk and the arena
+// (sync(2), FUSE_SYNCFS).
+func (fs *FS) Sync() error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.closed {
+		return ErrIO
+	}
+	if fs.ds != nil {
+		if err := fs.syncDiskLocked(); err != nil {
+			return fs.mapErr(err)
+		}
+	}
+	if err := fs.a.Sync(); err != nil {
+		fs.logf("%v", err)
+		return ErrIO
+	}
+	return nil
+}
+
+// fsyncDisk makes a disk file durable: its data is flushed and synced,
+// then its metadata committed, then the arena persisted.
+func (fs *FS) fsyncDisk(ino Ino) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.closed {
+		return ErrIO
+	}
+	if err := fs.flushDiskLocked(ino, true, false); err != nil {
+		return err
+	}
+	if err := fs.a.Sync(); err != nil {
+		fs.logf("%v", err)
+		return ErrIO
+	}
+	return nil
+}
+
+// diskFreeStep releases part of an unlinked disk file's storage within one
+// Tx: leftover arena storage first, then the disk range from the end in
+// steps (the size is the cursor: nobody sees an unlinked, unused file),
+// then the segment list. done reports that the inode has no disk storage.
+// Preconditions: fs.mu held exclusively; in.nlink() == 0, not in use.
+func (fs *FS) diskFreeStep(tx *pram.Tx, in inode) (done bool, err error) {
+	if more, err := fs.memShrink(tx, in, 0); err != nil || more {
+		return false, err
+	}
+	if cur := in.u64(iDiskCur); cur != 0 {
+		// A shrink was in progress: the size is the cursor from now on.
+		in.set64(tx, iSize, max(in.size(), cur))
+		in.set64(tx, iDiskCur, 0)
+	}
+	seg := in.seg()
+	step := fs.diskStepBytes()
+	if size := fs.fileSize(in); size > step {
+		if held, err := fs.ds.DiskBytes(seg); err == nil && held > step {
+			next := (size - step) / fs.ds.BlockSize() * fs.ds.BlockSize()
+			if err := fs.ds.Truncate(tx, seg, int64(next)); err != nil {
+				return false, err
+			}
+			in.set64(tx, iSize, next)
+			fs.setLsize(in.ino, 0)
+			return false, nil
+		}
+	}
+	if err := fs.ds.Destroy(tx, seg); err != nil {
+		return false, err
+	}
+	in.set64(tx, iSeg, 0)
+	in.set32(tx, iFlags, in.flags()&^flagDisk)
+	fs.setLsize(in.ino, 0)
+	return true, nil
+}
+
+// readDisk reads a disk file for Read.
+// Preconditions: fs.mu held shared.
+func (fs *FS) readDisk(in inode, h Handle, off uint64, dst []byte) error {
+	ra := fs.vol.readahead(in.ino, h, fs.ds)
+	_, err := fs.ds.ReadAt(in.seg(), dst, int64(off), ra)
+	return err
+}
+
+// KeepCache reports whether the kernel may keep the file's cached pages
+// when it is opened (FOPEN_KEEP_CACHE): false when a read now would update
+// atime under relatime (atime not after mtime or ctime, or older than 24
+// hours), so that the first read reaches the core; always true with
+// Options.NoAtime. An invalid inode gives false (the read will report it).
+func (fs *FS) KeepCache(ino Ino) bool {
+	keep := false
+	_ = fs.read(func() error {
+		in, err := fs.inode(ino)
+		if err != nil {
+			return err
+		}
+		keep = !fs.atimeDue(in)
+		return nil
+	})
+	return keep
+}

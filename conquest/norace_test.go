@@ -1,0 +1,5 @@
+//go:build !race
+
+package conquest
+
+const raceEnabled = false
