@@ -29,14 +29,14 @@ func benchDevice(b *testing.B, direct DirectMode) Device {
 	return dev
 }
 
-func benchWrite(b *testing.B, direct DirectMode) {
-	e := newEnv(b, envOpts{dev: benchDevice(b, direct)})
-	data := pattern(1, 0, benchChunk)
+func benchWrite(b *testing.B, direct DirectMode, d Durability, chunk int) {
+	e := newEnv(b, envOpts{dev: benchDevice(b, direct), o: Options{Durability: d}})
+	data := pattern(1, 0, chunk)
 	seg := e.newFile(1)
-	b.SetBytes(benchChunk)
+	b.SetBytes(int64(chunk))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		off := int64(i%(benchFile/benchChunk)) * benchChunk
+		off := int64(i%(benchFile/chunk)) * int64(chunk)
 		if off == 0 && i > 0 {
 			e.must(func(tx *pram.Tx) error {
 				if err := e.s.Destroy(tx, seg); err != nil {
@@ -81,9 +81,21 @@ func benchRead(b *testing.B, direct DirectMode, readahead bool) {
 	}
 }
 
-// Sequential 128 KiB writes gathered into 8 MiB disk writes, one sync each.
-func BenchmarkSeqWrite(b *testing.B)       { benchWrite(b, DirectOff) }
-func BenchmarkSeqWriteDirect(b *testing.B) { benchWrite(b, DirectOn) }
+// Sequential 128 KiB writes (a FUSE write), each written to the device at
+// once, a sync every Options.SyncBytes (64 MiB) and at the end.
+func BenchmarkSeqWrite(b *testing.B) { benchWrite(b, DirectOff, DurableOnProcessCrash, benchChunk) }
+func BenchmarkSeqWriteDirect(b *testing.B) {
+	benchWrite(b, DirectOn, DurableOnProcessCrash, benchChunk)
+}
+
+// The same gathered into 8 MiB disk writes, one sync each (GatherInMemory).
+func BenchmarkSeqWriteGather(b *testing.B)       { benchWrite(b, DirectOff, GatherInMemory, benchChunk) }
+func BenchmarkSeqWriteGatherDirect(b *testing.B) { benchWrite(b, DirectOn, GatherInMemory, benchChunk) }
+
+// Sequential 4 KiB appends into 64 KiB blocks: every write but the first
+// of a block merges into it and rewrites it elsewhere (copy-on-write).
+func BenchmarkSmallAppend(b *testing.B)       { benchWrite(b, DirectOff, DurableOnProcessCrash, 4096) }
+func BenchmarkSmallAppendGather(b *testing.B) { benchWrite(b, DirectOff, GatherInMemory, 4096) }
 
 // Sequential 128 KiB reads with and without readahead, checksums verified.
 func BenchmarkSeqRead(b *testing.B)            { benchRead(b, DirectOff, true) }

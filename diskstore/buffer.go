@@ -166,7 +166,9 @@ func (s *Store) overlayLocked(seg pram.Off, p []byte, off int64) {
 	}
 }
 
-// Buffered is the number of bytes of seg written but not yet on disk.
+// Buffered is the number of bytes of seg written but not yet on disk
+// (GatherInMemory; always 0 in DurableOnProcessCrash mode once Write
+// returns).
 func (s *Store) Buffered(seg pram.Off) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

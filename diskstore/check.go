@@ -33,12 +33,22 @@ type Checker struct {
 	errs  []error
 	buf   []byte   // verify staging, allocated on first use
 	sums  []uint64 // checksums of one batch
+
+	unsynced map[pram.Off]bool // files reached that have unsynced records
+	liveOld  []oldRef          // old blocks of live records: must be quarantined
+}
+
+// oldRef is the old block of a live unsynced record.
+type oldRef struct {
+	owner, fb uint64
+	old       Block
 }
 
 // NewChecker starts a walk. c receives the marks of the store's arena
 // allocations.
 func (s *Store) NewChecker(c *alloc.Checker, o CheckOptions) *Checker {
-	return &Checker{s: s, c: c, o: o, used: make([]uint64, (s.super.Blocks+63)/64), total: s.Stats().UsedBlocks}
+	return &Checker{s: s, c: c, o: o, used: make([]uint64, (s.super.Blocks+63)/64), total: s.Stats().UsedBlocks,
+		unsynced: make(map[pram.Off]bool)}
 }
 
 func (k *Checker) add(format string, args ...any) {
@@ -58,9 +68,10 @@ func (k *Checker) progress(n uint64) {
 // File checks the large file whose segment list is at seg and whose size is
 // size bytes: structure, disk blocks (in range, not shared with another
 // file), checksums only on mapped blocks and none beyond the end of the
-// file, the block count; with VerifyData also every block's data and that
-// the bytes after size in the last block are zeros. It returns the errors
-// found in this file (Finish returns them too).
+// file, the block count, the unsynced records (on mapped blocks, their old
+// blocks quarantined); with VerifyData also every block's data and that the
+// bytes after size in the last block are zeros. It returns the errors found
+// in this file (Finish returns them too).
 func (k *Checker) File(seg pram.Off, size int64) []error {
 	first := len(k.errs)
 	s := k.s
@@ -75,9 +86,9 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 		k.add("inode %d: size %d", owner, size)
 		size = 0
 	}
-	sl, sm := s.segs(seg), s.sums(seg)
+	sl, sm, su := s.segs(seg), s.sums(seg), s.unsyncedOf(seg)
 	structOK := true
-	for _, l := range []xlist{sl, sm} {
+	for _, l := range []xlist{sl, sm, su} {
 		if errs := l.check(k.c); len(errs) > 0 {
 			k.errs = append(k.errs, errs...)
 			structOK = false
@@ -141,6 +152,7 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	if err != nil {
 		k.errs = append(k.errs, err)
 	}
+	k.fileUnsynced(seg, owner)
 	for _, x := range segsSeen {
 		if k.o.VerifyData {
 			k.verify(seg, x, size)
@@ -148,6 +160,34 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 		k.progress(x.count)
 	}
 	return k.errs[first:]
+}
+
+// fileUnsynced checks the unsynced records of seg.
+func (k *Checker) fileUnsynced(seg pram.Off, owner uint64) {
+	s := k.s
+	cur := s.epoch()
+	n := 0
+	err := s.unsyncedOf(seg).walk(func(r rec) bool {
+		n++
+		e, err := s.uentryOf(seg, r)
+		if err != nil {
+			k.errs = append(k.errs, err)
+			return true
+		}
+		if sp, err := s.lookup(seg, e.fb); err != nil || sp.disk == 0 {
+			k.add("inode %d: unsynced record for file block %d, which is not mapped", owner, e.fb)
+		}
+		if e.epoch == cur && e.old != 0 {
+			k.liveOld = append(k.liveOld, oldRef{owner, e.fb, e.old})
+		}
+		return true
+	})
+	if err != nil {
+		k.errs = append(k.errs, err)
+	}
+	if n > 0 {
+		k.unsynced[seg] = true
+	}
 }
 
 // verify reads the written blocks of segment x and checks their checksums,
@@ -199,14 +239,26 @@ func (k *Checker) verify(seg pram.Off, x segment, size int64) {
 	}
 }
 
-// Finish checks the free map (sorted, disjoint, coalesced, in range, its
-// count), that no free block is used by a file, that every block is either
-// used or free (no leaks), and the file count; it marks the free map's
-// allocations. It returns every error of the walk.
+// Finish checks the quarantine (in range, disjoint, not used by a file, its
+// count, holding the old block of every live unsynced record), the list of
+// files with unsynced records (exactly the files File found with records),
+// the free map (sorted, disjoint, coalesced, in range, its count), that no
+// free block is used by a file or quarantined, that every block is either
+// used, quarantined or free (no leaks), and the file count; it marks the
+// allocations of these lists. It returns every error of the walk.
 func (k *Checker) Finish() []error {
 	s := k.s
 	k.c.Mark(s.fm, "diskstore free map")
 	k.c.Mark(s.st, "diskstore stats")
+	if area := s.intentArea(); area != 0 {
+		k.c.Mark(area, "diskstore intent area")
+		for _, r := range s.readIntents() {
+			k.add("inode %d: an append in place to file block %d (disk block %d) was not undone", s.owner(r.seg), r.fb, r.disk)
+		}
+	} else if s.a.U64(s.st+stOffIntents) != 0 {
+		k.add("stats record points to a bad intent area %d", s.a.U64(s.st+stOffIntents))
+	}
+	k.finishUnsynced()
 	l := s.freeList()
 	if errs := l.check(k.c); len(errs) > 0 {
 		return append(k.errs, errs...)
@@ -271,4 +323,70 @@ func (k *Checker) Finish() []error {
 		k.add("stats count %d large files, the walk reached %d", n, k.files)
 	}
 	return k.errs
+}
+
+// finishUnsynced checks the quarantine and the list of files with unsynced
+// records, and marks the quarantined blocks used.
+func (k *Checker) finishUnsynced() {
+	s := k.s
+	cur := s.epoch()
+	ql := s.quarantineList()
+	if errs := ql.check(k.c); len(errs) > 0 {
+		k.errs = append(k.errs, errs...)
+	} else {
+		var held uint64
+		var prev Block
+		err := ql.walk(func(r rec) bool {
+			x := extent{Block(r[0]), Block(r[1])}
+			if x.b < 1 || x.e <= x.b || uint64(x.e) > s.super.Blocks || x.b < prev || r[2] > cur {
+				k.add("quarantine extent [%d, %d) of epoch %d (now %d) is out of range or order", x.b, x.e, r[2], cur)
+				return true
+			}
+			prev = x.e
+			held += x.len()
+			for b := x.b; b < x.e; b++ {
+				if k.test(b) {
+					k.add("disk block %d is quarantined but used by a file", b)
+				}
+				k.set(b)
+			}
+			k.progress(x.len())
+			return true
+		})
+		if err != nil {
+			k.errs = append(k.errs, err)
+		}
+		if q := s.quarantined(); q != held {
+			k.add("stats count %d quarantined blocks, the quarantine holds %d", q, held)
+		}
+		for _, o := range k.liveOld {
+			c, ok, err := ql.seekLE(uint64(o.old))
+			if err != nil || !ok || Block(ql.get(c)[1]) <= o.old || ql.get(c)[2] != cur {
+				k.add("inode %d: file block %d keeps its synced contents in disk block %d, which is not in this epoch's quarantine",
+					o.owner, o.fb, o.old)
+			}
+		}
+	}
+	fl := s.unsyncedFiles()
+	if errs := fl.check(k.c); len(errs) > 0 {
+		k.errs = append(k.errs, errs...)
+		return
+	}
+	listed := make(map[pram.Off]bool)
+	err := fl.walk(func(r rec) bool {
+		seg := pram.Off(r[0])
+		listed[seg] = true
+		if !k.unsynced[seg] {
+			k.add("segment list %d is on the unsynced list but was not reached or has no unsynced records", seg)
+		}
+		return true
+	})
+	if err != nil {
+		k.errs = append(k.errs, err)
+	}
+	for seg := range k.unsynced {
+		if !listed[seg] {
+			k.add("inode %d has unsynced records but is not on the unsynced list", s.owner(seg))
+		}
+	}
 }

@@ -1,7 +1,8 @@
 // Package diskstore is the large-file disk path of Conquest: the device
 // interface, the disk superblock, the free-extent map, each large file's
-// segment list with per-block checksums, gathered writes and sequential
-// readahead.
+// segment list with per-block checksums, writes that survive the death of
+// the process (or, optionally, gathered in memory), crash recovery and
+// sequential readahead.
 //
 // # What diskstore owns
 //
@@ -15,26 +16,35 @@
 //     xlist.go); allocation takes the goal block when it is free (a growing
 //     file continues where it ends on disk: O(log n)), else the first free
 //     run of the wanted length after the goal (a scan, O(n) in free extents
-//     at worst), else the longest run;
-//   - the stats record (root slot 6): number of large files, and counters of
-//     checksum and I/O errors;
+//     at worst), else the longest run. The free map also holds the list of
+//     files with unsynced records and the quarantine (unsynced.go);
+//   - the stats record (root slot 6): number of large files, counters of
+//     checksum and I/O errors, the sync epoch, the quarantine's size, and
+//     the intent area of in-place appends (inplace.go);
 //   - one segment list per large file (its offset is kept with the inode):
-//     segments {file block, disk block, count} in one xlist, and the
-//     checksum of every file block in pages of another xlist (seglist.go).
+//     segments {file block, disk block, count} in one xlist, the checksum of
+//     every file block in pages of another xlist (seglist.go), and the
+//     unsynced records of the blocks written since the last device sync in
+//     a third (unsynced.go).
 //
 // Arena parameters (pram.Geometry().Params): ParamThreshold (the large-file
 // threshold, DefaultThreshold = 1 MiB), ParamBlockSize and ParamDiskBlocks;
 // Open refuses a disk whose UUID, block size or block count differs.
 //
 // What diskstore must never do: store metadata on the disk or a Go pointer in
-// the arena; change the arena other than through the caller's pram.Tx (the
-// exceptions are fresh allocations of the same Tx, checked by freshBytes, and
-// two statistics counters); publish a segment or checksum before the data it
-// describes is durable; write into a block that holds data a rollback could
-// bring back; return bytes whose checksum does not match; panic on a damaged
-// arena or on bad input (errors wrap the sentinels of errors.go). It knows
-// nothing of inodes, sizes or FUSE: the core keeps each file's size and calls
-// in with its segment list.
+// the arena; change the arena other than through a pram.Tx (the caller's, or
+// its own at Open before the core begins any; the exceptions are fresh
+// allocations of the same Tx, checked by freshBytes, two statistics
+// counters, the sync epoch and the intent slots, all of which must survive a
+// rollback); publish a segment or checksum before the data it describes is
+// on the device, and, unless the device was synced since, without an
+// unsynced record of the block; reuse a block whose contents a rollback or a
+// power failure could still need (the transaction's quarantine and the
+// persistent one); write into a block that holds data a rollback could bring
+// back, except an append over zeros covered by an intent; return bytes whose
+// checksum does not match; panic on a damaged arena or on bad input (errors
+// wrap the sentinels of errors.go). It knows nothing of inodes, sizes or
+// FUSE: the core keeps each file's size and calls in with its segment list.
 //
 // # Block size
 //
@@ -46,7 +56,8 @@
 // and always aligned (O_DIRECT needs no bounce for block-aligned I/O into
 // aligned buffers). The price is that a small write into a written block
 // rewrites the whole block (read, merge, checksum, write elsewhere), which
-// large, mostly sequential files rarely need. Space is allocated in extents
+// large, mostly sequential files rarely need; appends, the common small
+// write, are written in place (see below). Space is allocated in extents
 // that grow with the file: about what the file already holds, at least
 // 1 MiB and at most Options.MaxExtent (64 MiB); Trim drops what is left
 // beyond the end when the file is closed.
@@ -64,15 +75,53 @@
 // files (usually on a cached file system; tmpfs refuses O_DIRECT). Unaligned
 // direct transfers go through an aligned bounce buffer.
 //
+// # Durability
+//
+// A process crash (kill -9 of the daemon, the common "crash" of a user-space
+// file system) keeps the kernel's page cache and the arena (a shared
+// mapping) and rolls back the arena transaction in flight; a power failure
+// or OS crash also loses what the device had not synced, in any subset and
+// order, possibly torn (and a disk may lie about a sync). Options.Durability
+// chooses what a completed Write promises:
+//
+//   - DurableOnProcessCrash (default). Write puts the data on the device
+//     before it returns (pwrite: the page cache of an image file, the device
+//     itself with O_DIRECT) and publishes segments and checksums in the
+//     same transaction, without a device sync; the core publishes the size
+//     in that transaction too. A completed write survives the death of the
+//     process, like a write(2) on ext4. Every block published so is on its
+//     file's unsynced list until the next device sync (Fsync of a file
+//     written since the last sync, FlushAll, Close, or the sync Write makes
+//     itself once Options.SyncBytes, 64 MiB, were written or quarantined
+//     since the last one), which bounds the list, the quarantine and what a
+//     power failure can lose. After a power failure Open reads back every
+//     block on the list and verifies it; a block whose data did not reach
+//     the disk reads as at the last sync (its copy of that time is kept in
+//     the quarantine until the next sync) or as zeros if it was zeros or a
+//     hole then; it is logged with inode, offset and disk block. Bytes
+//     fsynced and not written since keep their contents even where a later
+//     write to another part of their block was lost (on a disk that honours
+//     syncs; a lying disk is caught by the checksums: EIO); no block ever
+//     shows another file's data.
+//   - GatherInMemory (the previous behaviour). Write gathers a file's writes
+//     in memory (at most MaxRuns ranges and Options.FileBuffer bytes per
+//     file, Options.TotalBuffer in all) and writes them out when the buffer
+//     is full, at Flush/Fsync/Truncate/PunchHole/Writeback, syncing the
+//     device before it publishes them. Gathered data is lost by any crash,
+//     even of the process alone: the file then reads there as before the
+//     write (zeros beyond the old data) even if the core had already
+//     published a larger size (the core keeps such sizes volatile, see
+//     Buffered).
+//
+// Fsync (and Flush) keep their strong meaning in both modes: the file's data
+// is synced on the device when they return; after Store.Commit the core
+// persists the arena metadata (Store.Persist and the inode) and the file is
+// durable against power failure.
+//
 // # Writes, ordering points and crashes
 //
-// Write gathers a file's writes in memory (at most MaxRuns ranges and
-// Options.FileBuffer bytes per file, Options.TotalBuffer in all); reads see
-// them at once. Flush (also from Write when a buffer is full, and from
-// Fsync, Truncate, PunchHole) writes them as one request per run of blocks
-// contiguous on disk, syncs the device, and only then publishes segments
-// and checksums through the Tx: data reaches the disk before the arena
-// points at it. Where the data goes:
+// Writes go out as one request per run of blocks contiguous on disk (at
+// most 8 MiB). Where the data goes:
 //
 //   - a block of zeros needs no disk block: its checksum is 0, holes stay
 //     holes, and a block whose checksum is 0 is never read (a preallocated
@@ -80,19 +129,25 @@
 //     a deleted file never shows);
 //   - a mapped block whose checksum is 0 is written in place;
 //   - a written block is replaced copy-on-write: new block, then the old one
-//     is freed in the same Tx. Blocks freed in a Tx stay in quarantine until
+//     is freed in the same Tx, or, if it holds the contents of the last
+//     sync (DurableOnProcessCrash), put in the persistent quarantine until
+//     the next sync. Blocks freed in a Tx stay in the Tx's quarantine until
 //     it ends, so no later write of the same Tx lands on a block an abort
-//     would give back.
+//     would give back;
+//   - except an append (DurableOnProcessCrash): a written block that was
+//     written since the last sync and holds zeros where the write goes is
+//     written in place, only the aligned range under the write; an intent
+//     in the arena lets Abort, or Open after a kill -9, zero that range
+//     again if the transaction does not commit (inplace.go). Small appends
+//     to a growing file thus cost one small write each, not a block.
 //
 // So after a crash (the arena rolls back the Tx in flight; the disk keeps
-// only what was synced, or any subset of the rest, torn or reordered) every
-// block of every file is its old or its new contents or zeros, never another
-// file's, never a torn mix, and every checksum matches. Data gathered but
-// never flushed is lost by a crash: the file reads there as before the write
-// (zeros beyond the old data) even if the core had already published a
-// larger size. Fsync flushes; when the core then commits and persists the
-// arena metadata (Store.Persist for the segment list and free map, the core
-// for the inode), the file is durable.
+// what was synced, and after a power failure any subset of the rest, torn or
+// reordered) every block of every file is its old or its new contents or
+// zeros, never another file's, never a torn mix, and every checksum
+// matches. Open does the repairs before it returns (Store.Recovery reports
+// them); it needs no hint from the core: a store that did not sync at the
+// end of its run left live records, and those are what Open verifies.
 //
 // Checksums are farm hashes seeded per file and per block, so a misdirected
 // write, a block of another file or of another offset never verifies. A
@@ -102,15 +157,19 @@
 //
 // # Transactions
 //
-// The store's volatile state (write buffers, quarantine) follows the arena's
-// transactions: a transaction that went through any Store method must end
-// with Store.Commit(tx) or Store.Abort(tx) instead of tx.Commit/tx.Abort. On
-// Abort, buffers are as before the Tx (data of earlier writes that this Tx
-// flushed is buffered again; data of the failed write is gone) and readahead
-// caches are invalidated. The core may simply end every Tx through the Store.
-// After an error from a Store method the caller aborts the Tx (device errors
-// publish nothing and free what the failed flush allocated, but an operation
-// may have completed earlier steps in the same Tx).
+// The store's volatile state (write buffers, quarantine, intents) follows
+// the arena's transactions: a transaction that went through any Store method
+// must end with Store.Commit(tx) or Store.Abort(tx) instead of
+// tx.Commit/tx.Abort. On Abort, buffers are as before the Tx (data of
+// earlier writes that this Tx flushed is buffered again; data of the failed
+// write is gone), appends written in place by the Tx are undone on the
+// device, and readahead caches are invalidated. A transaction that synced
+// the device may have released the quarantine of earlier ones for reuse; an
+// abort brings back only stale records, which nothing uses. The core may
+// simply end every Tx through the Store. After an error from a Store method
+// the caller aborts the Tx (device errors publish nothing and free what the
+// failed flush allocated, but an operation may have completed earlier steps
+// in the same Tx).
 //
 // # Concurrency and lock order
 //
@@ -127,19 +186,25 @@
 //	           threshold, bs, BlockCount(dev.Size(), bs)   // pram.Format(..., Features: FeatureDisk)
 //	         dev, _ := OpenDevice(path, DeviceOptions{})      // CreateFile(path, size) for a new image
 //	         s, _ := Format(tx, heap, dev, bs, opts); s.Commit(tx)
-//	mount:   s, _ := Open(heap, dev, opts)                   // after alloc.Open
+//	mount:   s, _ := Open(heap, dev, opts)                   // right after alloc.Open, before any other Tx:
+//	         // on a dirty mount it verifies and repairs the blocks written since the last sync
+//	         // by itself (own transactions); nothing else to call. s.Recovery() says what it did.
 //	ops:     end every Tx with s.Commit(tx) / s.Abort(tx)
 //	to disk: (size crosses ToDisk) seg, _ := s.NewFile(tx, ino); s.WriteThrough(tx, seg, 0, small);
 //	         then the write itself; free the arena copy; point the inode at seg — one Tx
-//	write:   s.Write(tx, seg, off, data); the core updates size/mtime in the same Tx
+//	         (WriteThrough syncs: the arena copy it replaces is durable)
+//	write:   s.Write(tx, seg, off, data); the core updates size/mtime in the same Tx. In the
+//	         default mode s.Buffered(seg) is 0 when Write returns, so the size is published
+//	         at once; with GatherInMemory it stays volatile while Buffered(seg) > 0
 //	read:    s.ReadAt(seg, p[:clipped to size], off, ra)  // ra from s.NewReadahead() per handle
 //	truncate:s.Truncate(tx, seg, size) on every size change; if ToArena(size): copy out with
 //	         ReadAt, s.Destroy(tx, seg), point the inode at the arena copy — one Tx
 //	fallocate: s.Allocate(tx, seg, off, n) / s.PunchHole(tx, seg, off, n)
 //	fsync:   s.Fsync(tx, seg); s.Commit(tx); s.Persist(seg) and persist the inode
-//	release: (last handle) s.Flush(tx, seg); s.Trim(tx, seg, size); ra.Close()
+//	release: (last handle) s.Writeback(tx, seg); s.Trim(tx, seg, size); ra.Close()
+//	         (Flush would also sync the device, as fsync does: not needed at close)
 //	unlink:  (last link, not open) s.Destroy(tx, seg)
-//	unmount: s.FlushAll(tx); s.Commit(tx); s.Close()
+//	unmount: s.FlushAll(tx); s.Commit(tx); s.Close()      // Close before closing the arena
 //	stat:    s.DiskBytes(seg) for st_blocks; df: s.Stats()
 //	fsck:    k := s.NewChecker(allocChecker, CheckOptions{VerifyData, Progress});
 //	         k.File(seg, size) for every large file; k.Finish()
@@ -151,5 +216,11 @@
 // GiB even if every 64 KiB block of a file were its own segment, far more in
 // practice); beyond, allocation fails with ErrNoSpace or ErrFileTooBig.
 // Overwrites need free space (copy-on-write): on a full disk they fail with
-// ErrNoSpace and change nothing.
+// ErrNoSpace and change nothing. Quarantined blocks count as used (Stats
+// reports them) until the next sync; an allocation that finds no free block
+// syncs first to release them. Records and quarantine are bounded by
+// Options.SyncBytes (1024 blocks of 64 KiB by default); the release after a
+// sync runs within the journal room a transaction can spare and continues in
+// later ones. At most 16 appends in place per transaction (then
+// copy-on-write).
 package diskstore

@@ -12,8 +12,14 @@ import (
 // N, with each kind of fault: the error reaches the caller as ErrIO or
 // ErrNoSpace, the transaction rolls back, the store passes the consistency
 // walk, and once the device behaves again the data written so far (buffered
-// or on disk) is all there.
+// or on disk) is all there. Both durability modes.
 func TestFaultEveryOp(t *testing.T) {
+	for _, d := range []Durability{DurableOnProcessCrash, GatherInMemory} {
+		t.Run(d.String(), func(t *testing.T) { testFaultEveryOp(t, d) })
+	}
+}
+
+func testFaultEveryOp(t *testing.T, d Durability) {
 	kinds := []struct {
 		kind FaultKind
 		want error
@@ -28,7 +34,7 @@ func TestFaultEveryOp(t *testing.T) {
 	for _, k := range kinds {
 		for nth := int64(1); ; nth++ {
 			fd := NewFaultDevice(NewMemDevice(32<<20), nil)
-			e := newEnv(t, envOpts{blockSize: 4096, dev: fd, o: Options{FileBuffer: 256 << 10}})
+			e := newEnv(t, envOpts{arenaSize: 4 << 20, blockSize: 4096, dev: fd, o: Options{Durability: d, FileBuffer: 256 << 10}})
 			seg := e.newFile(1)
 			other := e.newFile(2)
 			if err := e.do(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, other, 0, pattern(9, 0, 1<<20)) }); err != nil {

@@ -24,7 +24,13 @@ func (x extent) len() uint64 { return uint64(x.e - x.b) }
 //	+24 free       uint64 free blocks (sum of the extents)
 //	+32 extents    xlist of {begin, end} records keyed by begin: sorted,
 //	               disjoint and never adjacent (frees coalesce)
-//	+64 reserved
+//	+64 unsynced   xlist of {segment list} records: the files with unsynced
+//	               records (unsynced.go)
+//	+96 quarantine xlist of {begin, end, epoch} records: blocks neither free
+//	               nor in a file until a sync (unsynced.go)
+//
+// Arenas formatted before the last two existed have zeros there: an empty
+// list (the lists are lazy).
 const (
 	freeMapMagic   = 0x31504d4644514e43 // "CNQDFMP1"
 	freeMapSize    = 128
@@ -160,9 +166,23 @@ func (s *Store) usable(f extent, from Block, want uint64) (best extent) {
 // allocExtent takes up to want free blocks: starting exactly at goal if goal
 // is free, otherwise the first free run of want blocks at or after goal
 // (wrapping around), otherwise the longest free run. It never returns blocks
-// in quarantine (freed by the current transaction) and never an empty
-// extent: a full disk is ErrNoSpace.
+// in quarantine (freed by the current transaction, or held for blocks
+// rewritten since the last sync) and never an empty extent: a full disk is
+// ErrNoSpace. When no block is free but the quarantine holds some, it syncs
+// the device, which releases them (see unsynced.go), and tries again.
 func (s *Store) allocExtent(tx *pram.Tx, want uint64, goal Block) (extent, error) {
+	x, err := s.allocFree(tx, want, goal)
+	if err == nil || !errors.Is(err, ErrNoSpace) || s.quarantined() == 0 {
+		return x, err
+	}
+	if err := s.syncAll(tx); err != nil {
+		return extent{}, err
+	}
+	return s.allocFree(tx, want, goal)
+}
+
+// allocFree is allocExtent without the sync.
+func (s *Store) allocFree(tx *pram.Tx, want uint64, goal Block) (extent, error) {
 	if want == 0 {
 		return extent{}, fmt.Errorf("%w: allocating 0 blocks", ErrCorrupt)
 	}

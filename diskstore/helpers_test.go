@@ -237,4 +237,17 @@ func pattern(tag uint32, off int64, n int) []byte {
 	return b
 }
 
+// isPattern reports whether b equals pattern(tag, off, len(b)), without
+// allocating and stopping at the first difference.
+func isPattern(b []byte, tag uint32, off int64) bool {
+	x := uint64(off)*0x9e3779b97f4a7c15 + uint64(tag)*0x7f4a7c15
+	for _, c := range b {
+		if c != byte(x>>56)|1 {
+			return false
+		}
+		x += 0x9e3779b97f4a7c15
+	}
+	return true
+}
+
 func isErr(err, target error) bool { return err != nil && errors.Is(err, target) }

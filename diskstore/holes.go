@@ -7,13 +7,13 @@ import (
 // PunchHole makes [off, off+n) of the file read as zeros (fallocate
 // FALLOC_FL_PUNCH_HOLE): whole blocks inside the range are unmapped and
 // freed, the partial blocks at its edges are rewritten with zeros
-// (copy-on-write). Buffered data of the file is flushed first. The file size
-// does not change (that is the core's).
+// (copy-on-write). Buffered data of the file is written first. The file
+// size does not change (that is the core's).
 func (s *Store) PunchHole(tx *pram.Tx, seg pram.Off, off, n int64) error {
 	if err := s.checkRange(seg, off, int(min(n, MaxFileSize))); err != nil || n <= 0 {
 		return err
 	}
-	if err := s.Flush(tx, seg); err != nil {
+	if err := s.flushBuffer(tx, seg); err != nil {
 		return err
 	}
 	bs := int64(s.bs)
@@ -43,6 +43,9 @@ func (s *Store) PunchHole(tx *pram.Tx, seg pram.Off, off, n int64) error {
 		return err
 	}
 	if err := s.clearSums(tx, seg, uint64(fbA), uint64(fbB)); err != nil {
+		return err
+	}
+	if err := s.dropUnsynced(tx, seg, uint64(fbA), uint64(fbB)); err != nil {
 		return err
 	}
 	s.bump(seg)

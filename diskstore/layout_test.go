@@ -36,6 +36,18 @@ func TestLayoutPinned(t *testing.T) {
 		{"stOffFiles", stOffFiles, 8},
 		{"stOffChecksumEr", stOffChecksumEr, 16},
 		{"stOffIOErr", stOffIOErr, 24},
+		{"stOffEpoch", stOffEpoch, 32},
+		{"stOffQuarantined", stOffQuarantined, 40},
+		{"stOffIntents", stOffIntents, 48},
+		{"intentSlots", intentSlots, 16},
+		{"intentWords", intentWords, 5},
+		{"intentSize", intentSize, 656},
+		{"fmOffUnsynced", fmOffUnsynced, 64},
+		{"fmOffQuarantine", fmOffQuarantine, 96},
+		{"slOffUnsynced", slOffUnsynced, 96},
+		{"unsyncedWords", unsyncedWords, 5},
+		{"unsyncedFWords", unsyncedFWords, 1},
+		{"quarantineWords", quarantineWords, 3},
 		{"segListSize", segListSize, 128},
 		{"slOffOwner", slOffOwner, 8},
 		{"slOffSeed", slOffSeed, 16},
@@ -60,7 +72,9 @@ func TestLayoutPinned(t *testing.T) {
 		t.Errorf("disk magic %q version %d", DiskMagic, DiskVersion)
 	}
 	// Headers fit their allocations.
-	if slOffSums+xlistHeaderSize > segListSize || fmOffList+xlistHeaderSize > freeMapSize {
+	if slOffSums+xlistHeaderSize > slOffUnsynced || slOffUnsynced+xlistHeaderSize > segListSize ||
+		fmOffList+xlistHeaderSize > fmOffUnsynced || fmOffUnsynced+xlistHeaderSize > fmOffQuarantine ||
+		fmOffQuarantine+xlistHeaderSize > freeMapSize || stOffQuarantined+8 > statsSize {
 		t.Error("header overflows its allocation")
 	}
 	for _, m := range []uint64{freeMapMagic, statsMagic, segListMagic} {

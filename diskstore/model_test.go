@@ -18,13 +18,18 @@ type modelFile struct {
 
 // TestModelRandomOps runs random writes, flushes, truncates, trims, reads,
 // destroys and restarts against an in-memory model and runs the full
-// consistency walk along the way.
+// consistency walk along the way: 4 KiB blocks in both durability modes,
+// 64 KiB blocks in the default one.
 func TestModelRandomOps(t *testing.T) {
-	for _, bsz := range []uint32{4096, 64 << 10} {
+	for _, c := range []struct {
+		bsz uint32
+		d   Durability
+	}{{4096, DurableOnProcessCrash}, {64 << 10, DurableOnProcessCrash}, {4096, GatherInMemory}} {
+		bsz := c.bsz
 		seed := uint64(bsz) * 7919 * modelSeed()
-		t.Logf("block size %d, seed %d", bsz, seed)
+		t.Logf("block size %d, %v, seed %d", bsz, c.d, seed)
 		r := rand.New(rand.NewPCG(seed, 1))
-		e := newEnv(t, envOpts{blockSize: bsz, o: Options{FileBuffer: 256 << 10, TotalBuffer: 1 << 20, MaxExtent: 1 << 20}})
+		e := newEnv(t, envOpts{blockSize: bsz, o: Options{Durability: c.d, FileBuffer: 256 << 10, TotalBuffer: 1 << 20, MaxExtent: 1 << 20}})
 		var files []*modelFile
 		sizes := func() map[pram.Off]int64 {
 			m := map[pram.Off]int64{}

@@ -7,12 +7,12 @@ import (
 )
 
 // Persist flushes to the arena's backing store (pram.Arena.Persist) the
-// arena metadata of the file at seg (its segment list, checksum pages) and
-// of the free map and stats: the second half of fsync, called after the
-// transaction that published the file's data has committed (Store.Commit).
-// The disk data was synced before it was published, so when Persist returns
-// the file's contents survive a power failure as far as the store is
-// concerned; the core persists the inode itself.
+// arena metadata of the file at seg (its segment list, checksum pages,
+// unsynced records) and of the free map (with the unsynced-file list and
+// the quarantine) and stats: the second half of fsync, called after the
+// transaction of Fsync has committed (Store.Commit). Fsync synced the disk
+// data, so when Persist returns the file's contents survive a power failure
+// as far as the store is concerned; the core persists the inode itself.
 func (s *Store) Persist(seg pram.Off) error {
 	type rng struct{ off, n uint64 }
 	var rs []rng
@@ -37,12 +37,15 @@ func (s *Store) Persist(seg pram.Off) error {
 	add(s.fm, freeMapSize)
 	add(s.st, statsSize)
 	addList(s.freeList())
+	addList(s.unsyncedFiles())
+	addList(s.quarantineList())
 	if seg != 0 {
 		if err := s.validSeg(seg); err != nil {
 			return err
 		}
 		add(seg, segListSize)
 		addList(s.segs(seg))
+		addList(s.unsyncedOf(seg))
 		sl := s.sums(seg)
 		addList(sl)
 		_ = sl.walk(func(r rec) bool {

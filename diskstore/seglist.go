@@ -26,7 +26,10 @@ import (
 //	            file blocks [base, base+cap), base a multiple of sumsPerPage,
 //	            in an arena allocation of cap words (cap a power of two, grown
 //	            on demand, so a small file's page is small).
-//	+96 reserved
+//	+96 unsynced xlist of unsynced records {fileBlock, epoch, oldBlock,
+//	            oldSum, keep}: the blocks published since the last device
+//	            sync (unsynced.go); lazy, so that lists made before it
+//	            existed (zeros there) read as empty.
 //
 // A block's checksum is 0 when the block holds only zeros or was never
 // written (then its disk contents are never read: a preallocated block reads
@@ -83,6 +86,7 @@ func (s *Store) NewFile(tx *pram.Tx, owner uint64) (pram.Off, error) {
 	le.PutUint64(b[slOffSeed:], rand.Uint64())
 	le.PutUint32(b[slOffSegs+xhWords:], segWords)
 	le.PutUint32(b[slOffSums+xhWords:], sumWords)
+	le.PutUint32(b[slOffUnsynced+xhWords:], unsyncedWords)
 	tx.Set64(s.st+stOffFiles, s.a.U64(s.st+stOffFiles)+1)
 	return seg, nil
 }
@@ -509,13 +513,17 @@ func (s *Store) Trim(tx *pram.Tx, seg pram.Off, size int64) error {
 	return s.dropFrom(tx, seg, nb)
 }
 
-// dropFrom unmaps and releases file blocks >= nb and clears their checksums.
+// dropFrom unmaps and releases file blocks >= nb and clears their checksums
+// and unsynced records.
 func (s *Store) dropFrom(tx *pram.Tx, seg pram.Off, nb uint64) error {
 	xs, err := s.unmapRange(tx, seg, nb, math.MaxUint64)
 	if err != nil {
 		return err
 	}
 	if err := s.clearSums(tx, seg, nb, math.MaxUint64); err != nil {
+		return err
+	}
+	if err := s.dropUnsynced(tx, seg, nb, math.MaxUint64); err != nil {
 		return err
 	}
 	s.bump(seg)

@@ -10,11 +10,12 @@ import (
 
 var errTest = errors.New("test: operation fails after the store's work")
 
-// TestAbortRestoresBuffers: a transaction that flushed gathered data and
-// then failed leaves the buffers as they were before it: data accepted by
-// earlier (committed) writes is still there, the failed write's data is not.
+// TestAbortRestoresBuffers (GatherInMemory): a transaction that flushed
+// gathered data and then failed leaves the buffers as they were before it:
+// data accepted by earlier (committed) writes is still there, the failed
+// write's data is not.
 func TestAbortRestoresBuffers(t *testing.T) {
-	e := newEnv(t, envOpts{blockSize: 4096})
+	e := newEnv(t, envOpts{blockSize: 4096, o: Options{Durability: GatherInMemory}})
 	seg := e.newFile(1)
 	first := pattern(1, 0, 100000)
 	if err := e.write(seg, 0, first); err != nil {
@@ -53,9 +54,18 @@ func TestAbortRestoresBuffers(t *testing.T) {
 
 // TestQuarantine: blocks freed by a copy-on-write are not handed out again
 // in the same transaction; if they were, new data would overwrite the old
-// copy that an abort brings back.
+// copy that an abort brings back. (In DurableOnProcessCrash mode the
+// replaced synced blocks go to the persistent quarantine, which holds them
+// until a sync; the disk is filled in the same transaction, so that sync
+// must not hand them out either.)
 func TestQuarantine(t *testing.T) {
-	e := newEnv(t, envOpts{blockSize: 4096, dev: NewMemDevice(2 << 20)})
+	for _, d := range []Durability{DurableOnProcessCrash, GatherInMemory} {
+		t.Run(d.String(), func(t *testing.T) { testQuarantine(t, d) })
+	}
+}
+
+func testQuarantine(t *testing.T, d Durability) {
+	e := newEnv(t, envOpts{blockSize: 4096, dev: NewMemDevice(2 << 20), o: Options{Durability: d}})
 	a := e.newFile(1)
 	old := pattern(1, 0, 256<<10)
 	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, 0, old) })
@@ -66,6 +76,12 @@ func TestQuarantine(t *testing.T) {
 			return err
 		}
 		freed = append(freed, e.s.quarantine...)
+		if err := e.s.quarantineList().walk(func(r rec) bool {
+			freed = append(freed, extent{Block(r[0]), Block(r[1])})
+			return true
+		}); err != nil {
+			return err
+		}
 		b, err := e.s.NewFile(tx, 2)
 		if err != nil {
 			return err
@@ -225,7 +241,7 @@ func TestPunchHoleAndAllocate(t *testing.T) {
 // MaxRuns disjoint ranges or FileBuffer bytes, and all buffers together are
 // capped by TotalBuffer.
 func TestGatheringLimits(t *testing.T) {
-	e := newEnv(t, envOpts{blockSize: 4096, o: Options{FileBuffer: 1 << 20, TotalBuffer: 1536 << 10}})
+	e := newEnv(t, envOpts{blockSize: 4096, o: Options{Durability: GatherInMemory, FileBuffer: 1 << 20, TotalBuffer: 1536 << 10}})
 	a, b := e.newFile(1), e.newFile(2)
 	for i := 0; i <= MaxRuns; i++ {
 		if err := e.write(a, int64(i)*10000, []byte{1, 2, 3}); err != nil {

@@ -31,24 +31,73 @@ const (
 //	+8  files          uint64 live segment lists (logged)
 //	+16 checksumErrors uint64 data checksum mismatches seen (unlogged counter)
 //	+24 ioErrors       uint64 device errors seen (unlogged counter)
+//	+32 epoch          uint64 device syncs so far (unlogged: see unsynced.go)
+//	+40 quarantined    uint64 blocks in the quarantine (logged)
+//	+48 intents        Off    the intent area of in-place appends (inplace.go)
+//	+56 reserved
+//
+// Arenas formatted before the epoch and quarantine existed have zeros there,
+// which is their correct initial value.
 const (
-	statsMagic      = 0x31545344514e4f43 // "CONQDST1"
-	statsSize       = 64
-	stOffFiles      = 8
-	stOffChecksumEr = 16
-	stOffIOErr      = 24
+	statsMagic       = 0x31545344514e4f43 // "CONQDST1"
+	statsSize        = 64
+	stOffFiles       = 8
+	stOffChecksumEr  = 16
+	stOffIOErr       = 24
+	stOffEpoch       = 32
+	stOffQuarantined = 40
 )
+
+// Durability chooses when written data reaches the device; see doc.go,
+// "Durability".
+type Durability int
+
+const (
+	// DurableOnProcessCrash (the default) writes data to the device
+	// (pwrite) before Write returns and publishes it in the same
+	// transaction without waiting for a device sync; the blocks published
+	// so are on the arena's unsynced list until the next sync, and Open
+	// verifies them after a crash. A completed Write survives the death of
+	// the process (kill -9); a power failure loses at most what was written
+	// since the last sync, block by block back to the contents of that sync
+	// or to zeros, never to another file's data.
+	DurableOnProcessCrash Durability = iota
+	// GatherInMemory gathers writes in Go memory (Options.FileBuffer,
+	// TotalBuffer) and writes them out in large requests, syncing the
+	// device before it publishes them. Written data that was not flushed yet
+	// is lost when the process dies, even without a power failure.
+	GatherInMemory
+)
+
+func (d Durability) String() string {
+	switch d {
+	case DurableOnProcessCrash:
+		return "durable-on-process-crash"
+	case GatherInMemory:
+		return "gather-in-memory"
+	}
+	return fmt.Sprintf("Durability(%d)", int(d))
+}
 
 // Options tunes a Store. Zero values choose the defaults.
 type Options struct {
 	// Logf receives messages about damaged data (checksum mismatches name
 	// the file, offset and disk block). Default: log.Printf.
 	Logf func(format string, args ...any)
-	// FileBuffer is how many bytes of written data one file may gather
-	// before they are written to disk. Default DefaultFileBuffer.
+	// Durability: DurableOnProcessCrash (default) or GatherInMemory.
+	Durability Durability
+	// SyncBytes bounds, in DurableOnProcessCrash mode, the data written to
+	// the device since its last sync, and the space held in quarantine: a
+	// Write that passes either syncs the device (and so also bounds the
+	// unsynced list and what a power failure can lose). Default
+	// DefaultSyncBytes.
+	SyncBytes int64
+	// FileBuffer (GatherInMemory) is how many bytes of written data one
+	// file may gather before they are written to disk. Default
+	// DefaultFileBuffer.
 	FileBuffer int
-	// TotalBuffer caps the gathered bytes of all files. Default
-	// DefaultTotalBuffer.
+	// TotalBuffer (GatherInMemory) caps the gathered bytes of all files.
+	// Default DefaultTotalBuffer.
 	TotalBuffer int
 	// MaxExtent caps the size in bytes of one allocation as a file grows.
 	// Default DefaultMaxExtent.
@@ -60,6 +109,7 @@ type Options struct {
 
 // Defaults for Options.
 const (
+	DefaultSyncBytes    = 64 << 20
 	DefaultFileBuffer   = 8 << 20
 	DefaultTotalBuffer  = 64 << 20
 	DefaultMaxExtent    = 64 << 20
@@ -98,6 +148,12 @@ type Store struct {
 	scratch    []byte                  // flush staging buffer (writers only)
 	quarantine []extent                // freed in the open Tx: not reused before it commits
 	undo       []func()                // volatile changes of the open Tx, undone by Abort
+	heldInTx   []extent                // put into the (persistent) quarantine by the open Tx
+	intents    []intentRec             // in-place writes of the open Tx, by intent slot
+	unsynced   int64                   // bytes written to the device since its last sync
+	needTidy   bool                    // stale unsynced records or quarantine may exist
+	recovery   RecoveryReport          // what Open found
+	lost       lostRun                 // recovery's pending log line
 	closed     bool
 	wg         sync.WaitGroup // readahead goroutines
 }
@@ -111,6 +167,9 @@ func (o *Options) fill() {
 	}
 	if o.TotalBuffer <= 0 {
 		o.TotalBuffer = DefaultTotalBuffer
+	}
+	if o.SyncBytes <= 0 {
+		o.SyncBytes = DefaultSyncBytes
 	}
 	if o.MaxExtent == 0 {
 		o.MaxExtent = DefaultMaxExtent
@@ -163,6 +222,11 @@ func Format(tx *pram.Tx, h *alloc.Heap, dev Device, blockSize uint32, o Options)
 	tx.Set64(pram.RootOff(RootStats), uint64(st))
 	s := newStore(a, h, dev, sup, fm, st, o)
 	s.freeList().initHeader(tx)
+	s.unsyncedFiles().initHeader(tx)
+	s.quarantineList().initHeader(tx)
+	if err := s.newIntentArea(tx); err != nil {
+		return nil, err
+	}
 	if err := s.freeExtent(tx, extent{1, Block(sup.Blocks)}); err != nil {
 		return nil, err
 	}
@@ -176,7 +240,15 @@ func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.O
 }
 
 // Open reads the disk superblock, checks that the disk belongs to this arena
-// (UUID, block size, block count) and finds the free map. Errors wrap
+// (UUID, block size, block count), finds the free map, and recovers the
+// unsynced list: if the last run ended without syncing the device (a crash,
+// kill -9, power failure), every block published since the last sync is
+// read back and verified, a block whose data did not reach the disk goes
+// back to its contents at the last sync or to zeros (logged with inode,
+// offset and disk block; see Recovery), and the quarantine is released.
+// This runs its own transactions, so Open must be called before any other
+// transaction of the arena begins (right after alloc.Open), whatever the
+// Durability chosen; on a clean arena it costs nothing. Errors wrap
 // ErrNotConquestDisk, ErrVersion, ErrChecksum, ErrUUIDMismatch, ErrGeometry,
 // ErrIO or ErrCorrupt.
 func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
@@ -206,12 +278,18 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	if free := a.U64(fm + fmOffFree); free >= sup.Blocks {
 		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
 	}
-	return newStore(a, h, dev, sup, fm, st, o), nil
+	s := newStore(a, h, dev, sup, fm, st, o)
+	if err := s.recover(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close waits for readahead, syncs and closes the device. Buffered writes
 // that were never flushed are dropped: the core flushes every file (Flush or
-// Fsync) before it closes the store.
+// Fsync) before it closes the store. If writes reached the device since the
+// last sync, Close syncs and starts a new epoch, so the next Open has
+// nothing to verify; call it before closing the arena.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -219,9 +297,13 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	dirty := s.unsynced > 0
 	s.mu.Unlock()
 	s.wg.Wait()
 	err := s.dev.Sync()
+	if err == nil && dirty {
+		s.newEpoch()
+	}
 	if e := s.dev.Close(); err == nil {
 		err = e
 	}
@@ -246,6 +328,8 @@ func (s *Store) Commit(tx *pram.Tx) {
 	s.mu.Lock()
 	s.undo = s.undo[:0]
 	s.quarantine = s.quarantine[:0]
+	s.heldInTx = s.heldInTx[:0]
+	s.clearIntentsLocked()
 	s.mu.Unlock()
 }
 
@@ -255,11 +339,25 @@ func (s *Store) Commit(tx *pram.Tx) {
 func (s *Store) Abort(tx *pram.Tx) {
 	tx.Abort()
 	s.mu.Lock()
+	intents := append([]intentRec(nil), s.intents...)
+	s.mu.Unlock()
+	if len(intents) > 0 {
+		// Blocks appended to in place: back to what the arena says again.
+		if _, err := s.revertInPlace(intents, true); err != nil {
+			s.o.Logf("diskstore: undoing appends of an aborted operation: %v (Open will retry)", err)
+			s.mu.Lock()
+			s.intents = s.intents[:0] // the slots stay valid for Open
+			s.mu.Unlock()
+		}
+	}
+	s.mu.Lock()
+	s.clearIntentsLocked()
 	for i := len(s.undo) - 1; i >= 0; i-- {
 		s.undo[i]()
 	}
 	s.undo = s.undo[:0]
 	s.quarantine = s.quarantine[:0]
+	s.heldInTx = s.heldInTx[:0]
 	s.mu.Unlock()
 }
 
@@ -312,7 +410,16 @@ type Stats struct {
 	Files          uint64 // segment lists alive
 	ChecksumErrors uint64 // since format
 	IOErrors       uint64 // since format
-	BufferedBytes  uint64 // written, not yet on disk
+	BufferedBytes  uint64 // written, not yet on disk (GatherInMemory)
+	// UnsyncedBytes: written to the device since its last sync
+	// (DurableOnProcessCrash); a power failure may lose them.
+	UnsyncedBytes uint64
+	// QuarantinedBlocks hold the contents at the last sync of blocks
+	// rewritten since; they count as used until the next sync.
+	QuarantinedBlocks uint64
+	// Syncs is the number of device syncs the store has made since format
+	// (the epoch).
+	Syncs uint64
 }
 
 // Stats reports disk usage (for `conquest df`).
@@ -320,13 +427,14 @@ func (s *Store) Stats() Stats {
 	free := s.freeBlocks()
 	ext, _ := s.freeList().length()
 	s.mu.Lock()
-	buf := s.buffered
+	buf, uns := s.buffered, s.unsynced
 	s.mu.Unlock()
 	st := Stats{
 		BlockSize: s.bs, Blocks: s.super.Blocks, DataBlocks: s.super.DataBlocks(), FreeBlocks: free,
 		FreeExtents: ext, Files: s.a.U64(s.st + stOffFiles),
 		ChecksumErrors: s.a.U64(s.st + stOffChecksumEr), IOErrors: s.a.U64(s.st + stOffIOErr),
-		BufferedBytes: uint64(buf),
+		BufferedBytes: uint64(buf), UnsyncedBytes: uint64(uns),
+		QuarantinedBlocks: s.quarantined(), Syncs: s.epoch(),
 	}
 	if free <= st.DataBlocks {
 		st.UsedBlocks = st.DataBlocks - free

@@ -37,19 +37,44 @@ func (s *Store) checkRange(seg pram.Off, off int64, n int) error {
 	return nil
 }
 
-// Write gathers data at file offset off of the file at seg. It goes to disk
-// when the file's buffer is full (Options.FileBuffer), holds MaxRuns
-// disjoint ranges, or all buffers together exceed Options.TotalBuffer; then
-// Write flushes (see Flush) through tx. Reads see buffered data at once. A
-// crash loses buffered data that was never flushed: the file then reads as
-// before the write (old data, or zeros where it had none), never as another
-// file's data.
+// Write stores data at file offset off of the file at seg.
+//
+// DurableOnProcessCrash (default): the data is written to the device before
+// Write returns, in one request per run of blocks contiguous on disk (at
+// most 8 MiB), and published through tx (segments, checksums, an unsynced
+// record per block) without a device sync; the core publishes the new size
+// in the same tx. Once tx commits, the write survives the death of the
+// process. A partial block is merged with the block's current contents and
+// written to a new block (copy-on-write), unless the block holds no data yet
+// or the write appends over zeros to a block written since the last sync
+// (then in place: see inplace.go). When the data written since the last
+// sync or the quarantine reaches
+// Options.SyncBytes, Write syncs the device. After a power failure, a block
+// written since the last sync reads as it was then (or as zeros), never as
+// another file's data.
+//
+// GatherInMemory: Write gathers data in memory; it goes to disk when the
+// file's buffer is full (Options.FileBuffer), holds MaxRuns disjoint
+// ranges, or all buffers together exceed Options.TotalBuffer; then Write
+// flushes (see Flush) through tx. Reads see buffered data at once. A crash,
+// even of the process alone, loses buffered data that was never flushed:
+// the file then reads as before the write (old data, or zeros where it had
+// none), never as another file's data.
 func (s *Store) Write(tx *pram.Tx, seg pram.Off, off int64, data []byte) error {
 	if err := s.checkRange(seg, off, len(data)); err != nil {
 		return err
 	}
 	if len(data) == 0 {
 		return nil
+	}
+	if s.durable() {
+		if err := s.tidy(tx); err != nil {
+			return err
+		}
+		if err := s.writeRuns(tx, seg, []run{{off, data}}); err != nil {
+			return err
+		}
+		return s.maybeSync(tx)
 	}
 	s.mu.Lock()
 	fs := s.addLocked(seg, off, data)
@@ -59,6 +84,18 @@ func (s *Store) Write(tx *pram.Tx, seg pram.Off, off int64, data []byte) error {
 		return s.Flush(tx, seg)
 	}
 	return nil
+}
+
+// Writeback writes the file's buffered data (GatherInMemory) to disk and
+// publishes it, which syncs the device first; in DurableOnProcessCrash mode
+// nothing is ever buffered and it does nothing. Unlike Flush it does not
+// sync data that is on the device already: the core may call it at the last
+// close, where durability is not promised, to spare a sync per file.
+func (s *Store) Writeback(tx *pram.Tx, seg pram.Off) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	return s.flushBuffer(tx, seg)
 }
 
 // WriteThrough writes data and flushes the file at once: the data is on
@@ -71,21 +108,36 @@ func (s *Store) WriteThrough(tx *pram.Tx, seg pram.Off, off int64, data []byte) 
 	return s.Flush(tx, seg)
 }
 
-// Flush writes the file's buffered data to disk and publishes it through
-// tx, in that order (the ordering point): blocks are written in large
-// sequential requests, the device is synced, and only then do the segment
-// list and checksums in the arena point at the new data. New data goes to
-// blocks that hold no data of the file (newly allocated or preallocated
-// blocks, whose checksums are still 0, so they read as zeros until tx
-// commits); data that replaces written blocks goes to new blocks
-// (copy-on-write) and the old blocks are freed, so a crash at any point
-// leaves every block either old or new, never torn. On error nothing is
-// published, blocks allocated for the flush are freed and the data stays
-// buffered; the caller aborts tx (Store.Abort) or reports the error.
+// Flush makes the file's data durable on the device: it writes its buffered
+// data (GatherInMemory) and, if the file has blocks written since the last
+// device sync (DurableOnProcessCrash), syncs the device. Buffered data is
+// written and published through tx in that order (the ordering point):
+// blocks are written in large sequential requests, the device is synced,
+// and only then do the segment list and checksums in the arena point at the
+// new data. New data goes to blocks that hold no data of the file (newly
+// allocated or preallocated blocks, whose checksums are still 0, so they
+// read as zeros until tx commits); data that replaces written blocks goes to
+// new blocks (copy-on-write) and the old blocks are freed (or quarantined),
+// so a crash at any point leaves every block either old or new, never torn.
+// On error nothing is published, blocks allocated for the flush are freed
+// and the data stays buffered; the caller aborts tx (Store.Abort) or reports
+// the error. Flush and Fsync are the same.
 func (s *Store) Flush(tx *pram.Tx, seg pram.Off) error {
 	if err := s.validSeg(seg); err != nil {
 		return err
 	}
+	if err := s.flushBuffer(tx, seg); err != nil {
+		return err
+	}
+	live, err := s.hasLive(seg)
+	if err != nil || !live {
+		return err
+	}
+	return s.syncAll(tx)
+}
+
+// flushBuffer writes and publishes the file's buffered data.
+func (s *Store) flushBuffer(tx *pram.Tx, seg pram.Off) error {
 	s.mu.Lock()
 	fs := s.files[seg]
 	if fs == nil || fs.empty() {
@@ -117,12 +169,14 @@ func mergeRuns(older, newer []run) []run {
 }
 
 // Fsync makes the file durable up to the commit of tx: it flushes the
-// buffered data (which syncs the device before publishing). After
-// Store.Commit the core persists the arena metadata (inode, segment list,
-// free map), completing the ordering "disk data, then arena metadata".
+// buffered data and syncs the device if the file has data written since the
+// last sync (see Flush). After Store.Commit the core persists the arena
+// metadata (Store.Persist and the inode), completing the ordering "disk
+// data, then arena metadata".
 func (s *Store) Fsync(tx *pram.Tx, seg pram.Off) error { return s.Flush(tx, seg) }
 
-// FlushAll flushes every file with buffered data (sync(2), unmount).
+// FlushAll flushes every file with buffered data and syncs the device if
+// anything was written to it since the last sync (sync(2), unmount).
 func (s *Store) FlushAll(tx *pram.Tx) error {
 	s.mu.Lock()
 	var segs []pram.Off
@@ -133,11 +187,17 @@ func (s *Store) FlushAll(tx *pram.Tx) error {
 	}
 	s.mu.Unlock()
 	for _, seg := range segs {
-		if err := s.Flush(tx, seg); err != nil {
+		if err := s.flushBuffer(tx, seg); err != nil {
 			return err
 		}
 	}
-	return nil
+	s.mu.Lock()
+	dirty := s.unsynced > 0
+	s.mu.Unlock()
+	if dirty {
+		return s.syncAll(tx)
+	}
+	return s.tidy(tx)
 }
 
 // Truncate sets the file's data to end at size: buffered data beyond it is
@@ -165,20 +225,29 @@ func (s *Store) Truncate(tx *pram.Tx, seg pram.Off, size int64) error {
 		return err
 	}
 	var sum [1]uint64
-	if err := s.getSums(seg, last, sum[:]); err != nil || sum[0] == 0 {
+	if err := s.getSums(seg, last, sum[:]); err != nil {
 		return err
 	}
-	return s.writeRuns(tx, seg, []run{{size, make([]byte, int64(nb*s.bs)-size)}})
+	if sum[0] != 0 {
+		if err := s.writeRuns(tx, seg, []run{{size, make([]byte, int64(nb*s.bs)-size)}}); err != nil {
+			return err
+		}
+	}
+	// Contents of the last sync that a crash may restore end here too.
+	return s.limitKeep(tx, seg, last, uint64(size)%s.bs)
 }
 
-// blk is the plan for one file block of a flush.
+// blk is the plan for one file block of a write.
 type blk struct {
-	disk   Block  // current mapping (0: hole)
-	old    uint64 // current checksum
-	sum    uint64 // new checksum
-	dst    Block  // where the new data goes (0: no write)
-	cow    bool   // dst replaces a written block
-	filled bool   // runs cover the whole block
+	disk    Block  // current mapping (0: hole)
+	old     uint64 // current checksum
+	sum     uint64 // new checksum
+	dst     Block  // where the new data goes (0: no write)
+	cow     bool   // dst replaces a written block
+	filled  bool   // runs cover the whole block
+	inPlace bool   // written in place over zeros [lo, hi) (inplace.go)
+	lo, hi  int64
+	same    bool // mapped, contents unchanged: no write, no new block
 }
 
 // writeRuns writes runs (sorted, disjoint) to disk and publishes them.
@@ -257,6 +326,29 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 			return err
 		}
 	}
+	// Appends in place: partly covered written blocks, written since the
+	// last sync, zeros under the write.
+	cur := s.epoch()
+	if s.durable() {
+		for i := range plan {
+			p := &plan[i]
+			if p.filled || p.old == 0 || p.disk == 0 {
+				continue
+			}
+			at := uint64(i) * bs
+			lo, hi := inPlaceRange(runs, int64((fb0+uint64(i))*bs), int64(bs))
+			if lo >= hi || !bytes.Equal(buf[at+uint64(lo):at+uint64(hi)], s.zero[:hi-lo]) {
+				continue
+			}
+			e, _, found, err := s.findUnsynced(seg, fb0+uint64(i))
+			if err != nil {
+				return err
+			}
+			if found && e.epoch == cur {
+				p.inPlace, p.lo, p.hi = true, lo, hi
+			}
+		}
+	}
 	for _, r := range runs {
 		lo, hi := max(r.off, start), min(r.end(), stop)
 		if lo < hi {
@@ -273,7 +365,12 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 			// keeps its place and reads as zeros by its checksum.
 		case p.disk != 0 && p.old == 0:
 			p.dst = p.disk // holds no data: written in place
+		case p.inPlace && p.sum == p.old:
+			p.inPlace, p.same = false, true // zeros over zeros: nothing changes
+		case p.inPlace && s.takeIntent(intentRec{seg, fb0 + uint64(i), p.disk, uint64(p.lo), uint64(p.hi), p.old}):
+			p.dst = p.disk
 		default:
+			p.inPlace = false
 			p.cow = p.disk != 0
 		}
 	}
@@ -281,12 +378,53 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 	if err != nil {
 		return err
 	}
-	if err := s.writePlan(fb0, plan, buf); err != nil {
+	if s.epoch() != cur {
+		// Allocation synced the device to reclaim the quarantine: blocks
+		// to append to in place now hold synced data. Copy-on-write.
+		moved := false
+		for i := range plan {
+			if p := &plan[i]; p.inPlace {
+				p.inPlace, p.cow, p.dst, moved = false, true, 0, true
+			}
+		}
+		if moved {
+			more, err := s.allocFor(tx, seg, fb0, plan)
+			if err != nil {
+				s.unalloc(tx, allocs)
+				return err
+			}
+			allocs = append(allocs, more...)
+		}
+	}
+	wrote, err := s.writePlan(fb0, plan, buf)
+	if err != nil {
 		s.unalloc(tx, allocs)
 		return err
 	}
-	// Publish: the data is durable.
-	var old []extent
+	if wrote > 0 {
+		if !s.durable() {
+			if err := s.syncDevice(); err != nil {
+				s.unalloc(tx, allocs)
+				return err
+			}
+		} else {
+			s.mu.Lock()
+			s.unsynced += wrote
+			s.mu.Unlock()
+		}
+	}
+	// Publish: the data is on the device (synced, or recorded unsynced).
+	kept := make([]bool, n) // replaced blocks that go to the quarantine
+	if s.durable() {
+		for i := range plan {
+			if plan[i].dst == 0 {
+				continue
+			}
+			if kept[i], err = s.noteUnsynced(tx, seg, fb0+uint64(i), &plan[i]); err != nil {
+				return err
+			}
+		}
+	}
 	for i := 0; i < len(plan); {
 		if !plan[i].cow {
 			i++
@@ -296,11 +434,9 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 		for j < len(plan) && plan[j].cow {
 			j++
 		}
-		xs, err := s.unmapRange(tx, seg, fb0+uint64(i), fb0+uint64(j))
-		if err != nil {
+		if _, err := s.unmapRange(tx, seg, fb0+uint64(i), fb0+uint64(j)); err != nil {
 			return err
 		}
-		old = append(old, xs...)
 		i = j
 	}
 	for _, a := range allocs {
@@ -320,7 +456,32 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 		}
 	}
 	s.bump(seg)
-	return s.release(tx, old)
+	var freed, held []extent
+	for i := range plan {
+		if p := plan[i]; p.cow {
+			if kept[i] {
+				held = appendBlock(held, p.disk)
+			} else {
+				freed = appendBlock(freed, p.disk)
+			}
+		}
+	}
+	for _, x := range held {
+		if err := s.quarantineAdd(tx, x); err != nil {
+			return err
+		}
+	}
+	return s.release(tx, freed)
+}
+
+// appendBlock adds block b to xs, extending the last extent when b follows
+// it.
+func appendBlock(xs []extent, b Block) []extent {
+	if n := len(xs); n > 0 && xs[n-1].e == b {
+		xs[n-1].e++
+		return xs
+	}
+	return append(xs, extent{b, b + 1})
 }
 
 // alloc is an extent allocated by a flush for file blocks from fb.
@@ -342,7 +503,7 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			allocs = nil
 		}
 	}()
-	needs := func(p blk) bool { return p.sum != 0 && p.dst == 0 }
+	needs := func(p blk) bool { return p.sum != 0 && p.dst == 0 && !p.same }
 	for i := 0; i < len(plan); {
 		if !needs(plan[i]) {
 			i++
@@ -429,30 +590,37 @@ func (s *Store) unalloc(tx *pram.Tx, allocs []allocation) {
 }
 
 // writePlan writes the blocks with a destination, one request per run of
-// blocks contiguous both in the file and on disk, then syncs the device.
-func (s *Store) writePlan(fb0 uint64, plan []blk, buf []byte) error {
+// blocks contiguous both in the file and on disk, and returns the bytes
+// written.
+func (s *Store) writePlan(fb0 uint64, plan []blk, buf []byte) (int64, error) {
 	bs := s.bs
-	wrote := false
+	wrote := int64(0)
 	for i := 0; i < len(plan); {
 		if plan[i].dst == 0 {
 			i++
 			continue
 		}
+		if p := plan[i]; p.inPlace { // only the aligned range under the write
+			lo := uint64(p.lo) &^ (Alignment - 1)
+			hi := min((uint64(p.hi)+Alignment-1)&^(Alignment-1), bs)
+			at := uint64(i) * bs
+			if _, err := s.dev.WriteAt(buf[at+lo:at+hi], int64(uint64(p.dst)*bs+lo)); err != nil {
+				return 0, s.ioErr(fmt.Sprintf("writing disk block %d", p.dst), err)
+			}
+			wrote += int64(hi - lo)
+			i++
+			continue
+		}
 		j := i + 1
-		for j < len(plan) && plan[j].dst == plan[j-1].dst+1 {
+		for j < len(plan) && plan[j].dst == plan[j-1].dst+1 && !plan[j].inPlace {
 			j++
 		}
 		off := int64(uint64(plan[i].dst) * bs)
 		if _, err := s.dev.WriteAt(buf[uint64(i)*bs:uint64(j)*bs], off); err != nil {
-			return s.ioErr(fmt.Sprintf("writing disk blocks [%d, %d)", plan[i].dst, plan[j-1].dst+1), err)
+			return 0, s.ioErr(fmt.Sprintf("writing disk blocks [%d, %d)", plan[i].dst, plan[j-1].dst+1), err)
 		}
-		wrote = true
+		wrote += int64(uint64(j-i) * bs)
 		i = j
 	}
-	if wrote {
-		if err := s.dev.Sync(); err != nil {
-			return s.ioErr("syncing disk", err)
-		}
-	}
-	return nil
+	return wrote, nil
 }

@@ -12,7 +12,8 @@ import (
 // xlist is an ordered list of fixed-size records kept in the arena, keyed by
 // the record's first word: a directory (one arena allocation of {first key,
 // leaf offset} entries) over leaves (arena allocations of sorted records).
-// The free map and both halves of a segment list are xlists.
+// The free map, both halves of a segment list, the unsynced-block lists and
+// the quarantine are xlists.
 //
 // Leaves start small (minLeafBytes) and double up to maxLeafBytes before they
 // split, so a list of one or two records costs a few hundred bytes. A store
@@ -50,7 +51,7 @@ const (
 var errListFull = errors.New("diskstore: list directory full")
 
 // rec is one record; only its first words words are used.
-type rec [4]uint64
+type rec [5]uint64
 
 type xlist struct {
 	a     *pram.Arena
@@ -58,6 +59,10 @@ type xlist struct {
 	hdr   pram.Off
 	words int
 	what  string // for messages: "free map", "segments", "checksum pages"
+	// lazy: an all-zero header is a valid empty list (the header lives in
+	// bytes that arenas formatted before the list existed have as zeros);
+	// the first insert stores the record width.
+	lazy bool
 }
 
 // xhead is a validated copy of a header.
@@ -102,6 +107,9 @@ func (l xlist) head() (xhead, error) {
 		return xhead{}, l.corrupt("header out of range")
 	}
 	if w := l.a.U32(l.hdr + xhWords); int(w) != l.words {
+		if l.lazy && w == 0 && allZero([]uint64{l.a.U64(l.hdr + xhDir), l.a.U64(l.hdr + xhNLeaves), l.a.U64(l.hdr + xhCount)}) {
+			return xhead{}, nil
+		}
 		return xhead{}, l.corrupt("record words %d, want %d", w, l.words)
 	}
 	h := xhead{
@@ -356,6 +364,9 @@ func (l xlist) insertFirst(tx *pram.Tx, r rec) error {
 	clear(db)
 	binary.LittleEndian.PutUint64(db[0:], r[0])
 	binary.LittleEndian.PutUint64(db[8:], uint64(lo))
+	if l.lazy && l.a.U32(l.hdr+xhWords) == 0 {
+		tx.Set32(l.hdr+xhWords, uint32(l.words))
+	}
 	tx.SetOff(l.hdr+xhDir, dir)
 	tx.Set32(l.hdr+xhNLeaves, 1)
 	tx.Set32(l.hdr+xhDirCap, minDirEntries)
@@ -476,6 +487,52 @@ func (l xlist) remove(tx *pram.Tx, c xcur) error {
 			tx.Set32(lf.off, uint32(lf.n+nl.n))
 			tx.Set32(nl.off, 0)
 			return l.dropLeaf(tx, h, nl)
+		}
+	}
+	return nil
+}
+
+// removeRange deletes every record whose key is in [lo, hi), calling fn on
+// each first (an error from fn stops before anything of its leaf is
+// removed). It shifts each leaf once, so its journal cost is about one leaf
+// per leaf touched, not one per record.
+func (l xlist) removeRange(tx *pram.Tx, lo, hi uint64, fn func(r rec) error) error {
+	for lo < hi {
+		h, err := l.head()
+		if err != nil || h.nleaves == 0 {
+			return err
+		}
+		c, ok, err := l.seekGE(lo)
+		if err != nil || !ok {
+			return err
+		}
+		lf, i := c.leaf, c.i
+		j := i
+		for j < lf.n && l.key(lf, j) < hi {
+			if fn != nil {
+				if err := fn(l.get(xcur{lf, j})); err != nil {
+					return err
+				}
+			}
+			j++
+		}
+		if j == i {
+			return nil
+		}
+		k := j - i
+		tail := l.a.Bytes(l.recOff(lf, j), uint64((lf.n-j)*l.recBytes()))
+		if len(tail) > 0 {
+			tx.SetBytes(l.recOff(lf, i), append([]byte(nil), tail...))
+		}
+		lf.n -= k
+		tx.Set32(lf.off, uint32(lf.n))
+		tx.Set64(l.hdr+xhCount, h.count-uint64(k))
+		if lf.n == 0 {
+			if err := l.dropLeaf(tx, h, lf); err != nil {
+				return err
+			}
+		} else if i == 0 {
+			tx.Set64(dirKeyOff(h, lf.idx), l.key(lf, 0))
 		}
 	}
 	return nil

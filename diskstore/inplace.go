@@ -1,0 +1,240 @@
+package diskstore
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"conquest/pram"
+)
+
+// In-place appends (DurableOnProcessCrash).
+//
+// A write into part of a block that holds data goes to a new block
+// (copy-on-write), so that a crash leaves the old or the new block, never a
+// mix. For small appends (a log growing 200 bytes at a time in 64 KiB
+// blocks) that rewrites the whole block elsewhere on every write. Instead,
+// a block written since the last sync (it has a live unsynced record, so
+// its synced contents are safe in the quarantine or were zeros) whose bytes
+// under the write are all zeros is written in place: only the aligned range
+// under the write is rewritten. The previous contents are then the current
+// ones with that range zeroed again, which is all a rollback needs:
+//
+//   - before the device write, an intent {segment list, file block, disk
+//     block, range, checksum before} goes into a slot of the intent area
+//     (stats record +48 points to it), with unlogged stores in program
+//     order, the segment list last: kill -9 keeps them, a rollback does not
+//     undo them;
+//   - Store.Commit clears the slots of the transaction (the new checksum is
+//     published, the block is consistent);
+//   - Store.Abort, after the rollback, and Open, after a crash, find each
+//     block whose checksum is again the one before: they zero the recorded
+//     ranges, newest first, until the block verifies against it, and write
+//     it back. Stacked intents on one block (several appends in one
+//     transaction) unwind together.
+//
+// A power failure needs no intent: the block was written since the last
+// sync, so its record restores the synced contents (or zeros) if it does not
+// verify. At most intentSlots in-place writes per transaction; beyond, and
+// for any write over non-zero bytes, copy-on-write as before.
+const (
+	stOffIntents = 48 // offset of the intent area (0: none yet)
+
+	intentMagic = 0x31544e49514e4f43 // "CONQINT1"
+	intentSlots = 16
+	intentWords = 5 // seg (0: free), fb, disk, lo | hi<<32, checksum before
+	intentHdr   = 16
+	intentSize  = intentHdr + intentSlots*intentWords*8
+)
+
+// intentRec is one in-place write: file block fb of seg in disk block disk,
+// bytes [lo, hi) were zeros and the block's checksum was before.
+type intentRec struct {
+	seg    pram.Off
+	fb     uint64
+	disk   Block
+	lo, hi uint64
+	before uint64
+}
+
+// intentArea is the area's offset if it is valid, else 0.
+func (s *Store) intentArea() pram.Off {
+	off := pram.Off(s.a.U64(s.st + stOffIntents))
+	if off == 0 || off%8 != 0 || !s.a.InHeap(off, intentSize) || s.a.U64(off) != intentMagic || s.a.U64(off+8) != intentSlots {
+		return 0
+	}
+	return off
+}
+
+// newIntentArea allocates the intent area through tx (Format, or Open of an
+// arena made before it existed).
+func (s *Store) newIntentArea(tx *pram.Tx) error {
+	off, err := s.h.AllocZero(tx, intentSize)
+	if err != nil {
+		return err
+	}
+	b := freshBytes(s.h, s.a, off, 0, intentSize)
+	binary.LittleEndian.PutUint64(b[0:], intentMagic)
+	binary.LittleEndian.PutUint64(b[8:], intentSlots)
+	tx.Set64(s.st+stOffIntents, uint64(off))
+	return nil
+}
+
+func slotOff(area pram.Off, i int) pram.Off { return area + intentHdr + pram.Off(i*intentWords*8) }
+
+// takeIntent records an in-place write about to happen, in the next free
+// slot of this transaction. It reports false when there is none.
+func (s *Store) takeIntent(r intentRec) bool {
+	area := s.intentArea()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if area == 0 {
+		return false
+	}
+	i := len(s.intents)
+	for i < intentSlots && s.a.U64(slotOff(area, i)) != 0 { // a slot Abort could not clear
+		i++
+	}
+	if i >= intentSlots {
+		return false
+	}
+	o := slotOff(area, i)
+	s.a.PutU64(o+8, r.fb)
+	s.a.PutU64(o+16, uint64(r.disk))
+	s.a.PutU64(o+24, r.lo|r.hi<<32)
+	s.a.PutU64(o+32, r.before)
+	s.a.PutU64(o, uint64(r.seg)) // valid from here on
+	for len(s.intents) < i {
+		s.intents = append(s.intents, intentRec{}) // skipped slots
+	}
+	s.intents = append(s.intents, r)
+	return true
+}
+
+// clearIntentsLocked frees the slots of the transaction that ended.
+// Preconditions: s.mu held.
+func (s *Store) clearIntentsLocked() {
+	if area := s.intentArea(); area != 0 {
+		for i, r := range s.intents {
+			if r.seg != 0 {
+				s.a.PutU64(slotOff(area, i), 0)
+			}
+		}
+	}
+	s.intents = s.intents[:0]
+}
+
+// readIntents returns the valid slots, in slot order (Open).
+func (s *Store) readIntents() []intentRec {
+	area := s.intentArea()
+	if area == 0 {
+		return nil
+	}
+	var rs []intentRec
+	for i := 0; i < intentSlots; i++ {
+		o := slotOff(area, i)
+		seg := pram.Off(s.a.U64(o))
+		if seg == 0 {
+			continue
+		}
+		lohi := s.a.U64(o + 24)
+		r := intentRec{seg: seg, fb: s.a.U64(o + 8), disk: Block(s.a.U64(o + 16)), lo: lohi & 0xffffffff, hi: lohi >> 32, before: s.a.U64(o + 32)}
+		if r.lo < r.hi && r.hi <= s.bs {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// clearAllIntents frees every slot (Open, once they are dealt with).
+func (s *Store) clearAllIntents() {
+	if area := s.intentArea(); area != 0 {
+		for i := 0; i < intentSlots; i++ {
+			s.a.PutU64(slotOff(area, i), 0)
+		}
+	}
+}
+
+// revertInPlace puts back the contents of blocks written in place by a
+// transaction that was rolled back, newest intent first: a block whose
+// checksum in the arena is again the one before its in-place writes is
+// read, the recorded ranges are zeroed until it verifies, and it is written
+// back. Blocks the arena no longer maps there (freed, or never committed)
+// are left alone. It returns the number of blocks written back. A block that
+// cannot be put back is logged if report is set (Abort: the device
+// misbehaves); at Open it is not (after a power failure the block's earlier
+// contents may be lost too: its unsynced record, checked next, restores the
+// synced ones and logs it).
+func (s *Store) revertInPlace(rs []intentRec, report bool) (int, error) {
+	type key struct {
+		seg  pram.Off
+		fb   uint64
+		disk Block
+	}
+	done := map[key]bool{}
+	bufs := map[key][]byte{}
+	bs := s.bs
+	n := 0
+	var firstErr error
+	for i := len(rs) - 1; i >= 0; i-- {
+		r := rs[i]
+		k := key{r.seg, r.fb, r.disk}
+		if r.seg == 0 || done[k] {
+			continue
+		}
+		var sum [1]uint64
+		sp, err := s.lookup(r.seg, r.fb)
+		if s.validSeg(r.seg) != nil || err != nil || sp.disk != r.disk || s.getSums(r.seg, r.fb, sum[:]) != nil || sum[0] == 0 {
+			done[k] = true
+			continue
+		}
+		seed := s.a.U64(r.seg + slOffSeed)
+		buf := bufs[k]
+		if buf == nil {
+			buf = AlignedBuffer(int(bs))
+			if _, err := s.dev.ReadAt(buf, int64(uint64(r.disk)*bs)); err != nil {
+				done[k] = true
+				if firstErr == nil {
+					firstErr = s.ioErr(fmt.Sprintf("inode %d: reading disk block %d to undo an append", s.owner(r.seg), r.disk), err)
+				}
+				continue
+			}
+			if s.blockSum(seed, r.fb, buf) == sum[0] {
+				done[k] = true // the write never reached it
+				continue
+			}
+			bufs[k] = buf
+		}
+		clear(buf[r.lo:r.hi])
+		if s.blockSum(seed, r.fb, buf) != sum[0] {
+			continue // an older intent of the same block undoes the rest
+		}
+		done[k] = true
+		if _, err := s.dev.WriteAt(buf, int64(uint64(r.disk)*bs)); err != nil {
+			if firstErr == nil {
+				firstErr = s.ioErr(fmt.Sprintf("inode %d: writing back disk block %d to undo an append", s.owner(r.seg), r.disk), err)
+			}
+			continue
+		}
+		n++
+	}
+	for k := range bufs {
+		if !done[k] && report {
+			s.o.Logf("diskstore: inode %d, offset %d, disk block %d: an append written in place could not be undone: the block fails its checksum",
+				s.owner(k.seg), k.fb*bs, k.disk)
+		}
+	}
+	return n, firstErr
+}
+
+// inPlaceRange is the range of block i of a write that the runs change,
+// [lo, hi) relative to the block, if they change a single span of it.
+func inPlaceRange(runs []run, blockStart, bs int64) (lo, hi int64) {
+	lo, hi = bs, 0
+	for _, r := range runs {
+		a, b := max(r.off, blockStart), min(r.end(), blockStart+bs)
+		if a < b {
+			lo, hi = min(lo, a-blockStart), max(hi, b-blockStart)
+		}
+	}
+	return lo, hi
+}
