@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"os"
+	"testing"
+
+	"conquest/fusefs"
+	"conquest/internal/mounttest"
+	"conquest/internal/posixtest"
+)
+
+// knownGaps are suite tests where Conquest differs from ext4 for a reason
+// that is understood and reported, and not yet fixed. TestPosix skips them
+// unless CONQUEST_E2E_STRICT=1; remove an entry when its cause is fixed.
+var knownGaps = map[string]string{
+	// FUSE HANDLE_KILLPRIV_V2 semantics (kill S_ISGID on write only with
+	// group exec); Linux >= 6.2 also kills it without group exec when the
+	// writer is not in the file's group.
+	"PermKillPriv": "S_ISGID without group exec kept after a write by a non-member",
+}
+
+// TestPosix runs the conformance suite against one Conquest mount, each test
+// in its own directory, checking the file system after each.
+func TestPosix(t *testing.T) {
+	runSuite(t, mount(t), knownGaps)
+}
+
+// knownGapsWriteback are the extra gaps with the kernel's writeback cache,
+// where the kernel, not the daemon, owns mtime and size while data is dirty.
+var knownGapsWriteback = map[string]string{
+	// After pwrite and fsync, fstat still reports the st_blocks cached
+	// before the data reached the daemon (0 for a new file); only a later
+	// attribute refresh shows the blocks.
+	"FallocatePunchHole": "st_blocks stale after write+fsync with the writeback cache",
+}
+
+// TestPosixWriteback runs the suite with the kernel writeback cache on
+// (fusefs.Options.WritebackCache, `conquest mount --writeback-cache`).
+func TestPosixWriteback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	gaps := map[string]string{}
+	for k, v := range knownGaps {
+		gaps[k] = v
+	}
+	for k, v := range knownGapsWriteback {
+		gaps[k] = v
+	}
+	runSuite(t, mount(t, mounttest.WithFuseOptions(fusefs.Options{AllowOther: true, WritebackCache: true})), gaps)
+}
+
+func runSuite(t *testing.T, m *mounttest.Mounted, gaps map[string]string) {
+	strict := os.Getenv("CONQUEST_E2E_STRICT") == "1"
+	tests := posixtest.Tests()
+	for _, name := range posixtest.Names() {
+		t.Run(name, func(t *testing.T) {
+			if why, ok := gaps[name]; ok && !strict {
+				t.Skipf("known gap (CONQUEST_E2E_STRICT=1 runs it): %s", why)
+			}
+			dir := m.Path(name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			tests[name](t, dir)
+		})
+		check(t, m, "after "+name)
+	}
+}
