@@ -33,12 +33,25 @@ func (fs *FS) CheckWith(o CheckOptions) (errs []error) {
 	if fs.closed {
 		return []error{fmt.Errorf("%w: file system is closed", ErrIO)}
 	}
+	return fs.checkLocked(o, nil)
+}
+
+// checkLocked is CheckWith; fd, if not nil, also receives what Repair can
+// fix (repair.go).
+// Preconditions: fs.mu held, shared or exclusively.
+func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
+	ck := &checker{fs: fs, c: fs.h.NewChecker(), seen: make(map[Ino]*checkInfo), fd: fd}
+	if fd != nil {
+		fd.seen = ck.seen
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			errs = append(errs, fmt.Errorf("check aborted by a damaged structure: %v", r))
+			errs = append(ck.errs, fmt.Errorf("check aborted by a damaged structure: %v", r))
+			if fd != nil {
+				fd.aborted = true
+			}
 		}
 	}()
-	ck := &checker{fs: fs, c: fs.h.NewChecker(), seen: make(map[Ino]*checkInfo)}
 	if fs.ds != nil {
 		ck.dk = fs.ds.NewChecker(ck.c, diskstore.CheckOptions{VerifyData: o.VerifyData, Progress: o.Progress})
 	}
@@ -53,6 +66,8 @@ func (fs *FS) CheckWith(o CheckOptions) (errs []error) {
 }
 
 type checkInfo struct {
+	parent  Ino    // with findings: the directory of the first name found
+	name    string // and that name
 	refs    uint32 // directory entries naming it
 	subdirs uint32 // for directories: entries that are directories
 	dir     bool
@@ -67,6 +82,7 @@ type checker struct {
 	dk   *diskstore.Checker // nil without a disk
 	seen map[Ino]*checkInfo
 	errs []error
+	fd   *findings // nil unless repairing
 }
 
 func (ck *checker) errorf(format string, args ...any) {
@@ -87,6 +103,7 @@ func (ck *checker) walk() {
 	}
 	if root.parent() != RootIno {
 		ck.errorf("root's parent is %d, want itself", root.parent())
+		ck.wrongParent(RootIno, root.parent(), RootIno)
 	}
 	ck.seen[RootIno] = &checkInfo{dir: true, nlink: root.nlink(), gen: root.gen()}
 	ck.inodeContents(root)
@@ -102,14 +119,17 @@ func (ck *checker) walk() {
 			name := string(e.Name)
 			if checkName(name) != nil || name == "." || name == ".." {
 				ck.errorf("directory %d: bad entry name %q", d.ino, name)
+				ck.badEntry(d.ino, name, e.Ino, "bad name")
 			}
 			in, err := fs.inode(Ino(e.Ino))
 			if err != nil || Ino(e.Ino) == RootIno {
 				ck.errorf("directory %d: entry %q names bad inode %d: %v", d.ino, name, e.Ino, err)
+				ck.badEntry(d.ino, name, e.Ino, fmt.Sprintf("names inode %d, which is not a live inode", e.Ino))
 				return true
 			}
 			if e.Type != in.dtype() {
 				ck.errorf("directory %d: entry %q has type %d, inode %d is type %d", d.ino, name, e.Type, in.ino, in.dtype())
+				ck.wrongType(d.ino, name, in.ino, e.Type, in.dtype())
 			}
 			if in.isDir() {
 				di.subdirs++
@@ -117,16 +137,26 @@ func (ck *checker) walk() {
 			if info := ck.seen[in.ino]; info != nil {
 				if info.dir {
 					ck.errorf("directory %d is linked twice (again as %q in %d)", in.ino, name, d.ino)
+					if in.parent() == d.ino && info.parent != d.ino && info.name != "" {
+						// This is the name its ".." agrees with: the first is the extra one.
+						ck.badEntry(info.parent, info.name, e.Ino, fmt.Sprintf("is a second name of directory %d", in.ino))
+					} else {
+						ck.badEntry(d.ino, name, e.Ino, fmt.Sprintf("is a second name of directory %d", in.ino))
+					}
 				}
 				info.refs++
 				return true
 			}
 			info := &checkInfo{refs: 1, dir: in.isDir(), nlink: in.nlink(), gen: in.gen()}
+			if ck.fd != nil {
+				info.parent, info.name = d.ino, name
+			}
 			ck.seen[in.ino] = info
 			ck.inodeContents(in)
 			if in.isDir() {
 				if in.parent() != d.ino {
 					ck.errorf("directory %d (%q in %d) has parent %d", in.ino, name, d.ino, in.parent())
+					ck.wrongParent(in.ino, in.parent(), d.ino)
 				}
 				queue = append(queue, in)
 			}
@@ -140,8 +170,10 @@ func (ck *checker) walk() {
 		switch {
 		case info.dir && info.nlink != 2+info.subdirs:
 			ck.errorf("directory %d: nlink %d, want 2 + %d subdirectories", ino, info.nlink, info.subdirs)
+			ck.wrongNlink(ino, info.nlink, 2+info.subdirs)
 		case !info.dir && info.nlink != info.refs:
 			ck.errorf("inode %d: nlink %d, but %d directory entries", ino, info.nlink, info.refs)
+			ck.wrongNlink(ino, info.nlink, info.refs)
 		}
 	}
 }
@@ -230,7 +262,8 @@ func (ck *checker) diskFile(in inode, report func(string, ...any)) {
 			report("large file keeps arena storage or disk data past its end and is not on the orphan list")
 		}
 		size := max(in.size(), in.u64(iDiskCur))
-		ck.dk.File(in.seg(), int64(size)) // its errors come back from Finish
+		errs := ck.dk.File(in.seg(), int64(size)) // its errors come back from Finish
+		ck.badBlocks(in.ino, errs)
 	}
 }
 
@@ -285,6 +318,7 @@ func (ck *checker) orphans() {
 		in, err := fs.inode(ino)
 		if err == nil && in.flags()&flagOrphan != 0 {
 			ck.errorf("inode %d is flagged orphan but not on the list", ino)
+			ck.strayOrphanFlag(ino)
 		}
 	}
 }
@@ -294,11 +328,18 @@ func (ck *checker) counters() {
 	fs := ck.fs
 	if got := fs.a.Root(slotInodes); got != uint64(len(ck.seen)) {
 		ck.errorf("inode count is %d, %d inodes reached", got, len(ck.seen))
+		ck.badCounter(slotInodes, "inode count", got, uint64(len(ck.seen)))
+		ck.fdHandled()
 	}
-	gen := fs.a.Root(slotGen)
+	gen, top := fs.a.Root(slotGen), uint64(0)
 	for ino, info := range ck.seen {
 		if info.gen > gen {
 			ck.errorf("inode %d: generation %d above the counter %d", ino, info.gen, gen)
+			ck.fdHandled()
 		}
+		top = max(top, info.gen)
+	}
+	if top > gen {
+		ck.badCounter(slotGen, "generation counter", gen, top)
 	}
 }

@@ -22,7 +22,9 @@
 //     diskstore.MaxFileSize (1 PiB of offsets; holes take no space).
 //   - Directory semantics over dirhash (dir.go, namei.go, rename.go),
 //     symlinks (symlink.go), xattr blobs (xattr.go), the orphan list
-//     (orphan.go) and Check (check.go, `conquest fsck`).
+//     (orphan.go), Check (check.go, `conquest fsck`) and Repair (repair.go,
+//     `conquest fsck --repair`: one Tx per fix, unnamed inodes go to
+//     /lost+found).
 //
 // # Lock order
 //

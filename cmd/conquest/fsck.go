@@ -3,8 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"conquest/alloc"
 	"conquest/conquest"
@@ -23,18 +27,27 @@ const (
 func fsckCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "fsck",
-		Usage:     "check a Conquest file system (not while mounted)",
-		UsageText: "conquest fsck [--repair] [--pram PATH --disk PATH]",
+		Usage:     "check (and repair) a Conquest file system (not while mounted)",
+		UsageText: "conquest fsck [--repair [--zero-bad-blocks]] [--pram PATH --disk PATH]",
 		Description: "Opening the arena performs the recovery a mount would (rolling back an interrupted\n" +
-			"transaction, freeing orphaned inodes); fsck then walks every structure.\n" +
-			"Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left uncorrected,\n" +
-			"8 operational error (missing image, in use).",
+			"transaction, freeing orphaned inodes); fsck then walks every structure and verifies\n" +
+			"the checksum of every disk block. With --repair it fixes what it can, each fix in its\n" +
+			"own transaction: it removes directory entries naming no valid inode, sets link counts\n" +
+			"and \"..\" pointers to what the walk counted, moves inodes no directory names to\n" +
+			"/lost+found (as #INO), frees unreachable allocations and fixes the counters; data\n" +
+			"failing its checksum is reported by path and offset (--zero-bad-blocks replaces such a\n" +
+			"block by zeros). Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left\n" +
+			"uncorrected, 8 operational error (missing image, in use).",
 		Flags: append(deviceFlags(),
 			&cli.BoolFlag{Name: "repair", Aliases: []string{"y"}, Usage: "repair what can be repaired"},
+			&cli.BoolFlag{Name: "zero-bad-blocks", Usage: "with --repair: replace disk blocks failing their checksum by zeros (their data is lost)"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("fsck takes no arguments (got %q): use --pram and --disk", c.Args().First()), fsckOperational)
+			}
+			if c.Bool("zero-bad-blocks") && !c.Bool("repair") {
+				return cli.Exit("--zero-bad-blocks needs --repair", fsckOperational)
 			}
 			im, err := resolveImages(c)
 			if err != nil {
@@ -51,9 +64,21 @@ func fsckCommand() *cli.Command {
 				return cli.Exit(explainOpen(im, err).Error(), code)
 			}
 			dirty, rolled := fsys.Arena().WasDirty(), fsys.Arena().Recovered()
-			errs := fsys.Check()
-			if err := fsys.Close(); err != nil {
-				return cli.Exit(fmt.Sprintf("%s: closing: %v", im.pram, err), fsckOperational)
+			bar := newProgressBar(c.App.ErrWriter, "verifying data")
+			var errs []error
+			var rep conquest.RepairReport
+			if c.Bool("repair") {
+				rep, err = fsys.Repair(conquest.RepairOptions{VerifyData: true, ZeroBadBlocks: c.Bool("zero-bad-blocks"), Progress: bar.update})
+				errs = rep.Found
+			} else {
+				errs = fsys.CheckWith(conquest.CheckOptions{VerifyData: true, Progress: bar.update})
+			}
+			bar.done()
+			if e := fsys.Close(); e != nil && err == nil {
+				err = fmt.Errorf("closing: %w", e)
+			}
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("%s: %v", im.pram, err), fsckOperational)
 			}
 			for _, l := range logs {
 				fmt.Fprintf(out, "%s\n", l)
@@ -66,19 +91,82 @@ func fsckCommand() *cli.Command {
 			for _, e := range errs {
 				fmt.Fprintf(out, "%s: %v\n", im.pram, e)
 			}
-			if len(errs) > 0 {
-				msg := fmt.Sprintf("%s: %d errors found", im.pram, len(errs))
-				if c.Bool("repair") {
-					msg += "; these cannot be repaired automatically yet"
+			if !c.Bool("repair") {
+				if len(errs) > 0 {
+					return cli.Exit(fmt.Sprintf("%s: %d errors found (run `conquest fsck --repair` to repair them)", im.pram, len(errs)), fsckUncorrected)
 				}
-				return cli.Exit(msg, fsckUncorrected)
+				fmt.Fprintf(out, "%s: clean\n", im.pram)
+				return exitCode(code)
 			}
-			fmt.Fprintf(out, "%s: clean\n", im.pram)
-			if code != fsckClean {
-				return cli.Exit("", code)
+			for _, f := range rep.Fixes {
+				fmt.Fprintf(out, "%s: fixed: %s\n", im.pram, f)
 			}
-			return nil
+			for _, e := range rep.Remaining {
+				fmt.Fprintf(out, "%s: not repaired: %v\n", im.pram, e)
+			}
+			if len(rep.Remaining) > 0 {
+				return cli.Exit(fmt.Sprintf("%s: %d errors found, %d repairs made, %d errors left uncorrected",
+					im.pram, len(errs), len(rep.Fixes), len(rep.Remaining)), fsckUncorrected)
+			}
+			if len(errs) > 0 || len(rep.Fixes) > 0 {
+				fmt.Fprintf(out, "%s: %d errors found, %d repairs made: clean now\n", im.pram, len(errs), len(rep.Fixes))
+				code = fsckCorrected
+			} else {
+				fmt.Fprintf(out, "%s: clean\n", im.pram)
+			}
+			return exitCode(code)
 		},
+	}
+}
+
+func exitCode(code int) error {
+	if code == fsckClean {
+		return nil
+	}
+	return cli.Exit("", code)
+}
+
+// progressBar draws the data verification's progress on a terminal; it
+// draws nothing when w is not one.
+type progressBar struct {
+	w     io.Writer
+	what  string
+	last  int // per mille last drawn, -1 for none
+	drawn bool
+}
+
+func newProgressBar(w io.Writer, what string) *progressBar {
+	f, ok := w.(*os.File)
+	if !ok {
+		return &progressBar{last: -1}
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+		return &progressBar{last: -1}
+	}
+	return &progressBar{w: w, what: what, last: -1}
+}
+
+// update is the Progress callback.
+func (p *progressBar) update(done, total uint64) {
+	if p.w == nil || total == 0 {
+		return
+	}
+	pm := int(min(done, total) * 1000 / total)
+	if pm == p.last {
+		return
+	}
+	p.last = pm
+	const width = 40
+	n := pm * width / 1000
+	fmt.Fprintf(p.w, "\r%s [%s%s] %5.1f%% (%d/%d blocks)", p.what,
+		strings.Repeat("=", n), strings.Repeat(" ", width-n), float64(pm)/10, done, total)
+	p.drawn = true
+}
+
+// done ends the bar's line.
+func (p *progressBar) done() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
 	}
 }
 

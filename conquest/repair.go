@@ -1,0 +1,684 @@
+package conquest
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"conquest/alloc"
+	"conquest/dirhash"
+	"conquest/diskstore"
+	"conquest/pram"
+)
+
+// Repair (`conquest fsck --repair`) fixes what the consistency walk can
+// fix, each fix in its own transaction so that a crash during repair leaves
+// a file system at least as consistent as before:
+//
+//  1. directory entries naming something that is not a live inode (a bad
+//     offset, a freed record, a wrong magic), entries with an invalid name
+//     and second names of a directory are removed; entries of the wrong
+//     type get the inode's type;
+//  2. inodes no directory names and not on the orphan list are given the
+//     name "#<ino>" in /lost+found (created, mode 0700, if missing) rather
+//     than deleted; a removed directory left unfreed is freed;
+//  3. link counts are set to the counted names (files) or 2 + the
+//     subdirectories (directories), ".." pointers to the directory that
+//     names the directory, stray orphan flags are cleared;
+//  4. arena allocations nothing reaches (leaks) are freed (a leaked segment
+//     list with its disk blocks) — only when the walk found no damage that
+//     could hide a reference to them;
+//  5. the inode count and generation counter are set to what the walk
+//     counted.
+//
+// Each pass runs the metadata walk and applies the first group above that
+// has something to fix, then walks again, until nothing fixable is left.
+// Data blocks whose checksum fails cannot be repaired: they are reported
+// with the file's path and offset, or, with ZeroBadBlocks, replaced by a
+// hole (they read as zeros). What is left (damaged directory tables, block
+// maps, xattr blobs, disk blocks neither free nor used, ...) is reported in
+// RepairReport.Remaining.
+
+// RepairOptions tunes Repair.
+type RepairOptions struct {
+	// VerifyData reads every written disk block in the first walk (as
+	// Check does) to find the blocks whose checksum fails.
+	VerifyData bool
+	// ZeroBadBlocks punches a hole over every disk block whose checksum
+	// fails: the file reads zeros there instead of failing with EIO.
+	ZeroBadBlocks bool
+	// Progress, as CheckOptions.Progress, for the first walk.
+	Progress func(done, total uint64)
+}
+
+// RepairReport says what Repair found and did.
+type RepairReport struct {
+	Found     []error // what the first walk found (Check's errors)
+	Fixes     []Fix   // the repairs made, in order
+	Remaining []error // what is still wrong afterwards; empty: consistent
+}
+
+// Fix is one repair, in human terms.
+type Fix struct {
+	Path    string // the object's path ("/a/b"), or "inode N" when it has none
+	Problem string // what was wrong
+	Action  string // what was done
+}
+
+func (f Fix) String() string { return f.Path + ": " + f.Problem + ": " + f.Action }
+
+// Repair phases, applied in this order, one per pass.
+const (
+	phaseEntries = iota
+	phaseAttach
+	phaseLinks
+	phaseSegLeaks
+	phaseLeaks
+	phaseCounters
+	numPhases
+)
+
+// maxRepairPasses bounds the walk-and-fix loop. Every pass fixes something
+// new (a fix is tried once), so this only guards against a bug.
+const maxRepairPasses = 64
+
+// finding is one fixable problem the walk found. apply runs in its own Tx,
+// re-validates what it changes and returns the action taken.
+type finding struct {
+	key     string // identifies the fix: each is tried at most once
+	where   string // what is fixed when it is no inode ("arena heap")
+	ino     Ino    // the object, for its path
+	name    string // for entries: the name in directory ino
+	problem string
+	apply   func(tx *pram.Tx) (action string, err error)
+}
+
+// badBlock is a disk block whose checksum failed.
+type badBlock struct {
+	ino  Ino
+	off  int64
+	disk uint64
+	err  error
+
+	fixed bool // a hole replaced it (ZeroBadBlocks)
+}
+
+// findings is what one walk found that Repair can act on.
+type findings struct {
+	fixes     [numPhases][]finding
+	keys      map[string]bool
+	bad       []badBlock
+	handled   int  // errors a finding addresses
+	aborted   bool // the walk panicked: reachability is unknown
+	seen      map[Ino]*checkInfo
+	leakCount int
+}
+
+func (fd *findings) add(phase int, f finding) {
+	if fd.keys == nil {
+		fd.keys = make(map[string]bool)
+	}
+	if fd.keys[f.key] {
+		return
+	}
+	fd.keys[f.key] = true
+	fd.fixes[phase] = append(fd.fixes[phase], f)
+}
+
+// path names ino by the names the walk found, or "inode N".
+func (fd *findings) path(ino Ino) string {
+	if ino == RootIno {
+		return "/"
+	}
+	var parts []string
+	for n := 0; ino != RootIno; n++ {
+		info := fd.seen[ino]
+		if info == nil || info.name == "" || n > 4096 {
+			return fmt.Sprintf("inode %d", ino)
+		}
+		parts = append(parts, info.name)
+		ino = info.parent
+	}
+	slices.Reverse(parts)
+	return "/" + strings.Join(parts, "/")
+}
+
+func (fd *findings) entryPath(dir Ino, name string) string {
+	p := fd.path(dir)
+	if p == "/" {
+		return "/" + name
+	}
+	if strings.HasPrefix(p, "inode ") {
+		return fmt.Sprintf("%q in directory %d", name, dir)
+	}
+	return p + "/" + name
+}
+
+// The checker's hooks: no-ops unless repairing.
+
+func (ck *checker) fdHandled() {
+	if ck.fd != nil {
+		ck.fd.handled++
+	}
+}
+
+// badEntry: the entry name in directory d is to be removed.
+func (ck *checker) badEntry(d Ino, name string, ino uint64, why string) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseEntries, finding{
+		key: fmt.Sprintf("entry %d/%q", d, name), ino: d, name: name, problem: "entry " + why,
+		apply: func(tx *pram.Tx) (string, error) {
+			dir, err := fs.dirInode(d)
+			if err != nil {
+				return "", err
+			}
+			got, _, err := fs.dir(dir).Delete(tx, []byte(name))
+			if err != nil {
+				return "", err
+			}
+			if got != ino {
+				return "", fmt.Errorf("entry changed to inode %d", got)
+			}
+			dir.touchMC(tx, fs.now())
+			return "removed the entry", nil
+		},
+	})
+}
+
+// wrongType: the entry has type have, the inode is of type want.
+func (ck *checker) wrongType(d Ino, name string, ino Ino, have, want uint8) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseEntries, finding{
+		key: fmt.Sprintf("type %d/%q", d, name), ino: d, name: name,
+		problem: fmt.Sprintf("entry has type %d, the inode is of type %d", have, want),
+		apply: func(tx *pram.Tx) (string, error) {
+			dir, err := fs.dirInode(d)
+			if err != nil {
+				return "", err
+			}
+			got, _, ok := fs.dir(dir).Lookup([]byte(name))
+			if !ok || Ino(got) != ino {
+				return "", fmt.Errorf("entry changed")
+			}
+			if _, _, err := fs.dir(dir).Replace(tx, []byte(name), uint64(ino), want); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("set the entry's type to %d", want), nil
+		},
+	})
+}
+
+// wrongParent: directory ino records parent have; the walk found it in want.
+func (ck *checker) wrongParent(ino, have, want Ino) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("parent %d %d", ino, want), ino: ino,
+		problem: fmt.Sprintf("\"..\" points at inode %d", have),
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.dirInode(ino)
+			if err != nil {
+				return "", err
+			}
+			in.set64(tx, iParent, uint64(want))
+			return fmt.Sprintf("set \"..\" to its parent, inode %d", want), nil
+		},
+	})
+}
+
+// wrongNlink: inode ino has link count have, the walk counted want.
+func (ck *checker) wrongNlink(ino Ino, have, want uint32) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("nlink %d %d", ino, want), ino: ino,
+		problem: fmt.Sprintf("link count %d", have),
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			in.set32(tx, iNlink, want)
+			return fmt.Sprintf("set the link count to %d", want), nil
+		},
+	})
+}
+
+// strayOrphanFlag: ino is flagged orphan but not on the list.
+func (ck *checker) strayOrphanFlag(ino Ino) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("orphan flag %d", ino), ino: ino,
+		problem: "flagged as an orphan but not on the orphan list",
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			in.set32(tx, iFlags, in.flags()&^flagOrphan)
+			in.set64(tx, iOrphNext, 0)
+			in.set64(tx, iOrphPrev, 0)
+			return "cleared the flag", nil
+		},
+	})
+}
+
+// badCounter: root slot holds have, the walk counted want.
+func (ck *checker) badCounter(slot int, what string, have, want uint64) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.add(phaseCounters, finding{
+		key: fmt.Sprintf("slot %d %d", slot, want), where: "file system", problem: fmt.Sprintf("%s is %d", what, have),
+		apply: func(tx *pram.Tx) (string, error) {
+			tx.Set64(pram.RootOff(slot), want)
+			return fmt.Sprintf("set it to %d", want), nil
+		},
+	})
+}
+
+var badBlockRE = regexp.MustCompile(`offset (\d+), disk block (\d+)`)
+
+// badBlocks collects the checksum failures among a large file's errors.
+func (ck *checker) badBlocks(ino Ino, errs []error) {
+	if ck.fd == nil {
+		return
+	}
+	for _, err := range errs {
+		if !errors.Is(err, diskstore.ErrDataChecksum) {
+			continue
+		}
+		b := badBlock{ino: ino, off: -1, err: err}
+		if m := badBlockRE.FindStringSubmatch(err.Error()); m != nil {
+			b.off, _ = strconv.ParseInt(m[1], 10, 64)
+			b.disk, _ = strconv.ParseUint(m[2], 10, 64)
+		}
+		ck.fd.bad = append(ck.fd.bad, b)
+	}
+}
+
+// leakRE finds the offset in alloc's ErrLeak messages ("... at 0x1000").
+var leakRE = regexp.MustCompile(`at (0x[0-9a-f]+)`)
+
+// leakOffsets returns the offsets of the allocations errs reports as leaked.
+func leakOffsets(errs []error) []pram.Off {
+	var offs []pram.Off
+	for _, err := range errs {
+		if !errors.Is(err, alloc.ErrLeak) {
+			continue
+		}
+		m := leakRE.FindStringSubmatch(err.Error())
+		if m == nil {
+			continue
+		}
+		if v, e := strconv.ParseUint(m[1], 0, 64); e == nil {
+			offs = append(offs, pram.Off(v))
+		}
+	}
+	return offs
+}
+
+// harmless reports errors that do not make the walk's reachability
+// uncertain: leaks, data checksums, and the disk's account of its blocks.
+func harmless(err error) bool {
+	if errors.Is(err, alloc.ErrLeak) || errors.Is(err, diskstore.ErrDataChecksum) {
+		return true
+	}
+	s := err.Error()
+	return errors.Is(err, diskstore.ErrCorrupt) &&
+		(strings.Contains(s, "(leaked)") || strings.Contains(s, "disk blocks leaked in all") ||
+			strings.Contains(s, "large files, the walk reached"))
+}
+
+// Repair checks the file system and repairs what it can (see the list
+// above), then checks it again; the report lists the problems found, each
+// fix, and what is left. It is meant for `conquest fsck` on a file system
+// no one else has open (the arena lock guarantees no daemon has it). It
+// returns an error only if it could not run.
+func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var rep RepairReport
+	if fs.closed {
+		return rep, fmt.Errorf("%w: file system is closed", ErrIO)
+	}
+	tried := make(map[string]bool)
+	var bad []badBlock
+	var failed []error
+	for pass := 0; pass < maxRepairPasses; pass++ {
+		fd := &findings{}
+		co := CheckOptions{}
+		if pass == 0 {
+			co = CheckOptions{VerifyData: o.VerifyData, Progress: o.Progress}
+		}
+		errs := fs.checkLocked(co, fd)
+		if pass == 0 {
+			rep.Found, bad = errs, fd.bad
+		}
+		fs.leakFindings(fd, errs)
+		applied := false
+		for phase := range numPhases {
+			for _, f := range fd.fixes[phase] {
+				if tried[f.key] {
+					continue
+				}
+				tried[f.key] = true
+				what := f.where
+				switch {
+				case f.name != "":
+					what = fd.entryPath(f.ino, f.name)
+				case what == "":
+					what = fd.path(f.ino)
+				}
+				var action string
+				var ferr error // the cause, before update maps it to a sentinel
+				err := fs.update(func(tx *pram.Tx) error {
+					action, ferr = f.apply(tx)
+					return ferr
+				})
+				if ferr != nil {
+					err = ferr
+				}
+				if err != nil {
+					failed = append(failed, fmt.Errorf("%s: %s: not repaired: %v", what, f.problem, err))
+					continue
+				}
+				applied = true
+				rep.Fixes = append(rep.Fixes, Fix{Path: what, Problem: f.problem, Action: action})
+			}
+			if applied {
+				break // the next pass sees the effect of this phase
+			}
+		}
+		if !applied {
+			break
+		}
+	}
+	rep.Fixes = append(rep.Fixes, fs.badBlockFixes(o, bad, &failed)...)
+	// The final walk reads no data: the bad blocks found by the first are
+	// still bad unless a hole replaced them.
+	fd := &findings{}
+	rep.Remaining = fs.checkLocked(CheckOptions{}, fd)
+	for _, b := range bad {
+		if !b.fixed {
+			rep.Remaining = append(rep.Remaining, fmt.Errorf("%s: data at offset %d (disk block %d) fails its checksum: cannot be repaired (zeroing the block would lose it for good): %w",
+				fd.path(b.ino), b.off, b.disk, b.err))
+		}
+	}
+	rep.Remaining = append(rep.Remaining, failed...)
+	return rep, nil
+}
+
+// badBlockFixes punches holes over the bad blocks (ZeroBadBlocks) or
+// leaves them reported.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) badBlockFixes(o RepairOptions, bad []badBlock, failed *[]error) []Fix {
+	if !o.ZeroBadBlocks || fs.ds == nil {
+		return nil
+	}
+	var fixes []Fix
+	fd := &findings{}
+	fs.checkLocked(CheckOptions{}, fd) // for the paths after the repairs
+	bs := int64(fs.ds.BlockSize())
+	for i := range bad {
+		b := &bad[i]
+		if b.off < 0 {
+			continue
+		}
+		what := fd.path(b.ino)
+		err := fs.update(func(tx *pram.Tx) error {
+			in, err := fs.inode(b.ino)
+			if err != nil {
+				return err
+			}
+			if !in.onDisk() || in.seg() == 0 {
+				return fmt.Errorf("%w: inode %d is no longer a large file", ErrInvalid, b.ino)
+			}
+			return fs.ds.PunchHole(tx, in.seg(), b.off/bs*bs, bs)
+		})
+		if err != nil {
+			*failed = append(*failed, fmt.Errorf("%s: zeroing the bad block at offset %d: %v", what, b.off, err))
+			continue
+		}
+		fixes = append(fixes, Fix{Path: what,
+			Problem: fmt.Sprintf("data at offset %d (disk block %d) fails its checksum", b.off, b.disk),
+			Action:  fmt.Sprintf("replaced the %d-byte block by a hole (zeros): its data is lost", bs)})
+		b.fixed = true
+	}
+	return fixes
+}
+
+// leakFindings turns the walk's leaks into findings: leaked inodes go to
+// /lost+found, other allocations are freed when the walk is trustworthy.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) leakFindings(fd *findings, errs []error) {
+	offs := leakOffsets(errs)
+	if len(offs) == 0 {
+		return
+	}
+	unsure := fd.aborted
+	other := 0
+	for _, err := range errs {
+		if !harmless(err) {
+			other++
+		}
+	}
+	unsure = unsure || other > fd.handled
+	var inodes []inode
+	var rest []pram.Off
+	for _, off := range offs {
+		if in, ok := fs.leakedInode(off); ok {
+			inodes = append(inodes, in)
+		} else {
+			rest = append(rest, off)
+		}
+	}
+	// Attach only the inodes no other leaked directory names: the rest are
+	// reached through them in the next pass.
+	named := make(map[Ino]bool)
+	for _, in := range inodes {
+		if !in.isDir() || in.data() == 0 || in.nlink() == 0 {
+			continue
+		}
+		_ = fs.safely(func() error {
+			return fs.dir(in).Scan(0, func(e dirhash.Entry, _ uint64) bool {
+				if Ino(e.Ino) != in.ino {
+					named[Ino(e.Ino)] = true
+				}
+				return true
+			})
+		})
+	}
+	var attach []inode
+	for _, in := range inodes {
+		if !named[in.ino] {
+			attach = append(attach, in)
+		}
+	}
+	if len(attach) == 0 && len(inodes) > 0 {
+		attach = inodes[:1] // a cycle of directories: break it anywhere
+	}
+	for _, in := range attach {
+		ino := in.ino
+		if in.isDir() && in.nlink() == 0 {
+			fd.add(phaseAttach, finding{key: fmt.Sprintf("free dir %d", ino), ino: ino,
+				problem: "removed directory was never freed",
+				apply: func(tx *pram.Tx) (string, error) {
+					in, err := fs.inode(ino)
+					if err != nil {
+						return "", err
+					}
+					fs.orphanRemove(tx, in)
+					done, err := fs.freeStep(tx, in)
+					if err == nil && !done {
+						err = fmt.Errorf("not freed in one step")
+					}
+					return "freed it", err
+				}})
+			continue
+		}
+		fd.add(phaseAttach, finding{key: fmt.Sprintf("attach %d", ino), ino: ino,
+			problem: fmt.Sprintf("%s with %d links is in no directory", typeName(in.typ()), in.nlink()),
+			apply:   func(tx *pram.Tx) (string, error) { return fs.attachLocked(tx, ino) }})
+	}
+	if len(inodes) > 0 {
+		return // leaks are freed once every inode found has a name
+	}
+	for _, off := range rest {
+		off := off
+		if fs.ds != nil {
+			if _, err := fs.ds.DiskBytes(off); err == nil {
+				fd.add(phaseSegLeaks, finding{key: fmt.Sprintf("seg %#x", off), where: "disk",
+					problem: fmt.Sprintf("large-file segment list at %#x belongs to no file", off),
+					apply: func(tx *pram.Tx) (string, error) {
+						return "freed it and its disk blocks", fs.ds.Destroy(tx, off)
+					}})
+				continue
+			}
+		}
+		if unsure {
+			continue // reported as remaining
+		}
+		fd.add(phaseLeaks, finding{key: fmt.Sprintf("leak %#x", off), where: "arena heap",
+			problem: fmt.Sprintf("allocation at %#x is reachable from nothing", off),
+			apply: func(tx *pram.Tx) (string, error) {
+				n, err := fs.h.SizeOf(off)
+				if err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("freed its %d bytes", n), fs.h.Free(tx, off)
+			}})
+	}
+}
+
+// leakedInode reports whether the leaked allocation at off is an inode.
+func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
+	if off&(inodeSize-1) != 0 {
+		return inode{}, false
+	}
+	err := fs.safely(func() error {
+		var err error
+		in, err = fs.inodeAt(off)
+		if err == nil && modeToDT(in.mode()) == DT_UNKNOWN {
+			err = ErrStale
+		}
+		return err
+	})
+	return in, err == nil && in.ino != RootIno
+}
+
+// safely runs a read of possibly damaged structures, a panic becoming an
+// error.
+func (fs *FS) safely(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrIO, r)
+		}
+	}()
+	return fn()
+}
+
+// lostFound is the name of the directory that receives unnamed inodes.
+const lostFound = "lost+found"
+
+// attachLocked names inode ino "#<ino>" in /lost+found (made if missing).
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) attachLocked(tx *pram.Tx, ino Ino) (string, error) {
+	in, err := fs.inode(ino)
+	if err != nil {
+		return "", err
+	}
+	lf, made, err := fs.lostFoundLocked(tx)
+	if err != nil {
+		return "", err
+	}
+	d := fs.dir(lf)
+	name := fmt.Sprintf("#%d", ino)
+	for i := 1; ; i++ {
+		if _, _, ok := d.Lookup([]byte(name)); !ok {
+			break
+		}
+		name = fmt.Sprintf("#%d.%d", ino, i)
+	}
+	if err := d.Insert(tx, []byte(name), uint64(ino), in.dtype()); err != nil {
+		return "", err
+	}
+	now := fs.now()
+	lf.touchMC(tx, now)
+	switch {
+	case in.isDir():
+		in.set64(tx, iParent, uint64(lf.ino))
+		lf.set32(tx, iNlink, lf.nlink()+1)
+	case in.nlink() == 0:
+		in.set32(tx, iNlink, 1)
+	}
+	if in.flags()&flagOrphan != 0 { // flagged but not on the list
+		in.set32(tx, iFlags, in.flags()&^flagOrphan)
+		in.set64(tx, iOrphNext, 0)
+		in.set64(tx, iOrphPrev, 0)
+	}
+	in.setTime(tx, iCtime, now)
+	action := "moved it to /" + lostFound + "/" + name
+	if made {
+		action = "created /" + lostFound + " (mode 0700) and " + action
+	}
+	return action, nil
+}
+
+// lostFoundLocked finds /lost+found or makes it in tx.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) lostFoundLocked(tx *pram.Tx) (lf inode, made bool, err error) {
+	root, err := fs.dirInode(RootIno)
+	if err != nil {
+		return inode{}, false, err
+	}
+	if ino, _, ok := fs.dir(root).Lookup([]byte(lostFound)); ok {
+		lf, err := fs.dirInode(Ino(ino))
+		if err != nil || lf.data() == 0 {
+			return inode{}, false, fmt.Errorf("/%s is not a usable directory (%v): rename it and repair again", lostFound, err)
+		}
+		return lf, false, nil
+	}
+	lf, err = fs.createLocked(tx, root, lostFound, S_IFDIR|0o700, 0, Cred{}, fs.now(), func(in inode) error {
+		d, err := dirhash.Create(tx, fs.h)
+		if err != nil {
+			return err
+		}
+		putU64(fs.a.Bytes(in.off+iData, 8), uint64(d)) // fresh record: unlogged
+		return nil
+	})
+	return lf, true, err
+}
+
+func typeName(t uint32) string {
+	switch t {
+	case S_IFREG:
+		return "file"
+	case S_IFDIR:
+		return "directory"
+	case S_IFLNK:
+		return "symlink"
+	}
+	return "special file"
+}

@@ -1,0 +1,399 @@
+package conquest
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"conquest/diskstore"
+	"conquest/pram"
+)
+
+// repairTree is the file system each repair case damages.
+type repairTree struct {
+	f, d, g, big, e, k Attr // /f, /d, /d/g, /big, /d/e (a directory), /d/e/k
+}
+
+var (
+	fData   = pattern(3000, 1)
+	gData   = pattern(700, 2)
+	bigData = pattern(100<<10, 3) // block-index mode
+	kData   = pattern(5000, 4)
+)
+
+func buildRepairTree(t *testing.T, fs *FS) repairTree {
+	t.Helper()
+	var r repairTree
+	r.f = create(t, fs, RootIno, "f", fData)
+	r.d = mkdir(t, fs, RootIno, "d")
+	r.g = create(t, fs, r.d.Ino, "g", gData)
+	r.big = create(t, fs, RootIno, "big", bigData)
+	r.e = mkdir(t, fs, r.d.Ino, "e")
+	r.k = create(t, fs, r.e.Ino, "k", kData)
+	must(t, fs.SetXattr(r.k.Ino, "user.x", []byte("v"), 0))
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("clean FS: %v", errs)
+	}
+	return r
+}
+
+// fixesText is the report's fixes, one a line.
+func fixesText(rep RepairReport) string {
+	var b strings.Builder
+	for _, f := range rep.Fixes {
+		fmt.Fprintln(&b, f.String())
+	}
+	return b.String()
+}
+
+// content reads the file at path (from the root) and compares it.
+func wantContent(t *testing.T, fs *FS, path string, want []byte) {
+	t.Helper()
+	ino := RootIno
+	for _, c := range strings.Split(strings.Trim(path, "/"), "/") {
+		ino = lookup(t, fs, ino, c).Ino
+	}
+	if got := readAll(t, fs, ino); !bytes.Equal(got, want) {
+		t.Fatalf("%s: %d bytes read back differ from the %d written", path, len(got), len(want))
+	}
+}
+
+// TestRepairFixesDamage damages a file system in one way per case, runs
+// Repair, and expects the report to name the fix, Check to be clean (here
+// and in newTestFS's cleanup) and every file that could be saved to read
+// back what was written.
+func TestRepairFixesDamage(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, fs *FS, r repairTree)
+		fixes  []string // substrings of the report's fixes, each required; {f} and {d} stand for inode numbers
+		after  func(t *testing.T, fs *FS, r repairTree)
+	}{
+		{"entry with a bad offset", func(t *testing.T, fs *FS, r repairTree) {
+			root, _ := fs.inode(RootIno)
+			corrupt(fs, func(tx *pram.Tx) { must(t, fs.dir(root).Insert(tx, []byte("ghost"), 12345679, DT_REG)) })
+		}, []string{"/ghost: entry names inode 12345679, which is not a live inode: removed the entry"}, nil},
+
+		{"entry to a freed inode", func(t *testing.T, fs *FS, r repairTree) {
+			x := create(t, fs, RootIno, "x", pattern(9000, 9))
+			in, _ := fs.inode(x.Ino)
+			corrupt(fs, func(tx *pram.Tx) {
+				in.set32(tx, iNlink, 0)
+				done, err := fs.freeStep(tx, in) // the name stays behind
+				if err != nil || !done {
+					t.Fatalf("freeStep: %v %v", done, err)
+				}
+			})
+		}, []string{"/x: entry names inode", "removed the entry"}, func(t *testing.T, fs *FS, r repairTree) {
+			if _, err := fs.Lookup(RootIno, "x"); err == nil {
+				t.Fatal("/x still there")
+			}
+		}},
+
+		{"inode with a wrong magic", func(t *testing.T, fs *FS, r repairTree) {
+			in, _ := fs.inode(r.f.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iMagic, 0x1234) })
+		}, []string{"/f: entry names inode", "removed the entry", "arena heap: allocation at 0x", "is reachable from nothing: freed its", "file system: inode count is 7: set it to 6"}, nil},
+
+		{"file link count", func(t *testing.T, fs *FS, r repairTree) {
+			in, _ := fs.inode(r.f.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.off+iNlink, 5) })
+		}, []string{"/f: link count 5: set the link count to 1"}, func(t *testing.T, fs *FS, r repairTree) {
+			if at, _ := fs.GetAttr(r.f.Ino); at.Nlink != 1 {
+				t.Fatalf("nlink %d", at.Nlink)
+			}
+		}},
+
+		{"directory link count", func(t *testing.T, fs *FS, r repairTree) {
+			in, _ := fs.inode(r.d.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.off+iNlink, 9) })
+		}, []string{"/d: link count 9: set the link count to 3"}, nil},
+
+		{"parent pointer", func(t *testing.T, fs *FS, r repairTree) {
+			in, _ := fs.inode(r.e.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iParent, uint64(r.f.Ino)) })
+		}, []string{`/d/e: ".." points at inode {f}: set ".." to its parent, inode {d}`}, nil},
+
+		{"file without a name", func(t *testing.T, fs *FS, r repairTree) {
+			d, _ := fs.inode(r.d.Ino)
+			corrupt(fs, func(tx *pram.Tx) {
+				if _, _, err := fs.dir(d).Delete(tx, []byte("g")); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, []string{"file with 1 links is in no directory: created /lost+found (mode 0700) and moved it to /lost+found/#"},
+			func(t *testing.T, fs *FS, r repairTree) {
+				lf := lookup(t, fs, RootIno, "lost+found")
+				if lf.Mode != S_IFDIR|0o700 || lf.Uid != 0 {
+					t.Fatalf("lost+found: mode %#o uid %d", lf.Mode, lf.Uid)
+				}
+				wantContent(t, fs, fmt.Sprintf("/lost+found/#%d", r.g.Ino), gData)
+			}},
+
+		{"unlinked file lost from the orphan list", func(t *testing.T, fs *FS, r repairTree) {
+			root, _ := fs.inode(RootIno)
+			in, _ := fs.inode(r.big.Ino)
+			corrupt(fs, func(tx *pram.Tx) {
+				if _, _, err := fs.dir(root).Delete(tx, []byte("big")); err != nil {
+					t.Fatal(err)
+				}
+				in.set32(tx, iNlink, 0)
+			})
+		}, []string{"file with 0 links is in no directory", "moved it to /lost+found/#"},
+			func(t *testing.T, fs *FS, r repairTree) {
+				wantContent(t, fs, fmt.Sprintf("/lost+found/#%d", r.big.Ino), bigData)
+				if at, _ := fs.GetAttr(r.big.Ino); at.Nlink != 1 {
+					t.Fatalf("nlink %d", at.Nlink)
+				}
+			}},
+
+		{"directory without a name", func(t *testing.T, fs *FS, r repairTree) {
+			d, _ := fs.inode(r.d.Ino)
+			corrupt(fs, func(tx *pram.Tx) {
+				if _, _, err := fs.dir(d).Delete(tx, []byte("e")); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, []string{"directory with 2 links is in no directory", "moved it to /lost+found/#", "/d: link count 3: set the link count to 2"},
+			func(t *testing.T, fs *FS, r repairTree) {
+				// The directory's whole subtree is saved, xattrs included.
+				wantContent(t, fs, fmt.Sprintf("/lost+found/#%d/k", r.e.Ino), kData)
+				if v, err := fs.GetXattr(r.k.Ino, "user.x"); err != nil || string(v) != "v" {
+					t.Fatalf("xattr: %q %v", v, err)
+				}
+				e := lookup(t, fs, RootIno, "lost+found")
+				if _, err := fs.Lookup(e.Ino, fmt.Sprintf("#%d", r.k.Ino)); err == nil {
+					t.Fatal("the subdirectory's file was attached too")
+				}
+			}},
+
+		{"second name of a directory", func(t *testing.T, fs *FS, r repairTree) {
+			root, _ := fs.inode(RootIno)
+			corrupt(fs, func(tx *pram.Tx) { must(t, fs.dir(root).Insert(tx, []byte("again"), uint64(r.e.Ino), DT_DIR)) })
+		}, []string{"/again: entry is a second name of directory", "removed the entry"}, nil},
+
+		{"entry type", func(t *testing.T, fs *FS, r repairTree) {
+			root, _ := fs.inode(RootIno)
+			corrupt(fs, func(tx *pram.Tx) {
+				if _, _, err := fs.dir(root).Replace(tx, []byte("f"), uint64(r.f.Ino), DT_LNK); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, []string{"/f: entry has type 10, the inode is of type 8: set the entry's type to 8"}, nil},
+
+		{"leak", func(t *testing.T, fs *FS, r repairTree) {
+			corrupt(fs, func(tx *pram.Tx) {
+				if _, err := fs.h.Alloc(tx, 100); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := fs.h.Alloc(tx, 40000); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, []string{"is reachable from nothing: freed its 112 bytes", "is reachable from nothing: freed its 40960 bytes"}, nil},
+
+		{"orphan flag", func(t *testing.T, fs *FS, r repairTree) {
+			in, _ := fs.inode(r.g.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.off+iFlags, in.flags()|flagOrphan) })
+		}, []string{"/d/g: flagged as an orphan but not on the orphan list: cleared the flag"}, nil},
+
+		{"counters", func(t *testing.T, fs *FS, r repairTree) {
+			corrupt(fs, func(tx *pram.Tx) {
+				tx.Set64(pram.RootOff(slotInodes), 99)
+				tx.Set64(pram.RootOff(slotGen), 2)
+			})
+		}, []string{"inode count is 99: set it to 7", "generation counter is 2: set it to 7"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := newTestFS(t) // the cleanup's Check must be clean too
+			r := buildRepairTree(t, fs)
+			c.damage(t, fs, r)
+			if errs := fs.Check(); len(errs) == 0 {
+				t.Fatal("the damage was not seen")
+			}
+			rep, err := fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			text := fixesText(rep)
+			t.Logf("found: %v\nfixes:\n%s", rep.Found, text)
+			if len(rep.Found) == 0 {
+				t.Error("report found nothing")
+			}
+			inos := strings.NewReplacer("{f}", fmt.Sprint(r.f.Ino), "{d}", fmt.Sprint(r.d.Ino))
+			for _, want := range c.fixes {
+				want = inos.Replace(want)
+				if !strings.Contains(text, want) {
+					t.Errorf("no fix %q", want)
+				}
+			}
+			if len(rep.Remaining) > 0 {
+				t.Errorf("remaining: %v", rep.Remaining)
+			}
+			if errs := fs.Check(); len(errs) > 0 {
+				t.Fatalf("Check after repair: %v", errs)
+			}
+			// What was not damaged reads back intact, wherever it is now.
+			for _, f := range []struct {
+				a    Attr
+				want []byte
+			}{{r.k, kData}, {r.g, gData}, {r.big, bigData}, {r.f, fData}} {
+				if c.name == "inode with a wrong magic" && f.a.Ino == r.f.Ino {
+					continue
+				}
+				if got := readAll(t, fs, f.a.Ino); !bytes.Equal(got, f.want) {
+					t.Fatalf("inode %d reads back wrong", f.a.Ino)
+				}
+			}
+			if c.after != nil {
+				c.after(t, fs, r)
+			}
+			// A second repair finds nothing to do.
+			rep, err = fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			if len(rep.Found)+len(rep.Fixes)+len(rep.Remaining) > 0 {
+				t.Fatalf("second repair: %+v", rep)
+			}
+		})
+	}
+}
+
+// TestRepairLostLargeFile: a large file (data on disk) whose name is lost
+// goes to /lost+found with its data.
+func TestRepairLostLargeFile(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+	data := pattern(300<<10, 7)
+	ino := makeFile(t, fs, "large", data)
+	if !isLarge(t, fs, ino) {
+		t.Fatal("not on disk")
+	}
+	root, _ := fs.inode(RootIno)
+	corrupt(fs, func(tx *pram.Tx) {
+		if _, _, err := fs.dir(root).Delete(tx, []byte("large")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	errs := fs.Check()
+	if !strings.Contains(fmt.Sprint(errs), "leaked") {
+		t.Fatalf("Check: %v", errs)
+	}
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if len(rep.Remaining) > 0 {
+		t.Fatalf("remaining: %v\nfixes:\n%s", rep.Remaining, fixesText(rep))
+	}
+	if !strings.Contains(fixesText(rep), fmt.Sprintf("moved it to /lost+found/#%d", ino)) {
+		t.Fatalf("fixes:\n%s", fixesText(rep))
+	}
+	wantContent(t, fs, fmt.Sprintf("/lost+found/#%d", ino), data)
+}
+
+// TestRepairBadBlocks: data failing its checksum is reported with the path
+// and offset and left alone, or with ZeroBadBlocks replaced by zeros; the
+// rest of the file is intact.
+func TestRepairBadBlocks(t *testing.T) {
+	mem := diskstore.NewMemDevice(16 << 20)
+	fs, env := newTestFSOpt(t, fsOpt{dev: mem})
+	data := pattern(200<<10, 5)
+	d := mkdir(t, fs, RootIno, "dir")
+	at, h, err := fs.Create(d.Ino, "f", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	writeFile(t, fs, at.Ino, h, 0, data)
+	fs.Release(at.Ino, h)
+	must(t, fs.Fsync(at.Ino, false))
+	// Disk block 3 holds offset 8192 of the first file (block 0 is the
+	// superblock).
+	disk := env.dev.(*diskstore.MemDevice).Bytes()
+	disk[3*4096+100] ^= 0xff
+
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if len(rep.Fixes) != 0 || len(rep.Remaining) != 1 ||
+		!strings.Contains(rep.Remaining[0].Error(), "/dir/f: data at offset 8192 (disk block 3) fails its checksum: cannot be repaired") {
+		t.Fatalf("repair without zeroing: fixes %v, remaining %v", rep.Fixes, rep.Remaining)
+	}
+	_, err = fs.Read(at.Ino, 0, 8192, make([]byte, 10))
+	mustErr(t, err, ErrIO)
+
+	var progress uint64
+	rep, err = fs.Repair(RepairOptions{VerifyData: true, ZeroBadBlocks: true, Progress: func(done, total uint64) { progress = done }})
+	must(t, err)
+	if len(rep.Remaining) != 0 || len(rep.Fixes) != 1 ||
+		!strings.Contains(rep.Fixes[0].String(), "/dir/f: data at offset 8192 (disk block 3) fails its checksum: replaced the 4096-byte block by a hole") {
+		t.Fatalf("repair with zeroing: fixes %v, remaining %v", rep.Fixes, rep.Remaining)
+	}
+	if progress == 0 {
+		t.Error("no progress reported")
+	}
+	want := bytes.Clone(data)
+	clear(want[8192 : 8192+4096])
+	if got := readAll(t, fs, at.Ino); !bytes.Equal(got, want) {
+		t.Fatal("file after zeroing its bad block")
+	}
+}
+
+// damageForCrash loses /d/e's name, sets /f's link count to 3 and leaks
+// an allocation.
+func damageForCrash(t *testing.T, fs *FS, r repairTree) {
+	d, _ := fs.inode(r.d.Ino)
+	in, _ := fs.inode(r.f.Ino)
+	corrupt(fs, func(tx *pram.Tx) {
+		if _, _, err := fs.dir(d).Delete(tx, []byte("e")); err != nil {
+			t.Fatal(err)
+		}
+		tx.Set32(in.off+iNlink, 3)
+		if _, err := fs.h.Alloc(tx, 500); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRepairCrash: a crash (kill -9, simulated by a panic out of the store
+// hook) at any point of a repair leaves a file system that the next Open
+// recovers and a second repair finishes, with the files saved.
+func TestRepairCrash(t *testing.T) {
+	fs, _ := newTestFS(t)
+	r := buildRepairTree(t, fs)
+	damageForCrash(t, fs, r)
+	var rep RepairReport
+	total := countStores(fs, func() {
+		var err error
+		rep, err = fs.Repair(RepairOptions{})
+		must(t, err)
+	})
+	if len(rep.Fixes) < 4 || len(rep.Remaining) > 0 {
+		t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
+	}
+	step := 1
+	if testing.Short() {
+		step = max(1, total/3)
+	}
+	for n := 1; n <= total; n += step {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			fs, env := newTestFS(t)
+			r := buildRepairTree(t, fs)
+			damageForCrash(t, fs, r)
+			if !crashDuring(fs, n, func() { fs.Repair(RepairOptions{}) }) {
+				t.Fatalf("no crash at store %d of %d", n, total)
+			}
+			fs = env.open()
+			rep, err := fs.Repair(RepairOptions{})
+			must(t, err)
+			if len(rep.Remaining) > 0 {
+				t.Fatalf("remaining: %v", rep.Remaining)
+			}
+			fs = env.reopen(fs)
+			wantContent(t, fs, fmt.Sprintf("/lost+found/#%d/k", r.e.Ino), kData)
+			wantContent(t, fs, "/f", fData)
+		})
+	}
+}
+
+func TestRepairClosed(t *testing.T) {
+	fs, env := newTestFS(t)
+	must(t, fs.Close())
+	if _, err := fs.Repair(RepairOptions{}); err == nil {
+		t.Fatal("Repair of a closed FS")
+	}
+	env.current = env.open()
+}
