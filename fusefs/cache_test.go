@@ -268,3 +268,73 @@ func runAs(t *testing.T, uid int, script string) {
 		t.Fatalf("%s (uid %d): %v\n%s", script, uid, err, out)
 	}
 }
+
+// A file's pages are kept across opens (FOPEN_KEEP_CACHE) only while a read
+// would not update atime: after a modification the next open drops them, so
+// the first read reaches the core and atime catches up with mtime; after
+// that the pages are kept and reads cost no READ.
+func TestAtimeAfterModification(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		p := m.Path("f")
+		data := []byte("the same twelve bytes")
+		must(t, os.WriteFile(p, data, 0o644))
+		if b, err := os.ReadFile(p); err != nil || string(b) != string(data) {
+			t.Fatalf("first read: %q %v", b, err)
+		}
+		// Rewrite in place: the page stays in the kernel's cache.
+		time.Sleep(10 * time.Millisecond)
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		must(t, err)
+		_, err = f.WriteAt(data, 0)
+		must(t, err)
+		must(t, f.Close())
+		st := stat(t, p)
+		if !tsBefore(st.Atim, st.Mtim) {
+			t.Fatalf("before the read: atime %v not before mtime %v", st.Atim, st.Mtim)
+		}
+
+		time.Sleep(10 * time.Millisecond)
+		reads := m.Server.Stats()["READ"]
+		if b, err := os.ReadFile(p); err != nil || string(b) != string(data) {
+			t.Fatalf("read after rewrite: %q %v", b, err)
+		}
+		if m.Server.Stats()["READ"] == reads {
+			t.Errorf("read after a modification was served from the page cache (no READ)")
+		}
+		st = stat(t, p)
+		if tsBefore(st.Atim, st.Mtim) {
+			t.Errorf("after the read: atime %v before mtime %v", st.Atim, st.Mtim)
+		}
+
+		// atime is current now: the cache is kept.
+		reads = m.Server.Stats()["READ"]
+		if b, err := os.ReadFile(p); err != nil || string(b) != string(data) {
+			t.Fatalf("second read: %q %v", b, err)
+		}
+		if n := m.Server.Stats()["READ"] - reads; n != 0 {
+			t.Errorf("read with atime current sent %d READs, want 0 (page cache dropped)", n)
+		}
+	})
+}
+
+func tsBefore(a, b unix.Timespec) bool {
+	return a.Sec < b.Sec || (a.Sec == b.Sec && a.Nsec < b.Nsec)
+}
+
+// close(2) costs no FLUSH after the first one: it is answered ENOSYS and
+// the kernel stops sending it; data written before close stays visible.
+func TestNoFlush(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		must(t, os.WriteFile(m.Path("first"), []byte("x"), 0o644))
+		before := m.Server.Stats()["FLUSH"]
+		for i := range 10 {
+			must(t, os.WriteFile(m.Path("f"), []byte{byte('a' + i)}, 0o644))
+			if b, err := os.ReadFile(m.Path("f")); err != nil || len(b) != 1 || b[0] != byte('a'+i) {
+				t.Fatalf("round %d: read back %q %v", i, b, err)
+			}
+		}
+		if n := m.Server.Stats()["FLUSH"] - before; n != 0 {
+			t.Errorf("20 closes sent %d FLUSHes after the first, want 0", n)
+		}
+	})
+}

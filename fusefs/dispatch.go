@@ -46,6 +46,7 @@ const (
 	opRemovexattr
 	opFallocate
 	opInterrupt
+	opPoll
 	opOther
 	numOps
 )
@@ -55,7 +56,7 @@ var opNames = [numOps]string{
 	"MKDIR", "CREATE", "LINK", "UNLINK", "RMDIR", "RENAME", "OPEN", "READ",
 	"WRITE", "FLUSH", "RELEASE", "FSYNC", "OPENDIR", "READDIR", "RELEASEDIR",
 	"FSYNCDIR", "STATFS", "ACCESS", "GETXATTR", "LISTXATTR", "SETXATTR",
-	"REMOVEXATTR", "FALLOCATE", "INTERRUPT", "OTHER",
+	"REMOVEXATTR", "FALLOCATE", "INTERRUPT", "POLL", "OTHER",
 }
 
 type counters [numOps]atomic.Uint64
@@ -174,9 +175,13 @@ func (s *Server) dispatch(req fuse.Request) bool {
 		s.write(r)
 	case *fuse.FlushRequest:
 		// Data and metadata are in the arena as soon as each write
-		// returns: there is nothing to flush.
+		// returns, and file locks are the kernel's: there is nothing to
+		// do on close. ENOSYS makes the kernel stop sending FLUSH for the
+		// rest of the mount (fc->no_flush), saving a round trip per
+		// close(2); it still writes back dirty pages (writeback cache)
+		// and reports writeback errors before it would have sent FLUSH.
 		s.count(opFlush)
-		r.Respond()
+		r.RespondError(syscall.ENOSYS)
 	case *fuse.ReleaseRequest:
 		if r.Dir {
 			s.count(opReleasedir)
@@ -225,6 +230,11 @@ func (s *Server) dispatch(req fuse.Request) bool {
 		// own short locks. Acknowledge without a reply, as FUSE expects.
 		s.count(opInterrupt)
 		r.Respond()
+	case *fuse.PollRequest:
+		// ENOSYS once and the kernel stops asking (fc->no_poll): regular
+		// files are always ready.
+		s.count(opPoll)
+		r.RespondError(syscall.ENOSYS)
 	case *fuse.DestroyRequest:
 		s.count(opOther)
 		r.Respond()
@@ -232,7 +242,7 @@ func (s *Server) dispatch(req fuse.Request) bool {
 		// We never send NOTIFY_RETRIEVE; nothing waits for this.
 		s.count(opOther)
 	default:
-		// POLL, file locks (the kernel keeps them locally since we do not
+		// File locks (the kernel keeps them locally since we do not
 		// negotiate them), and everything bazil cannot parse.
 		s.count(opOther)
 		req.RespondError(syscall.ENOSYS)

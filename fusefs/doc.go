@@ -4,12 +4,15 @@
 // its own, not bazil's fs package.
 //
 // What fusefs owns:
-//   - the serve loop (server.go): a small pool of reader goroutines, each of
-//     which reads a request and serves it itself (no hand-off to a new
-//     goroutine per request, which cost ~75 µs a round trip on two cores
-//     against ~19 µs). When every reader is busy (a slow operation), the last
-//     one to go busy starts another, up to Options.MaxReaders; readers beyond
-//     the idle target retire when they find nothing to do;
+//   - the serve loop (server.go): a small pool of reader goroutines (two
+//     waiting by default), each of which reads a request and serves it
+//     itself (no hand-off to a new goroutine per request, which cost ~75 µs
+//     a round trip on two cores against ~19 µs). When every reader is busy
+//     (a slow operation), the last one to go busy starts another, up to
+//     Options.MaxReaders; readers beyond the idle target retire when they
+//     find nothing to do. Two waiting readers measured faster than four,
+//     most likely because the kernel wakes the one that has waited longest,
+//     so each extra one is one more cold thread in the rotation;
 //   - the mapping of FUSE node ids to inodes, which is the identity: a node id
 //     is the inode number (root = 1) and the generation is the inode's, so
 //     hard links share one node and no node map exists. Kernel references
@@ -17,11 +20,17 @@
 //     counted by the core (FS.Lookup ... FS.Forget);
 //   - the one errno table (errno.go): core sentinel errors to bare
 //     syscall.Errno values;
-//   - cache policy (options.go, entry.go, attr.go): long entry and attribute
-//     lifetimes, negative lookups cached as node-id-0 entries, KeepCache on
-//     open, readahead and async reads, HANDLE_KILLPRIV_V2, and invalidation of
-//     the attributes the kernel cannot know changed (see invalidate notes in
-//     file.go);
+//   - cache policy (options.go, entry.go, attr.go, file.go): long entry and
+//     attribute lifetimes, negative lookups cached as node-id-0 entries,
+//     KeepCache on open unless a read would update atime (FS.KeepCache: the
+//     first read after a change must reach the core), readahead and async
+//     reads, HANDLE_KILLPRIV_V2, and invalidation of the attributes the
+//     kernel cannot know changed (see invalidate notes in file.go). The
+//     writeback cache is opt-in (Options.WritebackCache): it makes large
+//     writes several times faster but small-file work ~20% slower (a SETATTR
+//     at close of a written file, a GETATTR at every open because the kernel
+//     then distrusts its block count), and leaves written data outside the
+//     arena until close or fsync (figures in README, "Caching");
 //   - directory pagination (dir.go): each dirent's offset is the core's
 //     stable scan cursor, so a READDIR resumes where the last one stopped and
 //     no directory is ever copied whole;
@@ -30,9 +39,11 @@
 //     the device directly.
 //
 // Operations bazil cannot parse (RENAME2, READDIRPLUS, LSEEK,
-// COPY_FILE_RANGE, IOCTL, BMAP) and POLL are answered ENOSYS, after which the
-// kernel falls back to its generic paths (renameat2 with flags then fails
-// with EINVAL). INTERRUPT is acknowledged without a reply: no core operation
+// COPY_FILE_RANGE, IOCTL, BMAP), POLL and FLUSH are answered ENOSYS, after
+// which the kernel falls back to its generic paths (renameat2 with flags
+// then fails with EINVAL) or, for POLL and FLUSH, stops sending them: there
+// is nothing to do at close, and not sending FLUSH saves a round trip per
+// close(2). INTERRUPT is acknowledged without a reply: no core operation
 // waits on anything but the core's own short locks, so there is nothing to
 // cancel.
 //

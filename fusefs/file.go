@@ -14,8 +14,16 @@ func (s *Server) open(r *fuse.OpenRequest) {
 	}
 	// KeepCache: every change to a file's data passes through the kernel's
 	// page cache on its way here (there is no other writer), so what the
-	// kernel cached at the last close is still right.
-	r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h), Flags: fuse.OpenKeepCache})
+	// kernel cached at the last close is still right. But a read served
+	// from that cache never reaches the core, which updates atime: when a
+	// read now would update it (relatime), the cache is dropped so the
+	// first read comes here. After that read atime is current and the
+	// cache is kept again until the next modification.
+	var flags fuse.OpenResponseFlags
+	if s.fs.KeepCache(ino(r.Node)) {
+		flags = fuse.OpenKeepCache
+	}
+	r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h), Flags: flags})
 }
 
 func (s *Server) read(r *fuse.ReadRequest) {

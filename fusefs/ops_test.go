@@ -253,7 +253,7 @@ func TestEveryOp(t *testing.T) {
 	want := []string{"LOOKUP", "GETATTR", "SETATTR", "READLINK", "SYMLINK", "MKNOD", "MKDIR", "CREATE",
 		"LINK", "UNLINK", "RMDIR", "RENAME", "OPEN", "READ", "WRITE", "FLUSH", "RELEASE", "FSYNC",
 		"OPENDIR", "READDIR", "RELEASEDIR", "FSYNCDIR", "STATFS", "GETXATTR", "LISTXATTR", "SETXATTR",
-		"REMOVEXATTR", "FALLOCATE", "OTHER"}
+		"REMOVEXATTR", "FALLOCATE", "POLL"}
 	if forgot {
 		deadline := time.Now().Add(5 * time.Second)
 		for m.Server.Stats()["FORGET"] == 0 && time.Now().Before(deadline) {
