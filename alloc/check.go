@@ -20,13 +20,13 @@ const maxErrors = 1000
 //   - Mark: the offset is in the heap (ErrOutOfRange), is the start of a live
 //     allocation (ErrNotAllocated: never allocated, free, or inside one), and
 //     is reached only once (ErrReachedTwice);
-//   - Finish: every live allocation was marked (ErrLeak); the header is
-//     intact; every carved page belongs to exactly one block and non-head
-//     entries are zero; slab bitmaps agree with their counts; every free
-//     block is on the free list of its order and every slab with a free slot
-//     on its class's partial list, exactly once, with consistent links;
-//     free buddies are merged; the header's counters equal what the walk
-//     counted (all ErrCorrupt).
+//   - Finish: every live allocation was marked (a *LeakError per unmarked
+//     one, which is ErrLeak); the header is intact; every carved page
+//     belongs to exactly one block and non-head entries are zero; slab
+//     bitmaps agree with their counts; every free block is on the free list
+//     of its order and every slab with a free slot on its class's partial
+//     list, exactly once, with consistent links; free buddies are merged;
+//     the header's counters equal what the walk counted (all ErrCorrupt).
 //
 // A Checker is used by one goroutine, while no writer changes the heap.
 type Checker struct {
@@ -167,7 +167,7 @@ func (w *walk) pages() {
 				c.corrupt("page %d: allocation entry has stray fields", pg)
 			}
 			if c.leaks && !c.marked(pg, 0) {
-				c.add(fmt.Errorf("%w: %d bytes at %#x", ErrLeak, np<<pageShift, h.g.page(pg)))
+				c.add(&LeakError{Off: h.g.page(pg), Size: np << pageShift})
 			}
 			w.large += np
 			w.objects++
@@ -235,7 +235,7 @@ func (w *walk) slabPage(pg uint64, e entry) {
 		for ; c.leaks && word != 0; word &= word - 1 {
 			s := uint64(64*i + bits.TrailingZeros64(word))
 			if !c.marked(pg, s) {
-				c.add(fmt.Errorf("%w: %d-byte object at %#x", ErrLeak, size, h.g.page(pg)+pram.Off(s*size)))
+				c.add(&LeakError{Off: h.g.page(pg) + pram.Off(s*size), Size: size, Object: true})
 			}
 		}
 	}

@@ -98,6 +98,62 @@ func TestCheckerReachability(t *testing.T) {
 	}
 }
 
+// TestLeakErrorTyped: Finish reports each unmarked allocation as a
+// *LeakError whose offset and size are the allocation's, whose text names
+// them and which is ErrLeak; marked allocations are not reported.
+func TestLeakErrorTyped(t *testing.T) {
+	_, h, _, m := mixedHeap(t)
+	leaked := make(map[pram.Off]bool)
+	for off, o := range m.live {
+		small := o.size <= MaxSmall
+		if !leaked[off] && len(leaked) < 4 && (small && len(leaked)%2 == 0 || !small && len(leaked)%2 == 1) {
+			leaked[off] = true
+		}
+	}
+	if len(leaked) != 4 {
+		t.Fatalf("picked %d allocations to leak, want 4", len(leaked))
+	}
+	c := h.NewChecker()
+	for off := range m.live {
+		if !leaked[off] {
+			c.Mark(off, "model")
+		}
+	}
+	got := make(map[pram.Off]bool)
+	for _, err := range c.Finish() {
+		var le *LeakError
+		if !errors.As(err, &le) {
+			t.Errorf("unexpected error: %v", err)
+			continue
+		}
+		if !errors.Is(err, ErrLeak) {
+			t.Errorf("%v: not ErrLeak", err)
+		}
+		if !leaked[le.Off] || got[le.Off] {
+			t.Errorf("leak reported at %#x, which is not leaked or reported twice", le.Off)
+			continue
+		}
+		got[le.Off] = true
+		size, serr := h.SizeOf(le.Off)
+		if serr != nil || le.Size != size {
+			t.Errorf("leak at %#x: Size %d, SizeOf %d (%v)", le.Off, le.Size, size, serr)
+		}
+		if le.Object != (size <= MaxSmall) {
+			t.Errorf("leak at %#x of %d bytes: Object %v", le.Off, size, le.Object)
+		}
+		want := fmt.Sprintf("%d bytes at %#x", size, le.Off)
+		if le.Object {
+			want = fmt.Sprintf("%d-byte object at %#x", size, le.Off)
+		}
+		if !strings.HasPrefix(err.Error(), ErrLeak.Error()) || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("leak text %q, want %q after the sentinel's", err.Error(), want)
+		}
+	}
+	if len(got) != len(leaked) {
+		t.Errorf("%d leaks reported, want %d", len(got), len(leaked))
+	}
+}
+
 func fmtOff(off pram.Off) string { return fmt.Sprintf("%#x", off) }
 
 // TestCorruptionDetected damages allocator state in specific ways; each

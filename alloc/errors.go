@@ -1,6 +1,11 @@
 package alloc
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"conquest/pram"
+)
 
 // Sentinel errors. Callers test them with errors.Is; returned errors wrap
 // them with the offset or size involved.
@@ -29,6 +34,28 @@ var (
 	// same allocation is reached twice. Extension of DESIGN.md.
 	ErrReachedTwice = errors.New("alloc: allocation reached twice")
 	// ErrLeak: the consistency walk found a live allocation that no
-	// Checker.Mark reached. Extension of DESIGN.md.
+	// Checker.Mark reached; the error is a *LeakError naming it. Extension
+	// of DESIGN.md.
 	ErrLeak = errors.New("alloc: allocation is not reachable (leak)")
 )
+
+// LeakError is the ErrLeak the consistency walk (Checker.Finish) reports for
+// one live allocation that no Checker.Mark reached. Callers get it with
+// errors.As; errors.Is(err, ErrLeak) holds. Extension of DESIGN.md.
+type LeakError struct {
+	Off  pram.Off // the allocation's offset (what Free takes)
+	Size uint64   // its size in bytes: the slab class or the pages it spans
+	// Object is true for a slab object (at most MaxSmall bytes), false for
+	// an allocation of whole pages.
+	Object bool
+}
+
+func (e *LeakError) Error() string {
+	if e.Object {
+		return fmt.Sprintf("%v: %d-byte object at %#x", ErrLeak, e.Size, e.Off)
+	}
+	return fmt.Sprintf("%v: %d bytes at %#x", ErrLeak, e.Size, e.Off)
+}
+
+// Unwrap returns ErrLeak.
+func (e *LeakError) Unwrap() error { return ErrLeak }

@@ -3,9 +3,7 @@ package conquest
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"conquest/alloc"
@@ -31,16 +29,24 @@ import (
 //  4. arena allocations nothing reaches (leaks) are freed (a leaked segment
 //     list with its disk blocks) — only when the walk found no damage that
 //     could hide a reference to them;
-//  5. the inode count and generation counter are set to what the walk
-//     counted.
+//  5. then, on the same condition and once no arena allocation is leaked,
+//     disk blocks neither free nor used by a file are returned to the free
+//     map, a range per transaction (after the disk's count of large files,
+//     if it counts more than the walk reached, is corrected);
+//  6. the inode count and generation counter are set to what the walk
+//     counted, and so is the disk's count of large files on the condition
+//     of 5.
 //
 // Each pass runs the metadata walk and applies the first group above that
 // has something to fix, then walks again, until nothing fixable is left.
 // Data blocks whose checksum fails cannot be repaired: they are reported
 // with the file's path and offset, or, with ZeroBadBlocks, replaced by a
 // hole (they read as zeros). What is left (damaged directory tables, block
-// maps, xattr blobs, disk blocks neither free nor used, ...) is reported in
-// RepairReport.Remaining.
+// maps, xattr blobs, ...) is reported in RepairReport.Remaining.
+//
+// Repair learns what to fix from the walk's typed errors (alloc.LeakError,
+// diskstore.DataChecksumError, diskstore.LeakedBlocksError,
+// diskstore.FileCountError), never from their text.
 
 // RepairOptions tunes Repair.
 type RepairOptions struct {
@@ -77,6 +83,7 @@ const (
 	phaseLinks
 	phaseSegLeaks
 	phaseLeaks
+	phaseDiskLeaks
 	phaseCounters
 	numPhases
 )
@@ -100,7 +107,7 @@ type finding struct {
 type badBlock struct {
 	ino  Ino
 	off  int64
-	disk uint64
+	disk diskstore.Block
 	err  error
 
 	fixed bool // a hole replaced it (ZeroBadBlocks)
@@ -298,9 +305,9 @@ func (ck *checker) badCounter(slot int, what string, have, want uint64) {
 	})
 }
 
-var badBlockRE = regexp.MustCompile(`offset (\d+), disk block (\d+)`)
-
 // badBlocks collects the checksum failures among a large file's errors.
+// One without the block's place (none today) is still a failure: it is
+// reported, never zeroed.
 func (ck *checker) badBlocks(ino Ino, errs []error) {
 	if ck.fd == nil {
 		return
@@ -310,33 +317,36 @@ func (ck *checker) badBlocks(ino Ino, errs []error) {
 			continue
 		}
 		b := badBlock{ino: ino, off: -1, err: err}
-		if m := badBlockRE.FindStringSubmatch(err.Error()); m != nil {
-			b.off, _ = strconv.ParseInt(m[1], 10, 64)
-			b.disk, _ = strconv.ParseUint(m[2], 10, 64)
+		if ce, ok := errors.AsType[*diskstore.DataChecksumError](err); ok {
+			b.off, b.disk = ce.Offset, ce.Disk
 		}
 		ck.fd.bad = append(ck.fd.bad, b)
 	}
 }
 
-// leakRE finds the offset in alloc's ErrLeak messages ("... at 0x1000").
-var leakRE = regexp.MustCompile(`at (0x[0-9a-f]+)`)
-
 // leakOffsets returns the offsets of the allocations errs reports as leaked.
 func leakOffsets(errs []error) []pram.Off {
 	var offs []pram.Off
 	for _, err := range errs {
-		if !errors.Is(err, alloc.ErrLeak) {
-			continue
-		}
-		m := leakRE.FindStringSubmatch(err.Error())
-		if m == nil {
-			continue
-		}
-		if v, e := strconv.ParseUint(m[1], 0, 64); e == nil {
-			offs = append(offs, pram.Off(v))
+		if le, ok := errors.AsType[*alloc.LeakError](err); ok {
+			offs = append(offs, le.Off)
 		}
 	}
 	return offs
+}
+
+// diskLeaks returns the disk block ranges errs reports as leaked, and the
+// disk's wrong count of large files, if any.
+func diskLeaks(errs []error) (ranges []diskstore.BlockRange, count *diskstore.FileCountError) {
+	for _, err := range errs {
+		if le, ok := errors.AsType[*diskstore.LeakedBlocksError](err); ok {
+			ranges = append(ranges, le.Ranges...)
+		}
+		if fc, ok := errors.AsType[*diskstore.FileCountError](err); ok {
+			count = fc
+		}
+	}
+	return ranges, count
 }
 
 // harmless reports errors that do not make the walk's reachability
@@ -345,10 +355,11 @@ func harmless(err error) bool {
 	if errors.Is(err, alloc.ErrLeak) || errors.Is(err, diskstore.ErrDataChecksum) {
 		return true
 	}
-	s := err.Error()
-	return errors.Is(err, diskstore.ErrCorrupt) &&
-		(strings.Contains(s, "(leaked)") || strings.Contains(s, "disk blocks leaked in all") ||
-			strings.Contains(s, "large files, the walk reached"))
+	if _, ok := errors.AsType[*diskstore.LeakedBlocksError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[*diskstore.FileCountError](err)
+	return ok
 }
 
 // Repair checks the file system and repairs what it can (see the list
@@ -470,13 +481,10 @@ func (fs *FS) badBlockFixes(o RepairOptions, bad []badBlock, failed *[]error) []
 }
 
 // leakFindings turns the walk's leaks into findings: leaked inodes go to
-// /lost+found, other allocations are freed when the walk is trustworthy.
+// /lost+found, other allocations are freed when the walk is trustworthy,
+// and leaked disk blocks too once no arena allocation is leaked.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) leakFindings(fd *findings, errs []error) {
-	offs := leakOffsets(errs)
-	if len(offs) == 0 {
-		return
-	}
 	unsure := fd.aborted
 	other := 0
 	for _, err := range errs {
@@ -485,6 +493,13 @@ func (fs *FS) leakFindings(fd *findings, errs []error) {
 		}
 	}
 	unsure = unsure || other > fd.handled
+	offs := leakOffsets(errs)
+	if len(offs) == 0 {
+		if !unsure {
+			fs.diskLeakFindings(fd, errs)
+		}
+		return
+	}
 	var inodes []inode
 	var rest []pram.Off
 	for _, off := range offs {
@@ -568,6 +583,41 @@ func (fs *FS) leakFindings(fd *findings, errs []error) {
 					return "", err
 				}
 				return fmt.Sprintf("freed its %d bytes", n), fs.h.Free(tx, off)
+			}})
+	}
+}
+
+// diskLeakFindings turns the disk's wrong count of large files and the
+// disk blocks the walk found neither free nor used into findings, one range
+// per transaction. The caller has made sure the walk is trustworthy and no
+// arena allocation is leaked: a leaked segment list owns blocks that look
+// leaked (it is destroyed first), and every segment list was reached, so a
+// wrong count is the counter's fault. While the disk counts more files than
+// the walk reached, the blocks are left alone all the same: the count is
+// corrected first (phaseCounters) and the next pass frees them.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) diskLeakFindings(fd *findings, errs []error) {
+	ranges, count := diskLeaks(errs)
+	if fs.ds == nil {
+		return
+	}
+	if count != nil {
+		n := count.Reached
+		fd.add(phaseCounters, finding{key: fmt.Sprintf("disk files %d", n), where: "disk",
+			problem: fmt.Sprintf("count of large files is %d", count.Counted),
+			apply: func(tx *pram.Tx) (string, error) {
+				fs.ds.SetFileCount(tx, n)
+				return fmt.Sprintf("set it to %d", n), nil
+			}})
+		if count.Counted > count.Reached {
+			return
+		}
+	}
+	for _, r := range ranges {
+		fd.add(phaseDiskLeaks, finding{key: fmt.Sprintf("disk leak %d %d", r.Begin, r.End), where: "disk",
+			problem: fmt.Sprintf("blocks [%d, %d) are neither free nor used by a file", r.Begin, r.End),
+			apply: func(tx *pram.Tx) (string, error) {
+				return "returned them to the free map", fs.ds.ReclaimLeaked(tx, r)
 			}})
 	}
 }

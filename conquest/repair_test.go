@@ -2,10 +2,12 @@ package conquest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"conquest/alloc"
 	"conquest/diskstore"
 	"conquest/pram"
 )
@@ -396,4 +398,123 @@ func TestRepairClosed(t *testing.T) {
 		t.Fatal("Repair of a closed FS")
 	}
 	env.current = env.open()
+}
+
+// TestRepairDiskLeaks: a large file's segment list freed without its disk
+// blocks (what a lost update could leave) leaves arena leaks, a wrong count
+// of large files and disk blocks neither free nor used. Repair frees the
+// arena leaks, corrects the count, then returns the blocks to the free map;
+// the other large file is intact and the disk has as many free blocks as
+// before.
+func TestRepairDiskLeaks(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+	data := pattern(300<<10, 8)
+	ino := makeFile(t, fs, "large", data)
+	if !isLarge(t, fs, ino) {
+		t.Fatal("not on disk")
+	}
+	before := fs.ds.Stats()
+	tx := fs.a.Begin()
+	seg, err := fs.ds.NewFile(tx, 999)
+	if err == nil {
+		err = fs.ds.WriteThrough(tx, seg, 0, pattern(200<<10, 9))
+	}
+	if err != nil {
+		fs.ds.Abort(tx)
+		t.Fatal(err)
+	}
+	fs.ds.Commit(tx)
+	corrupt(fs, func(tx *pram.Tx) { must(t, fs.h.Free(tx, seg)) })
+	leaked := fs.ds.Stats()
+	if leaked.FreeBlocks >= before.FreeBlocks {
+		t.Fatalf("%d free blocks after the leak, %d before", leaked.FreeBlocks, before.FreeBlocks)
+	}
+
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	text := fixesText(rep)
+	if len(rep.Remaining) > 0 {
+		t.Fatalf("remaining: %v\nfixes:\n%s", rep.Remaining, text)
+	}
+	for _, want := range []string{
+		"arena heap: allocation at 0x", "is reachable from nothing: freed its",
+		fmt.Sprintf("disk: count of large files is %d: set it to %d", before.Files+1, before.Files),
+		"are neither free nor used by a file: returned them to the free map",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no fix %q in:\n%s", want, text)
+		}
+	}
+	// The count is set before the blocks are freed.
+	if c, r := strings.Index(text, "count of large files"), strings.Index(text, "returned them"); c < 0 || r < c {
+		t.Errorf("fixes out of order:\n%s", text)
+	}
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check after repair: %v", errs)
+	}
+	if st := fs.ds.Stats(); st.FreeBlocks != before.FreeBlocks || st.Files != before.Files {
+		t.Errorf("after repair %d free blocks, %d files; before the leak %d, %d", st.FreeBlocks, st.Files, before.FreeBlocks, before.Files)
+	}
+	wantContent(t, fs, "/large", data)
+	rep, err = fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if len(rep.Found)+len(rep.Fixes)+len(rep.Remaining) > 0 {
+		t.Fatalf("second repair: %+v", rep)
+	}
+}
+
+// TestRepairDiskLeaksUnsure: leaked disk blocks (and nothing leaked in the
+// arena) are left alone, and reported, when the walk found damage Repair
+// cannot fix: it could hide the file that owns them.
+func TestRepairDiskLeaksUnsure(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+	ino := makeFile(t, fs, "large", pattern(300<<10, 8))
+	in, _ := fs.inode(ino)
+	tx := fs.a.Begin()
+	seg, err := fs.ds.NewFile(tx, 999)
+	if err == nil {
+		err = fs.ds.WriteThrough(tx, seg, 0, pattern(200<<10, 9))
+	}
+	if err != nil {
+		fs.ds.Abort(tx)
+		t.Fatal(err)
+	}
+	fs.ds.Commit(tx)
+	corrupt(fs, func(tx *pram.Tx) { must(t, fs.h.Free(tx, seg)) })
+	// Free what the segment list leaked in the arena and correct the count:
+	// only disk blocks are leaked now.
+	corrupt(fs, func(tx *pram.Tx) {
+		for _, err := range fs.Check() {
+			var le *alloc.LeakError
+			var fc *diskstore.FileCountError
+			switch {
+			case errors.As(err, &le):
+				must(t, fs.h.Free(tx, le.Off))
+			case errors.As(err, &fc):
+				fs.ds.SetFileCount(tx, fc.Reached)
+			case !errors.As(err, new(*diskstore.LeakedBlocksError)):
+				t.Fatalf("unexpected: %v", err)
+			}
+		}
+	})
+	errs := fs.Check()
+	if len(errs) != 1 || !errors.As(errs[0], new(*diskstore.LeakedBlocksError)) {
+		t.Fatalf("Check: %v, want one disk leak", errs)
+	}
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iDiskCur, 1) }) // arena file state on a large file: unfixable
+	rep, err := fs.Repair(RepairOptions{})
+	must(t, err)
+	if len(rep.Fixes) != 0 || len(rep.Remaining) != 2 || !errors.As(rep.Remaining[1], new(*diskstore.LeakedBlocksError)) {
+		t.Fatalf("fixes:\n%sremaining: %v; want no fix, the damage and the leak remaining", fixesText(rep), rep.Remaining)
+	}
+	// Without the damage the leak is repaired.
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iDiskCur, 0) })
+	rep, err = fs.Repair(RepairOptions{})
+	must(t, err)
+	if len(rep.Remaining) != 0 || len(rep.Fixes) != 1 || !strings.Contains(rep.Fixes[0].String(), "returned them to the free map") {
+		t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
+	}
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check after repair: %v", errs)
+	}
 }

@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"errors"
 	"fmt"
 
 	"conquest/alloc"
@@ -69,8 +70,9 @@ func (k *Checker) progress(n uint64) {
 // size bytes: structure, disk blocks (in range, not shared with another
 // file), checksums only on mapped blocks and none beyond the end of the
 // file, the block count, the unsynced records (on mapped blocks, their old
-// blocks quarantined); with VerifyData also every block's data and that the
-// bytes after size in the last block are zeros. It returns the errors found
+// blocks quarantined); with VerifyData also every block's data (a
+// *DataChecksumError per bad block) and that the bytes after size in the
+// last block are zeros. It returns the errors found
 // in this file (Finish returns them too).
 func (k *Checker) File(seg pram.Off, size int64) []error {
 	first := len(k.errs)
@@ -221,6 +223,9 @@ func (k *Checker) verify(seg pram.Off, x segment, size int64) {
 				// Find every bad block of the run, not only the first.
 				for c := a; c < b; c++ {
 					if err := s.readVerified(seg, fb+c, x.disk+Block(i+c), sums[c:c+1], dst[:bs]); err != nil {
+						if errors.Is(err, ErrDataChecksum) {
+							err = &DataChecksumError{Inode: s.owner(seg), Offset: int64((fb + c) * bs), Disk: x.disk + Block(i+c), Err: err}
+						}
 						k.errs = append(k.errs, err)
 					}
 				}
@@ -244,8 +249,9 @@ func (k *Checker) verify(seg pram.Off, x segment, size int64) {
 // files with unsynced records (exactly the files File found with records),
 // the free map (sorted, disjoint, coalesced, in range, its count), that no
 // free block is used by a file or quarantined, that every block is either
-// used, quarantined or free (no leaks), and the file count; it marks the
-// allocations of these lists. It returns every error of the walk.
+// used, quarantined or free (no leaks: *LeakedBlocksError, which
+// Store.ReclaimLeaked can free), and the file count (*FileCountError); it
+// marks the allocations of these lists. It returns every error of the walk.
 func (k *Checker) Finish() []error {
 	s := k.s
 	k.c.Mark(s.fm, "diskstore free map")
@@ -296,7 +302,10 @@ func (k *Checker) Finish() []error {
 		k.add("free map counts %d free blocks, its extents hold %d", got, free)
 	}
 	// Leaks: blocks neither used nor free.
-	leaks, shown := uint64(0), 0
+	const showLeaks = 10
+	var leaks uint64
+	var more []BlockRange // past the first showLeaks
+	shown := 0
 	for b := Block(1); uint64(b) < s.super.Blocks; b++ {
 		if k.used[b/64] == ^uint64(0) && b%64 == 0 && uint64(b)+64 <= s.super.Blocks {
 			b += 63
@@ -310,17 +319,20 @@ func (k *Checker) Finish() []error {
 			e++
 		}
 		leaks += uint64(e - b)
-		if shown < 10 {
-			k.add("disk blocks [%d, %d) are neither free nor used by a file (leaked)", b, e)
+		r := BlockRange{b, e}
+		if shown < showLeaks {
+			k.errs = append(k.errs, &LeakedBlocksError{Ranges: []BlockRange{r}, Total: r.len()})
 			shown++
+		} else {
+			more = append(more, r)
 		}
 		b = e
 	}
-	if shown == 10 {
-		k.add("%d disk blocks leaked in all", leaks)
+	if shown == showLeaks {
+		k.errs = append(k.errs, &LeakedBlocksError{Ranges: more, Summary: true, Total: leaks})
 	}
 	if n := s.a.U64(s.st + stOffFiles); n != k.files {
-		k.add("stats count %d large files, the walk reached %d", n, k.files)
+		k.errs = append(k.errs, &FileCountError{Counted: n, Reached: k.files})
 	}
 	return k.errs
 }

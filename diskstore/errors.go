@@ -1,6 +1,9 @@
 package diskstore
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Callers test them with errors.Is; returned errors wrap them
 // with the file, offset, block or path involved. The core maps them to errno:
@@ -43,3 +46,66 @@ var (
 	// ErrClosed: the store or readahead handle was closed.
 	ErrClosed = errors.New("diskstore: store is closed")
 )
+
+// The consistency walk (Checker) reports these problems as typed errors, so
+// that a repair can act on them without parsing text: callers get them with
+// errors.As, and errors.Is still finds the sentinels they wrap. Extension of
+// DESIGN.md.
+
+// DataChecksumError is a written block whose data fails its checksum, found
+// by Checker.File with CheckOptions.VerifyData. It is ErrDataChecksum and
+// ErrIO.
+type DataChecksumError struct {
+	Inode  uint64 // the file's inode number (its segment list's owner)
+	Offset int64  // the byte offset in the file of the block
+	Disk   Block  // the disk block holding it
+	Err    error  // the read's error (ErrIO and ErrDataChecksum)
+}
+
+func (e *DataChecksumError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the read's error.
+func (e *DataChecksumError) Unwrap() error { return e.Err }
+
+// LeakedBlocksError is disk blocks that are neither free, quarantined nor
+// used by any file the walk reached (Checker.Finish). It is ErrCorrupt. The
+// walk reports the first ranges one per error; the ranges past those are
+// carried by one last summary error (Summary set), so every leaked range is
+// in some LeakedBlocksError.
+type LeakedBlocksError struct {
+	Ranges []BlockRange // the leaked ranges this error reports, in order
+	// Summary: the error stands for the leaks of the whole walk ("N disk
+	// blocks leaked in all").
+	Summary bool
+	Total   uint64 // blocks leaked: in Ranges, or in the whole walk (Summary)
+}
+
+func (e *LeakedBlocksError) Error() string {
+	if e.Summary || len(e.Ranges) != 1 {
+		return fmt.Sprintf("%v: %d disk blocks leaked in all", ErrCorrupt, e.Total)
+	}
+	return fmt.Sprintf("%v: disk blocks [%d, %d) are neither free nor used by a file (leaked)", ErrCorrupt, e.Ranges[0].Begin, e.Ranges[0].End)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *LeakedBlocksError) Unwrap() error { return ErrCorrupt }
+
+// BlockRange is the disk blocks [Begin, End).
+type BlockRange struct{ Begin, End Block }
+
+func (r BlockRange) len() uint64 { return uint64(r.End - r.Begin) }
+
+// FileCountError is the stats record's count of large files disagreeing
+// with the number of segment lists the walk reached (Checker.Finish). It is
+// ErrCorrupt.
+type FileCountError struct {
+	Counted uint64 // what the stats record says
+	Reached uint64 // what the walk found
+}
+
+func (e *FileCountError) Error() string {
+	return fmt.Sprintf("%v: stats count %d large files, the walk reached %d", ErrCorrupt, e.Counted, e.Reached)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *FileCountError) Unwrap() error { return ErrCorrupt }

@@ -1,0 +1,181 @@
+package diskstore
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"conquest/pram"
+)
+
+// leakBlocks takes the given ranges out of the free map without giving them
+// to a file: what a lost update leaves behind.
+func (e *env) leakBlocks(rs []BlockRange) {
+	e.t.Helper()
+	e.must(func(tx *pram.Tx) error {
+		for _, r := range rs {
+			x, err := e.s.allocFree(tx, uint64(r.End-r.Begin), r.Begin)
+			if err != nil {
+				return err
+			}
+			if x.b != r.Begin || x.e != r.End {
+				return fmt.Errorf("took [%d, %d), want [%d, %d)", x.b, x.e, r.Begin, r.End)
+			}
+		}
+		return nil
+	})
+}
+
+// TestLeakedBlocksTyped: Finish reports blocks neither free nor used as
+// *LeakedBlocksError — ten one range each, the rest in a summary — with
+// today's text, as ErrCorrupt; ReclaimLeaked frees them and the walk is
+// clean again, the file's data untouched.
+func TestLeakedBlocksTyped(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096})
+	seg := e.newFile(5)
+	data := pattern(1, 0, 40<<10)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
+	files := map[pram.Off]int64{seg: int64(len(data))}
+	e.check(files)
+	free := e.s.Stats().FreeBlocks
+	var leaked []BlockRange
+	var total uint64
+	for i := range 14 {
+		b := Block(1000 + 10*i)
+		leaked = append(leaked, BlockRange{b, b + Block(i%3+1)})
+		total += uint64(i%3 + 1)
+	}
+	e.leakBlocks(leaked)
+	var got []BlockRange
+	per, summaries := 0, 0
+	for _, err := range e.checkErrs(files, true) {
+		var le *LeakedBlocksError
+		if !errors.As(err, &le) || !errors.Is(err, ErrCorrupt) {
+			t.Errorf("unexpected error: %v", err)
+			continue
+		}
+		got = append(got, le.Ranges...)
+		if le.Summary {
+			summaries++
+			if le.Total != total || len(le.Ranges) != 4 {
+				t.Errorf("summary: total %d, %d ranges, want %d, 4", le.Total, len(le.Ranges), total)
+			}
+			if want := fmt.Sprintf("%v: %d disk blocks leaked in all", ErrCorrupt, total); err.Error() != want {
+				t.Errorf("summary text %q, want %q", err, want)
+			}
+			continue
+		}
+		per++
+		r := le.Ranges[0]
+		if len(le.Ranges) != 1 || le.Total != uint64(r.End-r.Begin) {
+			t.Errorf("per-range error %+v", le)
+		}
+		want := fmt.Sprintf("%v: disk blocks [%d, %d) are neither free nor used by a file (leaked)", ErrCorrupt, r.Begin, r.End)
+		if err.Error() != want {
+			t.Errorf("text %q, want %q", err, want)
+		}
+	}
+	if per != 10 || summaries != 1 || !slices.Equal(got, leaked) {
+		t.Fatalf("%d per-range errors, %d summaries, ranges %v, want 10, 1, %v", per, summaries, got, leaked)
+	}
+	for _, r := range got {
+		e.must(func(tx *pram.Tx) error { return e.s.ReclaimLeaked(tx, r) })
+	}
+	e.check(files)
+	if st := e.s.Stats(); st.FreeBlocks != free {
+		t.Errorf("%d free blocks after reclaiming, want %d", st.FreeBlocks, free)
+	}
+	if b, err := e.read(seg, 0, len(data)); err != nil || !slices.Equal(b, data) {
+		t.Errorf("file after reclaiming: %v", err)
+	}
+}
+
+// TestReclaimLeakedRefuses: ReclaimLeaked changes nothing and reports
+// ErrCorrupt for blocks outside the data blocks, blocks partly free, and
+// quarantined blocks.
+func TestReclaimLeakedRefuses(t *testing.T) {
+	cd := NewCrashDevice(16 << 20)
+	e := newEnv(t, envOpts{blockSize: 4096, dev: cd})
+	seg := e.newFile(7)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, pattern(1, 0, 64<<10)) })
+	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, seg, 64<<10) })
+	old, _ := e.s.lookup(seg, 1)
+	e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, 4096+10, pattern(3, 4096+10, 100)) })
+	if st := e.s.Stats(); st.QuarantinedBlocks != 1 {
+		t.Fatalf("%d blocks quarantined, want 1 (the rewritten block's old copy)", st.QuarantinedBlocks)
+	}
+	e.leakBlocks([]BlockRange{{3000, 3002}})
+	n := Block(e.s.Super().Blocks)
+	before := e.s.Stats()
+	for _, r := range []BlockRange{
+		{0, 2}, {n - 1, n + 1}, {5, 5}, // outside, past the end, empty
+		{3000, 3003}, {2999, 3002}, // partly free
+		{old.disk, old.disk + 1}, // quarantined
+	} {
+		err := e.do(func(tx *pram.Tx) error { return e.s.ReclaimLeaked(tx, r) })
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("ReclaimLeaked(%v): %v, want ErrCorrupt", r, err)
+		}
+		if st := e.s.Stats(); st != before {
+			t.Errorf("ReclaimLeaked(%v) changed the stats: %+v, were %+v", r, st, before)
+		}
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.ReclaimLeaked(tx, BlockRange{3000, 3002}) })
+	if st := e.s.Stats(); st.FreeBlocks != before.FreeBlocks+2 {
+		t.Errorf("%d free blocks, want %d", st.FreeBlocks, before.FreeBlocks+2)
+	}
+}
+
+// TestCheckerTypedErrors: a bad block found with VerifyData is a
+// *DataChecksumError naming the inode, file offset and disk block (and is
+// ErrIO and ErrDataChecksum); a file the walk did not reach makes the file
+// count a *FileCountError, which SetFileCount repairs.
+func TestCheckerTypedErrors(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096})
+	seg, other := e.newFile(42), e.newFile(43)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, pattern(1, 0, 64<<10)) })
+	sp, err := e.s.lookup(seg, 3)
+	if err != nil || sp.disk == 0 {
+		t.Fatalf("lookup: %v %+v", err, sp)
+	}
+	if _, err := e.dev.WriteAt([]byte{0xff, 0x00, 0xff}, int64(sp.disk)*4096+100); err != nil {
+		t.Fatal(err)
+	}
+	errs := e.checkErrs(map[pram.Off]int64{seg: 64 << 10, other: 0}, true)
+	if len(errs) != 1 {
+		t.Fatalf("fsck: %v, want one error", errs)
+	}
+	var ce *DataChecksumError
+	if !errors.As(errs[0], &ce) || !errors.Is(errs[0], ErrIO) || !errors.Is(errs[0], ErrDataChecksum) {
+		t.Fatalf("fsck: %v is not a DataChecksumError, ErrIO and ErrDataChecksum", errs[0])
+	}
+	if ce.Inode != 42 || ce.Offset != 3*4096 || ce.Disk != sp.disk {
+		t.Errorf("DataChecksumError %+v, want inode 42, offset %d, disk block %d", ce, 3*4096, sp.disk)
+	}
+	if want := fmt.Sprintf("inode 42, offset %d, disk block %d", 3*4096, sp.disk); !errors.Is(errs[0], ErrDataChecksum) ||
+		!strings.Contains(errs[0].Error(), want) {
+		t.Errorf("text %q does not name %q", errs[0], want)
+	}
+	// The walk is not told of other: the stats count one file too many.
+	var fc *FileCountError
+	for _, err := range e.checkErrs(map[pram.Off]int64{seg: 64 << 10}, false) {
+		if errors.As(err, &fc) {
+			break
+		}
+	}
+	if fc == nil || fc.Counted != 2 || fc.Reached != 1 || !errors.Is(fc, ErrCorrupt) ||
+		fc.Error() != fmt.Sprintf("%v: stats count 2 large files, the walk reached 1", ErrCorrupt) {
+		t.Fatalf("FileCountError: %v", fc)
+	}
+	e.must(func(tx *pram.Tx) error { e.s.SetFileCount(tx, fc.Reached); return nil })
+	for _, err := range e.checkErrs(map[pram.Off]int64{seg: 64 << 10}, false) {
+		if errors.As(err, &fc) {
+			t.Errorf("after SetFileCount: %v", err)
+		}
+	}
+	if st := e.s.Stats(); st.Files != 1 {
+		t.Errorf("stats count %d files after SetFileCount(1)", st.Files)
+	}
+}

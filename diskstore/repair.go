@@ -1,0 +1,67 @@
+package diskstore
+
+import (
+	"fmt"
+
+	"conquest/pram"
+)
+
+// Repairs of what the consistency walk (Checker) reports, for
+// `conquest fsck --repair`: each changes the store only through the caller's
+// Tx, which the caller ends with Store.Commit or Store.Abort.
+
+// ReclaimLeaked returns the leaked disk blocks r to the free map in tx: the
+// repair of a *LeakedBlocksError. Only the caller knows that no file uses
+// them (a consistency walk that reached every file found them leaked, and
+// nothing changed since); ReclaimLeaked checks the rest: r lies on the
+// disk's data blocks and no block of it is free or quarantined (else
+// ErrCorrupt, nothing changed). The blocks are free, and may be reused, once
+// tx commits (through Store.Commit). Extension of DESIGN.md.
+func (s *Store) ReclaimLeaked(tx *pram.Tx, r BlockRange) error {
+	x := extent{r.Begin, r.End}
+	if x.b < 1 || x.e <= x.b || uint64(x.e) > s.super.Blocks {
+		return fmt.Errorf("%w: reclaiming blocks [%d, %d) of a %d-block disk", ErrCorrupt, x.b, x.e, s.super.Blocks)
+	}
+	if q, ok, err := s.quarantineOverlap(x); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%w: reclaiming blocks [%d, %d), quarantined in [%d, %d)", ErrCorrupt, x.b, x.e, q.b, q.e)
+	}
+	s.mu.Lock()
+	held := append(append([]extent(nil), s.quarantine...), s.heldInTx...)
+	s.mu.Unlock()
+	for _, q := range held {
+		if q.b < x.e && x.b < q.e {
+			return fmt.Errorf("%w: reclaiming blocks [%d, %d), freed or quarantined in this transaction in [%d, %d)",
+				ErrCorrupt, x.b, x.e, q.b, q.e)
+		}
+	}
+	return s.freeExtent(tx, x) // refuses blocks already free, before changing anything
+}
+
+// quarantineOverlap returns an extent of the persistent quarantine that
+// overlaps x, if any.
+func (s *Store) quarantineOverlap(x extent) (extent, bool, error) {
+	l := s.quarantineList()
+	if c, ok, err := l.seekLE(uint64(x.b)); err != nil {
+		return extent{}, false, err
+	} else if ok {
+		if r := l.get(c); Block(r[1]) > x.b {
+			return extent{Block(r[0]), Block(r[1])}, true, nil
+		}
+	}
+	if c, ok, err := l.seekGE(uint64(x.b)); err != nil {
+		return extent{}, false, err
+	} else if ok {
+		if r := l.get(c); Block(r[0]) < x.e {
+			return extent{Block(r[0]), Block(r[1])}, true, nil
+		}
+	}
+	return extent{}, false, nil
+}
+
+// SetFileCount sets the stats record's count of large files to n: the
+// repair of a *FileCountError, n being its Reached. Only the caller knows
+// that the walk reached every segment list (none is leaked in the arena).
+// Extension of DESIGN.md.
+func (s *Store) SetFileCount(tx *pram.Tx, n uint64) { tx.Set64(s.st+stOffFiles, n) }
