@@ -3,7 +3,7 @@
 //	conquest mkfs    --pram PATH --disk PATH [--pram-size SIZE] [--disk-size SIZE] [--force]
 //	conquest mount   [--pram PATH --disk PATH] [--foreground] MOUNTPOINT
 //	conquest umount  MOUNTPOINT
-//	conquest fsck    [--repair] [--pram PATH --disk PATH]
+//	conquest fsck    [--repair [--zero-bad-blocks]] [--pram PATH --disk PATH]
 //	conquest df      [--pram PATH --disk PATH | MOUNTPOINT]
 //	conquest stat    [--pram PATH --disk PATH | MOUNTPOINT]
 //	conquest bench   postmark|sprite-small|sprite-large ...
