@@ -142,6 +142,10 @@ func aligned(p []byte, off int64) bool {
 
 func (d *fileDevice) Size() int64 { return d.size }
 
+// pageCached reports that reads go through the kernel's page cache (no
+// O_DIRECT): see PrefetchAuto.
+func (d *fileDevice) pageCached() bool { return !d.direct }
+
 func (d *fileDevice) ReadAt(p []byte, off int64) (int, error) {
 	if !d.direct || aligned(p, off) {
 		n, err := d.f.ReadAt(p, off)

@@ -175,7 +175,8 @@
 //
 // Methods taking a *pram.Tx run under the core's write lock, one at a time.
 // ReadAt, DiskBytes, Buffered, Stats run under the core's read lock,
-// concurrently. Lock order: core fs.mu → Readahead.mu → Store.mu. Readahead
+// concurrently. Lock order: core fs.mu → Readahead.mu → Store.mu; the
+// verified-block cache's mutex (blockcache.go) is a leaf. Readahead
 // goroutines take no lock and never read the arena: the foreground read
 // resolves blocks and checksums; cached data is tagged with the file's
 // generation, which every published change bumps.

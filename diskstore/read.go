@@ -38,13 +38,17 @@ func (s *Store) ReadAt(seg pram.Off, p []byte, off int64, ra *Readahead) (int, e
 }
 
 // readDisk fills p with the file's data at off as the arena describes it
-// (without buffered data).
+// (without buffered data). Blocks in the verified-block cache are copied
+// from it; a block p covers only in part is read whole, verified and
+// cached (the next small read of it needs no device read and no hash);
+// runs of blocks p covers whole are read straight into p.
 func (s *Store) readDisk(seg pram.Off, p []byte, off int64) error {
 	bs := s.bs
 	end := uint64(off) + uint64(len(p))
 	fb := uint64(off) / bs
 	fbEnd := (end + bs - 1) / bs
-	var sums []uint64
+	seed := s.a.U64(seg + slOffSeed)
+	var sumsBuf [32]uint64
 	for fb < fbEnd {
 		sp, err := s.lookup(seg, fb)
 		if err != nil {
@@ -57,37 +61,63 @@ func (s *Store) readDisk(seg pram.Off, p []byte, off int64) error {
 			fb += n
 			continue
 		}
-		if uint64(cap(sums)) < n {
+		sums := sumsBuf[:0]
+		if n > uint64(len(sumsBuf)) {
 			sums = make([]uint64, n)
 		}
 		sums = sums[:n]
 		if err := s.getSums(seg, fb, sums); err != nil {
 			return err
 		}
-		for i := uint64(0); i < n; {
-			j := i + 1
-			for j < n && (sums[j] == 0) == (sums[i] == 0) {
-				j++
-			}
+		// whole reports that p covers block i entirely; dst is p's part of
+		// blocks [i, j).
+		whole := func(i uint64) bool { return (fb+i)*bs >= uint64(off) && (fb+i+1)*bs <= end }
+		dst := func(i, j uint64) []byte {
 			lo, hi := max((fb+i)*bs, uint64(off)), min((fb+j)*bs, end)
-			dst := p[lo-uint64(off) : hi-uint64(off)]
-			if sums[i] == 0 {
-				clear(dst) // never written, or zeros: the disk is not read
-			} else if lo == (fb+i)*bs && hi == (fb+j)*bs {
-				if err := s.readVerified(seg, fb+i, sp.disk+Block(i), sums[i:j], dst); err != nil {
+			return p[lo-uint64(off) : hi-uint64(off)]
+		}
+		for i := uint64(0); i < n; {
+			disk := sp.disk + Block(i)
+			at := max((fb+i)*bs, uint64(off)) - (fb+i)*bs // p's start within the block
+			switch {
+			case sums[i] == 0:
+				clear(dst(i, i+1)) // never written, or zeros: the disk is not read
+				i++
+			case s.cache.get(seg, fb+i, seed, disk, sums[i], dst(i, i+1), at):
+				i++
+			case !whole(i):
+				if err := s.readBlockCached(seg, fb+i, seed, disk, sums[i], dst(i, i+1), at); err != nil {
 					return err
 				}
-			} else {
-				tmp := AlignedBuffer(int((j - i) * bs))
-				if err := s.readVerified(seg, fb+i, sp.disk+Block(i), sums[i:j], tmp); err != nil {
+				i++
+			default:
+				j := i + 1
+				for j < n && sums[j] != 0 && whole(j) && !s.cache.has(seg, fb+j, seed, sp.disk+Block(j), sums[j]) {
+					j++
+				}
+				if err := s.readVerified(seg, fb+i, disk, sums[i:j], dst(i, j)); err != nil {
 					return err
 				}
-				copy(dst, tmp[lo-(fb+i)*bs:])
+				i = j
 			}
-			i = j
 		}
 		fb += n
 	}
+	return nil
+}
+
+// readBlockCached reads file block fb (disk block disk, checksum sum) whole,
+// verifies it, puts it in the verified-block cache and copies bytes
+// [at, at+len(dst)) of it into dst.
+func (s *Store) readBlockCached(seg pram.Off, fb, seed uint64, disk Block, sum uint64, dst []byte, at uint64) error {
+	bp := s.blocks.Get().(*[]byte)
+	defer s.blocks.Put(bp)
+	b := *bp
+	if err := s.readVerified(seg, fb, disk, []uint64{sum}, b); err != nil {
+		return err
+	}
+	s.cache.put(seg, fb, seed, disk, sum, b)
+	copy(dst, b[at:])
 	return nil
 }
 

@@ -85,6 +85,9 @@ func (ra *Readahead) Close() {
 // read fills p from the cache or the disk (not the write buffer).
 func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
 	s := ra.s
+	if !s.prefetch {
+		return s.readDisk(seg, p, off) // see PrefetchAuto
+	}
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
 	if ra.closed {

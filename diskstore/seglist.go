@@ -562,5 +562,6 @@ func (s *Store) Destroy(tx *pram.Tx, seg pram.Off) error {
 		s.onAbortLocked(func() { s.files[seg] = fs })
 	}
 	s.mu.Unlock()
+	s.cache.drop(seg) // its entries no longer match: free them early
 	return nil
 }

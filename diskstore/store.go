@@ -105,7 +105,31 @@ type Options struct {
 	// ReadaheadMax caps the readahead window in bytes. Default
 	// DefaultReadaheadMax.
 	ReadaheadMax int64
+	// CacheBytes is the memory the verified-block cache may use
+	// (blockcache.go): recently read or written blocks, so that small
+	// reads and writes inside one block read and hash it once. Default
+	// DefaultCacheBytes; negative: no cache.
+	CacheBytes int64
+	// Prefetch chooses whether sequential reads prefetch in the
+	// background (readahead.go). Default PrefetchAuto.
+	Prefetch PrefetchMode
 }
+
+// PrefetchMode chooses when a Readahead fetches ahead in the background.
+type PrefetchMode int
+
+// Prefetch choices.
+const (
+	// PrefetchAuto prefetches except on a device opened by OpenDevice
+	// without O_DIRECT (an image file read through the page cache): there
+	// the kernel already reads ahead in the image file, a read is a copy
+	// from its page cache, and handing each window to a goroutine costs
+	// more than it saves (with the daemon on one P, the goroutine competes
+	// with the request it prefetches for).
+	PrefetchAuto PrefetchMode = iota
+	PrefetchOn                // always prefetch sequential reads
+	PrefetchOff               // never: every read is synchronous
+)
 
 // Defaults for Options.
 const (
@@ -114,6 +138,7 @@ const (
 	DefaultTotalBuffer  = 64 << 20
 	DefaultMaxExtent    = 64 << 20
 	DefaultReadaheadMax = 8 << 20
+	DefaultCacheBytes   = 32 << 20
 	// MaxRuns is how many disjoint ranges one file's write buffer holds
 	// before a write that starts a new one flushes it.
 	MaxRuns = 16
@@ -140,6 +165,10 @@ type Store struct {
 	fm    pram.Off // free map
 	st    pram.Off // stats record
 	zero  []byte   // one zero block
+
+	cache    *blockCache // verified blocks (own lock)
+	blocks   sync.Pool   // *[]byte: aligned one-block buffers for reads
+	prefetch bool        // Readahead fetches ahead in the background
 
 	mu         sync.Mutex
 	files      map[pram.Off]*fileState // volatile per-file state, by segment list
@@ -176,6 +205,9 @@ func (o *Options) fill() {
 	}
 	if o.ReadaheadMax <= 0 {
 		o.ReadaheadMax = DefaultReadaheadMax
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
 	}
 }
 
@@ -235,8 +267,18 @@ func Format(tx *pram.Tx, h *alloc.Heap, dev Device, blockSize uint32, o Options)
 
 func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.Off, o Options) *Store {
 	o.fill()
-	return &Store{a: a, h: h, dev: dev, super: sup, bs: uint64(sup.BlockSize), o: o, fm: fm, st: st,
-		zero: make([]byte, sup.BlockSize), files: make(map[pram.Off]*fileState)}
+	s := &Store{a: a, h: h, dev: dev, super: sup, bs: uint64(sup.BlockSize), o: o, fm: fm, st: st,
+		zero: make([]byte, sup.BlockSize), files: make(map[pram.Off]*fileState),
+		cache: newBlockCache(uint64(sup.BlockSize), o.CacheBytes)}
+	s.blocks.New = func() any { b := AlignedBuffer(int(sup.BlockSize)); return &b }
+	switch o.Prefetch {
+	case PrefetchOn:
+		s.prefetch = true
+	case PrefetchAuto:
+		c, ok := dev.(interface{ pageCached() bool })
+		s.prefetch = !ok || !c.pageCached()
+	}
+	return s
 }
 
 // Open reads the disk superblock, checks that the disk belongs to this arena

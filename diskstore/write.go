@@ -312,7 +312,9 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 			plan[uint64(b)-fb0].filled = true
 		}
 	}
-	// Old contents of partly covered blocks: read and verified, or zeros.
+	// Old contents of partly covered blocks: from the verified-block cache,
+	// else read and verified; or zeros.
+	seed := s.a.U64(seg + slOffSeed)
 	for i := range plan {
 		p := &plan[i]
 		dst := buf[uint64(i)*bs : uint64(i+1)*bs]
@@ -320,6 +322,9 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 			if !p.filled {
 				clear(dst)
 			}
+			continue
+		}
+		if s.cache.get(seg, fb0+uint64(i), seed, p.disk, p.old, dst, 0) {
 			continue
 		}
 		if err := s.readVerified(seg, fb0+uint64(i), p.disk, []uint64{p.old}, dst); err != nil {
@@ -355,7 +360,6 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 			copy(buf[lo-start:hi-start], r.data[lo-r.off:hi-r.off])
 		}
 	}
-	seed := s.a.U64(seg + slOffSeed)
 	for i := range plan {
 		p := &plan[i]
 		p.sum = s.blockSum(seed, fb0+uint64(i), buf[uint64(i)*bs:uint64(i+1)*bs])
@@ -456,6 +460,18 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 		}
 	}
 	s.bump(seg)
+	// Partly written blocks are likely to be written or read again in
+	// part (small appends, small random writes): keep their new contents.
+	// Should tx abort, the checksum goes back and the entry stops matching.
+	for i := range plan {
+		if p := plan[i]; !p.filled && p.sum != 0 {
+			disk := p.dst
+			if disk == 0 {
+				disk = p.disk
+			}
+			s.cache.put(seg, fb0+uint64(i), seed, disk, p.sum, buf[uint64(i)*bs:uint64(i+1)*bs])
+		}
+	}
 	var freed, held []extent
 	for i := range plan {
 		if p := plan[i]; p.cow {
