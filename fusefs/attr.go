@@ -53,6 +53,17 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 	if r.Valid.Handle() {
 		in.Handle = uint64(r.Handle)
 	}
+	const killOnTruncate = conquest.SetKillSUIDGID | conquest.SetSize
+	if in.Valid&(killOnTruncate|conquest.SetMode|conquest.SetUID|conquest.SetGID) == killOnTruncate {
+		// A truncate by a caller without CAP_FSETID: as for a write, an
+		// S_ISGID without group exec goes if the caller is not in the
+		// file's group (killpriv.go); the core clears the rest, in the
+		// same transaction. (A chown follows its own rule, the core's.)
+		if a, err := s.fs.GetAttr(ino(r.Node)); err == nil && sgidKeptByCore(a.Mode) && !inGroup(&r.Header, a.Gid) {
+			in.Valid |= conquest.SetMode
+			in.Mode = a.Mode & 0o7777 &^ conquest.S_ISGID
+		}
+	}
 	a, err := s.fs.SetAttr(ino(r.Node), in, cred(&r.Header))
 	if err != nil {
 		s.respondError(r, err)

@@ -106,8 +106,16 @@ var testHookServe atomic.Pointer[func(fuse.Request)]
 
 // dispatch serves req and returns true; handlers respond exactly once.
 func (s *Server) dispatch(req fuse.Request) bool {
+	if req.Hdr().Node == pollNode {
+		s.servePoll(req)
+		return true
+	}
 	switch r := req.(type) {
 	case *fuse.LookupRequest:
+		if s.isPollLookup(r) {
+			s.servePoll(r)
+			return true
+		}
 		s.count(opLookup)
 		s.lookup(r)
 	case *fuse.ForgetRequest:
@@ -117,7 +125,9 @@ func (s *Server) dispatch(req fuse.Request) bool {
 	case *fuse.BatchForgetRequest:
 		s.count(opForget)
 		for _, f := range r.Forget {
-			s.fs.Forget(ino(f.NodeID), f.N)
+			if f.NodeID != pollNode {
+				s.fs.Forget(ino(f.NodeID), f.N)
+			}
 		}
 		r.Respond()
 	case *fuse.GetattrRequest:
@@ -232,7 +242,7 @@ func (s *Server) dispatch(req fuse.Request) bool {
 		r.Respond()
 	case *fuse.PollRequest:
 		// ENOSYS once and the kernel stops asking (fc->no_poll): regular
-		// files are always ready.
+		// files are always ready. Mount has already done this (poll.go).
 		s.count(opPoll)
 		r.RespondError(syscall.ENOSYS)
 	case *fuse.DestroyRequest:

@@ -36,14 +36,22 @@
 //     no directory is ever copied whole;
 //   - the few replies bazil encodes wrongly (reply.go): bazil's Attr drops
 //     S_ISVTX, so entry and attribute replies are encoded here and written to
-//     the device directly.
+//     the device directly;
+//   - the POLL primer (poll.go): Mount makes the kernel send one POLL, on a
+//     phantom file the core never sees, and answers ENOSYS, so that a
+//     process serving a mount can open its files with the os package
+//     (netpoller, epoll_ctl) without deadlocking with the garbage collector;
+//   - the caller's group membership for HANDLE_KILLPRIV_V2 (killpriv.go): a
+//     write or truncate by a non-member without CAP_FSETID clears an
+//     S_ISGID without group exec (Linux >= 6.2), which the core, knowing no
+//     groups, keeps.
 //
 // Operations bazil cannot parse (RENAME2, READDIRPLUS, LSEEK,
 // COPY_FILE_RANGE, IOCTL, BMAP), POLL and FLUSH are answered ENOSYS, after
 // which the kernel falls back to its generic paths (renameat2 with flags
-// then fails with EINVAL) or, for POLL and FLUSH, stops sending them: there
-// is nothing to do at close, and not sending FLUSH saves a round trip per
-// close(2). INTERRUPT is acknowledged without a reply: no core operation
+// then fails with EINVAL) or, for POLL and FLUSH, stops sending them: POLL
+// is asked once, at Mount, and there is nothing to do at close, and not
+// sending FLUSH saves a round trip per close(2). INTERRUPT is acknowledged without a reply: no core operation
 // waits on anything but the core's own short locks, so there is nothing to
 // cancel.
 //

@@ -44,14 +44,17 @@ func (s *Server) read(r *fuse.ReadRequest) {
 func (s *Server) write(r *fuse.WriteRequest) {
 	node := ino(r.Node)
 	// With HANDLE_KILLPRIV_V2 the kernel flags writes by callers without
-	// CAP_FSETID, and the core clears S_ISUID/S_ISGID. The kernel's cached
-	// mode would keep the bits (it only invalidates times and size after a
-	// write), so note whether they were set and invalidate if so.
+	// CAP_FSETID, and the core clears S_ISUID, and S_ISGID with group exec;
+	// an S_ISGID without group exec is cleared here if the writer is not
+	// in the file's group (killpriv.go). The kernel's cached mode would
+	// keep the bits (it only invalidates times and size after a write), so
+	// note whether they were set and invalidate if so.
 	kill := r.Flags&fuse.WriteKillSUIDGID != 0
-	privBefore := false
+	privBefore, dropSGID := false, false
 	if kill {
 		if a, err := s.fs.GetAttr(node); err == nil && a.Mode&(conquest.S_ISUID|conquest.S_ISGID) != 0 {
 			privBefore = true
+			dropSGID = sgidKeptByCore(a.Mode) && !inGroup(&r.Header, a.Gid)
 		}
 	}
 	n, err := s.fs.Write(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
@@ -59,10 +62,20 @@ func (s *Server) write(r *fuse.WriteRequest) {
 		s.respondError(r, err)
 		return
 	}
-	r.Respond(&fuse.WriteResponse{Size: n})
+	if dropSGID {
+		// The data is written: failing the write now would mislead the
+		// caller, so a failure here is only logged.
+		if err := s.dropSGID(node, cred(&r.Header)); err != nil {
+			s.opt.Logf("fusefs: clearing S_ISGID of inode %d after a write: %v", node, err)
+		}
+	}
 	if privBefore {
+		// Before the reply, so the writer cannot stat the file before the
+		// kernel has dropped its cached mode (invalidation takes no lock
+		// that the pending WRITE holds).
 		s.invalidateAttr(node)
 	}
+	r.Respond(&fuse.WriteResponse{Size: n})
 }
 
 func (s *Server) fsync(r *fuse.FsyncRequest) {

@@ -291,3 +291,38 @@ func TestBazilReplyFallback(t *testing.T) {
 		t.Fatalf("chmod 1777: %v %v", st, err)
 	}
 }
+
+// inGroup: the fsgid, then the supplementary groups from /proc; no pid or
+// an unknown process counts as not a member.
+func TestInGroup(t *testing.T) {
+	pid := uint32(os.Getpid())
+	gs, ok := procGroups(pid)
+	want, err := os.Getgroups()
+	if !ok || err != nil || len(gs) != len(want) {
+		t.Fatalf("procGroups(%d) = %v %v, os.Getgroups = %v %v", pid, gs, ok, want, err)
+	}
+	for i := range gs {
+		if gs[i] != uint32(want[i]) {
+			t.Fatalf("procGroups(%d) = %v, os.Getgroups = %v", pid, gs, want)
+		}
+	}
+	const other = 4242424
+	h := &fuse.Header{Uid: 65534, Gid: 65534, Pid: pid}
+	if !inGroup(h, 65534) {
+		t.Error("fsgid is not a member")
+	}
+	if inGroup(h, other) {
+		t.Errorf("member of %d, which is not among the groups %v", other, gs)
+	}
+	for _, g := range gs {
+		if !inGroup(h, g) {
+			t.Errorf("not a member of supplementary group %d", g)
+		}
+		if inGroup(&fuse.Header{Gid: 65534, Pid: 0}, g) && g != 65534 {
+			t.Errorf("pid 0 counts as a member of %d", g)
+		}
+	}
+	if _, ok := procGroups(1 << 30); ok {
+		t.Error("groups of a process that does not exist")
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"syscall"
 	"testing"
@@ -16,7 +18,12 @@ import (
 	"conquest/internal/mounttest"
 )
 
-func TestMain(m *testing.M) { mounttest.Main(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(pollChildEnv); dir != "" {
+		os.Exit(pollChild(dir)) // poll_test.go's child process
+	}
+	mounttest.Main(m)
+}
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -72,7 +79,8 @@ func TestEveryOp(t *testing.T) {
 	if !bytes.Equal(buf[:n], make([]byte, 6)) {
 		t.Errorf("punched range reads %q, want zeros", buf[:n])
 	}
-	// POLL is answered ENOSYS; the kernel then reports a regular file ready.
+	// POLL was answered ENOSYS at Mount (poll.go); the kernel reports a
+	// regular file ready without asking.
 	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN | unix.POLLOUT}}
 	if _, err := unix.Poll(fds, 1000); err != nil || fds[0].Revents&(unix.POLLIN|unix.POLLOUT) == 0 {
 		t.Errorf("poll: %v revents %#x", err, fds[0].Revents)
@@ -277,6 +285,12 @@ func testMmap(t *testing.T, path string) {
 	must(t, f.Truncate(8192))
 	mem, err := unix.Mmap(int(f.Fd()), 0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	must(t, err)
+	// The first touch of the page faults, and the kernel waits for a READ
+	// that this process serves, while the faulting thread keeps its P: a
+	// garbage collection stopping the world then would deadlock (as the
+	// netpoller's POLL did, see poll.go). No collection may start here.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	runtime.GC() // finish any cycle under way
 	copy(mem[4000:], "through the mapping")
 	must(t, unix.Msync(mem, unix.MS_SYNC))
 	must(t, unix.Munmap(mem))

@@ -33,13 +33,16 @@ type Server struct {
 	errMu    sync.Mutex
 	err      error // first fatal error of the loop
 	unmapped atomic.Int32
+	pollTid  atomic.Uint32 // thread priming POLL (poll.go), 0 when none
 	stats    counters
 }
 
 // Mount mounts fsys on the directory dir and starts serving it. When Mount
-// returns, the kernel has finished the FUSE handshake and requests are being
-// served. The caller must eventually unmount (Server.Unmount, or `conquest
-// umount`) and then call Wait, which returns once the loop has ended; only
+// returns, the kernel has finished the FUSE handshake, requests are being
+// served, and the kernel has learned that POLL is not implemented (poll.go:
+// this makes it safe to open files on the mount with the os package from
+// the serving process itself). The caller must eventually unmount
+// (Server.Unmount, or `conquest umount`) and then call Wait, which returns once the loop has ended; only
 // then may fsys be closed.
 func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 	o = o.withDefaults()
@@ -72,6 +75,14 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		}
 		close(s.done)
 	}()
+	if !primePollOnMount {
+		return s, nil
+	}
+	if err := s.primePoll(); err != nil {
+		// Only a process that serves and opens files on the same mount
+		// is at risk (see poll.go); the mount itself works.
+		o.Logf("fusefs: %v; the kernel may still send POLL", err)
+	}
 	return s, nil
 }
 

@@ -484,7 +484,7 @@ func TestLargeFiles(t *testing.T) {
 	}
 }
 
-// readAllRaw reads a whole file without the netpoller (see primePoll).
+// readAllRaw reads a whole file without the netpoller (see fusefs poll priming).
 func readAllRaw(path string) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -18,47 +17,19 @@ func TestMain(m *testing.M) {
 }
 
 // mount serves a fresh file system in-process, open to other users (the
-// permission checks run as nobody).
+// permission checks run as nobody). Files on it may be opened with the os
+// package: fusefs.Mount has already had the kernel's one POLL answered, so
+// the netpoller's epoll_ctl cannot deadlock with the garbage collector.
 func mount(t *testing.T, opts ...mounttest.Option) *mounttest.Mounted {
 	t.Helper()
 	opts = append([]mounttest.Option{mounttest.WithFuseOptions(fusefs.Options{AllowOther: true})}, opts...)
-	m := mounttest.Mount(t, opts...)
-	primePoll(t, m)
-	return m
+	return mounttest.Mount(t, opts...)
 }
 
-// remount remounts an in-process mount (see primePoll).
+// remount remounts an in-process mount.
 func remount(t *testing.T, m *mounttest.Mounted) {
 	t.Helper()
 	m.Remount()
-	primePoll(t, m)
-}
-
-// primePoll makes the kernel learn, right after mounting and while nothing
-// else runs, that the daemon does not implement POLL. The os package
-// registers every file it opens with the netpoller (epoll_ctl, a raw system
-// call that keeps its P), and the first epoll_ctl on a file of a FUSE
-// connection sends a POLL request to the daemon: when the daemon is this
-// process and the GC stops the world at that moment, nothing can answer
-// and the test hangs (seen under -race). After one ENOSYS answer the kernel
-// stops asking. The tests use posixtest.ReadFile and friends anyway; this
-// protects any os.Open they miss. (go-fuse does the same in its server.)
-// The file stays, so that priming after a remount changes nothing (a
-// remount test compares directory mtimes).
-func primePoll(t *testing.T, m *mounttest.Mounted) {
-	t.Helper()
-	p := m.Path(".poll-prime")
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		if err := posixtest.WriteFile(p, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := os.Open(p) // epoll_ctl -> POLL -> ENOSYS -> no_poll
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 }
 
 // writeAll writes all of data to fd.

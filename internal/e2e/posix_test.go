@@ -12,12 +12,7 @@ import (
 // knownGaps are suite tests where Conquest differs from ext4 for a reason
 // that is understood and reported, and not yet fixed. TestPosix skips them
 // unless CONQUEST_E2E_STRICT=1; remove an entry when its cause is fixed.
-var knownGaps = map[string]string{
-	// FUSE HANDLE_KILLPRIV_V2 semantics (kill S_ISGID on write only with
-	// group exec); Linux >= 6.2 also kills it without group exec when the
-	// writer is not in the file's group.
-	"PermKillPriv": "S_ISGID without group exec kept after a write by a non-member",
-}
+var knownGaps = map[string]string{}
 
 // TestPosix runs the conformance suite against one Conquest mount, each test
 // in its own directory, checking the file system after each.

@@ -256,6 +256,20 @@ func testPermKillPriv(t *testing.T, dir string) {
 	if st := lstat(t, p); st.Mode&07777 != 0777 {
 		t.Fatalf("after unprivileged truncate: mode %o, want 0777", st.Mode&07777)
 	}
+	// And set-group-ID without group exec, by the same rule as a write.
+	for _, c := range []struct {
+		want uint32
+		gid  int
+	}{{0767, 0}, {02767, nobodyGID}} {
+		p := join(dir, fmt.Sprintf("t2767-%d", c.gid))
+		writeFile(t, p, []byte("data"), 0644)
+		ok(t, unix.Chown(p, 0, c.gid), "chown")
+		ok(t, unix.Chmod(p, 02767), "chmod")
+		ok(t, nobodyDo(t, "truncate", p, "1"), "nobody truncates")
+		if st := lstat(t, p); st.Mode&07777 != c.want {
+			t.Fatalf("after an unprivileged truncate of a 2767 file of group %d: mode %o, want %o", c.gid, st.Mode&07777, c.want)
+		}
+	}
 	// Root (CAP_FSETID) keeps the bits when writing.
 	q := join(dir, "r")
 	writeFile(t, q, []byte("data"), 0644)

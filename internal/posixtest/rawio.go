@@ -8,13 +8,12 @@ import (
 )
 
 // ReadFile and WriteFile are os.ReadFile and os.WriteFile made of plain
-// system calls. The os package registers every file it opens with the Go
-// netpoller; on Linux that is an epoll_ctl, which the runtime makes as a raw
-// system call (holding its P), and which on a FUSE file sends a POLL request
-// to the daemon. When the daemon is this very process and the garbage
-// collector is stopping the world at that moment, nobody can answer: a
-// deadlock (seen under -race with GOMAXPROCS=2). These helpers never touch
-// the netpoller, so the suite is safe against in-process servers.
+// system calls; ReadFile opens with O_NONBLOCK, so it never blocks on a
+// FIFO.
+// They were first written to keep the suite off the Go netpoller, whose
+// epoll_ctl on a FUSE file could deadlock an in-process server with the
+// garbage collector; fusefs.Mount now prevents that itself (fusefs/poll.go),
+// so the os package is safe on Conquest mounts too.
 
 // ReadFile reads the whole file at path.
 func ReadFile(path string) ([]byte, error) {

@@ -1,0 +1,8 @@
+package fusefs
+
+// PollName is the phantom file's name (poll.go).
+const PollName = pollName
+
+// SetPrimePoll turns the POLL primer at Mount on or off (poll_test.go's
+// child process turns it off to show the deadlock it prevents).
+func SetPrimePoll(on bool) { primePollOnMount = on }
