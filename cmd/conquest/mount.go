@@ -98,6 +98,11 @@ const fsnamePrefix = "conquest:"
 
 // serve runs the file system in this process until it is unmounted.
 func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
+	// Catch SIGINT/SIGTERM before the mount becomes visible: a signal that
+	// arrives while mounting is queued and unmounts cleanly once serving.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	if im.embedded && !exists(im.pram) {
 		if err := os.MkdirAll(im.dataDir, 0o700); err != nil {
 			return err
@@ -128,9 +133,6 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 	if os.Getenv("CONQUEST_STATS") != "" {
 		defer func() { rep.logf("requests: %s", formatStats(srv.Stats())) }()
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	rep.ready(fmt.Sprintf("mounted %s on %s", im.pram, mp))
 	for done := false; !done; {
 		select {
