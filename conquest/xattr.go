@@ -188,34 +188,18 @@ func (fs *FS) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	if len(value) > MaxXattrValue {
 		return ErrXattr2Big
 	}
-	return fs.write(func(tx *pram.Tx, now Timespec) error {
-		in, err := fs.inode(ino)
-		if err != nil {
-			return err
-		}
-		if !userXattrAllowed(in, name) {
-			return ErrPerm
-		}
-		es, err := fs.xattrs(in)
-		if err != nil {
-			return err
-		}
-		i := xattrIndex(es, name)
+	return fs.editXattrs(ino, name, func(es []xattrEntry, i int) ([]xattrEntry, error) {
 		switch {
 		case i >= 0 && flags&XattrCreate != 0:
-			return ErrExists
+			return nil, ErrExists
 		case i < 0 && flags&XattrReplace != 0:
-			return ErrNoData
+			return nil, ErrNoData
 		case i >= 0:
 			es[i].value = value
 		default:
 			es = append(es, xattrEntry{name: name, value: value})
 		}
-		if err := fs.putXattrs(tx, in, es); err != nil {
-			return err
-		}
-		in.setTime(tx, iCtime, now)
-		return nil
+		return es, nil
 	})
 }
 
@@ -224,6 +208,18 @@ func (fs *FS) RemoveXattr(ino Ino, name string) error {
 	if err := checkXattrName(name); err != nil {
 		return err
 	}
+	return fs.editXattrs(ino, name, func(es []xattrEntry, i int) ([]xattrEntry, error) {
+		if i < 0 {
+			return nil, ErrNoData
+		}
+		return append(es[:i], es[i+1:]...), nil
+	})
+}
+
+// editXattrs runs edit on ino's attribute list in one transaction (i is the
+// index of name, or -1), stores the list it returns and sets ctime. It
+// refuses user.* names where ext4 does (ErrPerm).
+func (fs *FS) editXattrs(ino Ino, name string, edit func(es []xattrEntry, i int) ([]xattrEntry, error)) error {
 	return fs.write(func(tx *pram.Tx, now Timespec) error {
 		in, err := fs.inode(ino)
 		if err != nil {
@@ -236,11 +232,9 @@ func (fs *FS) RemoveXattr(ino Ino, name string) error {
 		if err != nil {
 			return err
 		}
-		i := xattrIndex(es, name)
-		if i < 0 {
-			return ErrNoData
+		if es, err = edit(es, xattrIndex(es, name)); err != nil {
+			return err
 		}
-		es = append(es[:i], es[i+1:]...)
 		if err := fs.putXattrs(tx, in, es); err != nil {
 			return err
 		}
