@@ -338,3 +338,52 @@ func TestNoFlush(t *testing.T) {
 		}
 	})
 }
+
+// A file larger than one READ keeps its pages when atime is due: only its
+// first page is dropped at open, so a read from the start reaches the core
+// (atime catches up with mtime) and the rest comes from the page cache. The
+// data read is the data written, also after a rewrite in the middle.
+func TestAtimeLargeFileKeepsCache(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		for _, size := range []int{512 << 10, 3 << 20} { // in the arena, on disk
+			p := m.Path("big")
+			data := make([]byte, size)
+			for i := range data {
+				data[i] = byte(i*7 + i>>12)
+			}
+			must(t, os.WriteFile(p, data, 0o644))
+			if b, err := os.ReadFile(p); err != nil || !slices.Equal(b, data) {
+				t.Fatalf("size %d: first read differs (%v)", size, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			must(t, err)
+			patch := []byte("rewritten in the middle")
+			_, err = f.WriteAt(patch, int64(size/2))
+			must(t, err)
+			must(t, f.Close())
+			copy(data[size/2:], patch)
+			st := stat(t, p)
+			if !tsBefore(st.Atim, st.Mtim) {
+				t.Fatalf("size %d: before the read: atime %v not before mtime %v", size, st.Atim, st.Mtim)
+			}
+			time.Sleep(10 * time.Millisecond)
+			reads := m.Server.Stats()["READ"]
+			if b, err := os.ReadFile(p); err != nil || !slices.Equal(b, data) {
+				t.Fatalf("size %d: read after the rewrite differs (%v)", size, err)
+			}
+			n := m.Server.Stats()["READ"] - reads
+			if n == 0 {
+				t.Errorf("size %d: read with atime due sent no READ", size)
+			}
+			if n > 2 {
+				t.Errorf("size %d: read with atime due sent %d READs: the page cache was dropped", size, n)
+			}
+			st = stat(t, p)
+			if tsBefore(st.Atim, st.Mtim) {
+				t.Errorf("size %d: after the read: atime %v before mtime %v", size, st.Atim, st.Mtim)
+			}
+			must(t, os.Remove(p))
+		}
+	})
+}

@@ -1,6 +1,8 @@
 package fusefs
 
 import (
+	"os"
+
 	"bazil.org/fuse"
 
 	"conquest/conquest"
@@ -15,15 +17,49 @@ func (s *Server) open(r *fuse.OpenRequest) {
 	// KeepCache: every change to a file's data passes through the kernel's
 	// page cache on its way here (there is no other writer), so what the
 	// kernel cached at the last close is still right. But a read served
-	// from that cache never reaches the core, which updates atime: when a
-	// read now would update it (relatime), the cache is dropped so the
-	// first read comes here. After that read atime is current and the
-	// cache is kept again until the next modification.
-	var flags fuse.OpenResponseFlags
-	if s.fs.KeepCache(ino(r.Node)) {
-		flags = fuse.OpenKeepCache
+	// from that cache never reaches the core, which updates atime. When a
+	// read now would update it (relatime), the first read must come here:
+	// see atimeCache.
+	node := ino(r.Node)
+	flags := fuse.OpenKeepCache
+	if !s.fs.KeepCache(node) && !s.atimeCache(node, uint32(r.Flags)) {
+		flags = 0
 	}
 	r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h), Flags: flags})
+}
+
+// keepWholeMin is the size from which a file opened while its atime is due
+// keeps its page cache (less its first page) instead of dropping it: above
+// one maximal READ, fetching the file again costs more than the
+// invalidation (which also drops the cached attributes, one GETATTR later).
+const keepWholeMin = 128 << 10
+
+// atimeCache decides the open of a file whose atime a read would update
+// (relatime). A small file drops its cached pages (no FOPEN_KEEP_CACHE):
+// its first read comes here and updates atime. A larger one keeps them,
+// all but the first page, which is invalidated now, before the open
+// completes, so that a read from the start reaches the core (which updates
+// atime) while the rest of the file is still served from the cache: a file
+// read again after it was written is not fetched again whole. A read that
+// does not start in the first page does not update atime then. It reports
+// whether the cache may be kept. A handle that cannot read (O_WRONLY, or
+// O_TRUNC, which modifies the file anyway) keeps the cache as it is.
+func (s *Server) atimeCache(node conquest.Ino, openFlags uint32) bool {
+	if openFlags&conquest.O_ACCMODE == conquest.O_WRONLY || openFlags&conquest.O_TRUNC != 0 {
+		return true
+	}
+	a, err := s.fs.GetAttr(node)
+	if err != nil || a.Size <= keepWholeMin {
+		return false
+	}
+	// No lock of the kernel's that the OPEN in flight holds is needed to
+	// invalidate pages; a page locked by a READ or WRITE in flight waits for
+	// its reply, which another reader serves.
+	if err := s.conn.InvalidateNode(fuse.NodeID(node), 0, pageSize); err != nil && err != fuse.ErrNotCached {
+		s.opt.Logf("fusefs: invalidating the first page of inode %d: %v", node, err)
+		return false
+	}
+	return true
 }
 
 func (s *Server) read(r *fuse.ReadRequest) {
@@ -113,3 +149,6 @@ func (s *Server) invalidateAttr(node conquest.Ino) {
 		s.opt.Logf("fusefs: invalidating attributes of inode %d: %v", node, err)
 	}
 }
+
+// pageSize is the kernel's page size, the unit of its page cache.
+var pageSize = int64(os.Getpagesize())
