@@ -62,7 +62,22 @@ type fileDevice struct {
 	size   int64
 	direct bool
 	bounce sync.Pool // *[]byte of bounceSize, Alignment-aligned (direct only)
+	// dr reads large aligned requests of an image file with O_DIRECT (nil
+	// if f is direct already, or the file system refuses O_DIRECT): see
+	// directReadMin.
+	dr *os.File
 }
+
+// directReadMin is the smallest aligned read of an image file that
+// bypasses the page cache. Cold reads through the page cache of the image
+// file measured 360 MB/s here against 1.2-1.8 GB/s with O_DIRECT (the same
+// 400 MiB, 8 MiB and 1 MiB requests), and the kernel's FUSE page cache
+// holds the data the file system serves anyway: the image file's cache
+// would be a second copy. Smaller reads (a block merged with a partial
+// write, a read of a block just written) stay on the page cache, where the
+// data usually still is. A direct read sees writes made through the page
+// cache: the kernel writes back dirty pages of the range first.
+const directReadMin = 256 << 10
 
 const bounceSize = 1 << 20
 
@@ -103,6 +118,10 @@ func OpenDevice(path string, o DeviceOptions) (Device, error) {
 	}
 	if direct {
 		d.bounce.New = func() any { b := AlignedBuffer(bounceSize); return &b }
+	} else if o.Direct == DirectAuto && !isBlock {
+		if dr, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0); err == nil {
+			d.dr = dr // else (tmpfs: EINVAL) every read uses the page cache
+		}
 	}
 	return d, nil
 }
@@ -144,9 +163,21 @@ func (d *fileDevice) Size() int64 { return d.size }
 
 // pageCached reports that reads go through the kernel's page cache (no
 // O_DIRECT): see PrefetchAuto.
-func (d *fileDevice) pageCached() bool { return !d.direct }
+func (d *fileDevice) pageCached() bool { return !d.direct && d.dr == nil }
+
+// willNeed asks the kernel to read [off, off+n) into the page cache in the
+// background (advisor; a hint: errors are ignored).
+func (d *fileDevice) willNeed(off, n int64) {
+	if !d.direct {
+		_ = unix.Fadvise(int(d.f.Fd()), off, n, unix.FADV_WILLNEED)
+	}
+}
 
 func (d *fileDevice) ReadAt(p []byte, off int64) (int, error) {
+	if d.dr != nil && len(p) >= directReadMin && aligned(p, off) {
+		n, err := d.dr.ReadAt(p, off)
+		return n, fixShort(n, len(p), err, io.ErrUnexpectedEOF)
+	}
 	if !d.direct || aligned(p, off) {
 		n, err := d.f.ReadAt(p, off)
 		return n, fixShort(n, len(p), err, io.ErrUnexpectedEOF)
@@ -214,7 +245,21 @@ func (d *fileDevice) Sync() error {
 	return nil
 }
 
-func (d *fileDevice) Close() error { return d.f.Close() }
+// startWriteback starts writing the file's dirty pages to the disk and
+// does not wait (sync_file_range SYNC_FILE_RANGE_WRITE; a hint: errors are
+// ignored, the next Sync reports them).
+func (d *fileDevice) startWriteback() {
+	if !d.direct {
+		_ = unix.SyncFileRange(int(d.f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}
+}
+
+func (d *fileDevice) Close() error {
+	if d.dr != nil {
+		d.dr.Close()
+	}
+	return d.f.Close()
+}
 
 // String names the device for messages.
 func (d *fileDevice) String() string {

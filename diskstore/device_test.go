@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -215,5 +216,61 @@ func TestFaultInjectors(t *testing.T) {
 	}
 	if f.Injected() != 3 { // since the second NewFaultDevice
 		t.Fatalf("injected %d", f.Injected())
+	}
+}
+
+// An image file on a file system that allows O_DIRECT reads large aligned
+// requests directly; they see every write made through the page cache,
+// synced or not, and the store works on it (prefetching with direct reads).
+func TestImageFileDirectReads(t *testing.T) {
+	dir := t.TempDir()
+	if probe, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_CREATE|os.O_RDWR|syscall.O_DIRECT, 0o600); err != nil {
+		t.Skipf("%s refuses O_DIRECT: %v", dir, err)
+	} else {
+		probe.Close()
+	}
+	path := filepath.Join(dir, "disk")
+	if err := CreateFile(path, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := OpenDevice(path, DeviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	fd := dev.(*fileDevice)
+	if fd.direct || fd.dr == nil || fd.pageCached() {
+		t.Fatalf("direct %v, direct reader %v, pageCached %v", fd.direct, fd.dr != nil, fd.pageCached())
+	}
+	for round := range 3 {
+		want := pattern(uint32(round), 0, 1<<20)
+		if _, err := dev.WriteAt(want, 4<<20); err != nil { // through the page cache, not synced
+			t.Fatal(err)
+		}
+		got := AlignedBuffer(1 << 20)
+		if _, err := dev.ReadAt(got, 4<<20); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("round %d: a direct read does not see the buffered write before it", round)
+		}
+	}
+	e := newEnv(t, envOpts{dev: dev})
+	if !e.s.prefetch {
+		t.Fatal("no prefetching on an image file with direct reads")
+	}
+	seg := e.newFile(1)
+	data := pattern(2, 0, 12<<20)
+	e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, 0, data) })
+	ra := e.s.NewReadahead()
+	defer ra.Close()
+	for off := 0; off < len(data); off += 128 << 10 {
+		p := make([]byte, 128<<10)
+		if _, err := e.s.ReadAt(seg, p, int64(off), ra); err != nil || !bytes.Equal(p, data[off:off+len(p)]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
+	if st := ra.Stats(); st.Prefetches == 0 || st.Hits == 0 {
+		t.Fatalf("no readahead: %+v", st)
 	}
 }

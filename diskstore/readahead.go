@@ -57,6 +57,7 @@ type raBuf struct {
 const (
 	raInitial = 256 << 10
 	raSlack   = 128 << 10 // a read starting this close to the expected offset still counts as sequential
+	raBehind  = 1 << 20   // and one this far behind the furthest read so far (out-of-order arrival)
 )
 
 // NewReadahead returns the readahead state for a new open handle.
@@ -86,6 +87,9 @@ func (ra *Readahead) Close() {
 func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
 	s := ra.s
 	if !s.prefetch {
+		ra.mu.Lock()
+		ra.advise(seg, off, int64(len(p)))
+		ra.mu.Unlock()
 		return s.readDisk(seg, p, off) // see PrefetchAuto
 	}
 	ra.mu.Lock()
@@ -98,18 +102,24 @@ func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
 		ra.seg = seg
 	}
 	end := off + int64(len(p))
-	sequential := off >= ra.next-raSlack && off <= ra.next+raSlack
+	// The kernel sends reads ahead asynchronously and two or more daemon
+	// threads serve them, so a sequential stream arrives slightly out of
+	// order: a read a little behind the furthest one still belongs to it.
+	sequential := off >= ra.next-raBehind && off <= ra.next+raSlack
 	if sequential {
 		ra.seq++
 	} else {
 		ra.reset()
 	}
-	ra.next = end
+	ra.next = max(ra.next, end)
+	if !sequential {
+		ra.next = end
+	}
 	gen := s.genOf(seg)
-	// Drop what is stale or behind us.
+	// Drop what is stale or well behind us.
 	keep := ra.bufs[:0]
 	for _, b := range ra.bufs {
-		if b.gen == gen && b.end > off {
+		if b.gen == gen && b.end+raBehind > off {
 			keep = append(keep, b)
 		} else {
 			ra.recycle(b)
@@ -127,7 +137,7 @@ func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
 	}
 	if ra.seq >= 1 {
 		ra.window = min(ra.window*2, s.o.ReadaheadMax)
-		ra.prefetch(seg, end, gen)
+		ra.prefetch(seg, ra.next, gen)
 	}
 	return nil
 }
@@ -294,4 +304,64 @@ func (ra *Readahead) prefetch(seg pram.Off, end int64, gen uint64) {
 			}
 		}
 	}()
+}
+
+// advisor is a device read through the page cache that can be told which
+// ranges will be read soon (posix_fadvise POSIX_FADV_WILLNEED: the kernel
+// starts reading them in the background).
+type advisor interface {
+	willNeed(off, n int64)
+}
+
+// advise is the readahead of a device read through the page cache
+// (PrefetchAuto): the foreground reads copy from the image file's page
+// cache, and on sequential reads the kernel is asked, one window at a
+// time, to read the next window into it in large requests (its own
+// readahead of the image file follows requests of at most one FUSE read,
+// 128 KiB, and ramps up slowly). Reads that turn random stop it.
+// Preconditions: ra.mu held; the core's read lock held (reads the arena).
+func (ra *Readahead) advise(seg pram.Off, off, n int64) {
+	s := ra.s
+	adv, ok := s.dev.(advisor)
+	if !ok || ra.closed {
+		return
+	}
+	if seg != ra.seg {
+		ra.seq, ra.ahead, ra.window, ra.seg = 0, 0, raInitial, seg
+	}
+	end := off + n
+	if off >= ra.next-raSlack && off <= ra.next+raSlack {
+		ra.seq++
+	} else {
+		ra.seq, ra.ahead, ra.window = 0, 0, raInitial
+	}
+	ra.next = end
+	if ra.seq < 2 || ra.ahead-end >= ra.window/2 {
+		return
+	}
+	ra.window = min(ra.window*2, s.o.ReadaheadMax)
+	bs := int64(s.bs)
+	mend, err := s.mappedEnd(seg)
+	if err != nil {
+		return
+	}
+	from := max(ra.ahead, end/bs*bs)
+	to := min((end+ra.window+bs-1)/bs*bs, int64(mend)*bs)
+	if from >= to {
+		return
+	}
+	ra.ahead = to
+	ra.stats.Prefetches++
+	ra.stats.Bytes += to - from
+	for fb := uint64(from / bs); fb < uint64(to/bs); {
+		sp, err := s.lookup(seg, fb)
+		if err != nil {
+			return
+		}
+		k := min(sp.n, uint64(to/bs)-fb)
+		if sp.disk != 0 {
+			adv.willNeed(int64(sp.disk)*bs, int64(k)*bs)
+		}
+		fb += k
+	}
 }

@@ -201,3 +201,126 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 	mu.Unlock()
 	e.check(map[pram.Off]int64{seg: size})
 }
+
+// The kernel sends readahead READs asynchronously and several daemon
+// threads serve them, so a sequential stream arrives slightly out of order
+// (pairs swapped here): it is still sequential, prefetched and served from
+// the cache.
+func TestReadaheadOutOfOrder(t *testing.T) {
+	cd := &countDevice{Device: NewMemDevice(64 << 20)}
+	e := newEnv(t, envOpts{dev: cd})
+	seg := e.newFile(1)
+	const size, chunk = 16 << 20, 128 << 10
+	data := pattern(1, 0, size)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
+	ra := e.s.NewReadahead()
+	defer ra.Close()
+	cd.reads.Store(0)
+	for off := int64(0); off < size; off += 2 * chunk {
+		for _, o := range []int64{off + chunk, off} {
+			p := make([]byte, chunk)
+			if _, err := e.s.ReadAt(seg, p, o, ra); err != nil || !bytes.Equal(p, data[o:o+chunk]) {
+				t.Fatalf("read at %d: %v", o, err)
+			}
+		}
+	}
+	st := ra.Stats()
+	reads := int64(size / chunk)
+	if st.Hits < reads*8/10 {
+		t.Fatalf("only %d of %d out-of-order sequential reads hit the readahead cache: %+v", st.Hits, reads, st)
+	}
+	if dr := cd.reads.Load(); dr > reads/4 {
+		t.Fatalf("%d device reads for %d reads: readahead did not gather", dr, reads)
+	}
+}
+
+// adviseDevice is a device read through the page cache that records the
+// ranges it is told will be needed.
+type adviseDevice struct {
+	Device
+	mu     sync.Mutex
+	ranges [][2]int64
+}
+
+func (d *adviseDevice) pageCached() bool { return true }
+func (d *adviseDevice) willNeed(off, n int64) {
+	d.mu.Lock()
+	d.ranges = append(d.ranges, [2]int64{off, n})
+	d.mu.Unlock()
+}
+
+// On a device read through the page cache the store does not prefetch
+// itself; sequential reads ask the kernel to read the next window ahead,
+// covering the file's disk blocks, and random reads ask nothing.
+func TestReadaheadAdvisesPageCachedDevice(t *testing.T) {
+	ad := &adviseDevice{Device: NewMemDevice(64 << 20)}
+	e := newEnv(t, envOpts{dev: ad})
+	if e.s.prefetch {
+		t.Fatal("prefetching goroutines on a page-cached device")
+	}
+	seg := e.newFile(1)
+	const size, chunk = 16 << 20, 128 << 10
+	data := pattern(1, 0, size)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
+	ra := e.s.NewReadahead()
+	defer ra.Close()
+	for i := 0; i < 40; i++ { // random: no advice
+		off := int64(i*7%100) * chunk
+		p := make([]byte, 4096)
+		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil || !bytes.Equal(p, data[off:off+4096]) {
+			t.Fatalf("random read at %d: %v", off, err)
+		}
+	}
+	if len(ad.ranges) != 0 {
+		t.Fatalf("random reads advised %v", ad.ranges)
+	}
+	for off := int64(0); off < size; off += chunk {
+		p := make([]byte, chunk)
+		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil || !bytes.Equal(p, data[off:off+chunk]) {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+	}
+	var covered int64
+	for _, r := range ad.ranges {
+		if r[0] <= 0 || r[0]+r[1] > 64<<20 {
+			t.Fatalf("advised range %v outside the data blocks", r)
+		}
+		covered += r[1]
+	}
+	if covered < size/2 || covered > size {
+		t.Fatalf("advised %d bytes for a sequential read of %d: %v", covered, size, ad.ranges)
+	}
+}
+
+// kickDevice counts the writebacks it is asked to start.
+type kickDevice struct {
+	Device
+	kicks atomic.Int64
+}
+
+func (d *kickDevice) startWriteback() { d.kicks.Add(1) }
+
+// On a page-cached device, the store starts the device's writeback every
+// kickBytes written (so the disk writes while data keeps coming, instead of
+// all at the next sync), and only then.
+func TestWritebackStartedWhileWriting(t *testing.T) {
+	kd := &kickDevice{Device: NewMemDevice(128 << 20)}
+	e := newEnv(t, envOpts{dev: kd})
+	seg := e.newFile(1)
+	const chunk = 128 << 10
+	for off := int64(0); off < kickBytes-chunk; off += chunk {
+		e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, off, pattern(1, off, chunk)) })
+	}
+	if n := kd.kicks.Load(); n != 0 {
+		t.Fatalf("writeback started %d times before %d bytes were written", n, kickBytes)
+	}
+	for off := int64(kickBytes - chunk); off < 5*kickBytes/2; off += chunk {
+		e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, off, pattern(1, off, chunk)) })
+	}
+	if n := kd.kicks.Load(); n != 2 {
+		t.Fatalf("writeback started %d times for %d bytes written, want 2", n, 5*kickBytes/2)
+	}
+	if got, err := e.read(seg, 0, 5*kickBytes/2); err != nil || !bytes.Equal(got, pattern(1, 0, 5*kickBytes/2)) {
+		t.Fatalf("read back: %v", err)
+	}
+}

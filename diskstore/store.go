@@ -120,12 +120,15 @@ type PrefetchMode int
 
 // Prefetch choices.
 const (
-	// PrefetchAuto prefetches except on a device opened by OpenDevice
-	// without O_DIRECT (an image file read through the page cache): there
-	// the kernel already reads ahead in the image file, a read is a copy
-	// from its page cache, and handing each window to a goroutine costs
-	// more than it saves (with the daemon on one P, the goroutine competes
-	// with the request it prefetches for).
+	// PrefetchAuto prefetches except on a device read entirely through
+	// the page cache (an image file on a file system that refuses
+	// O_DIRECT, such as tmpfs): there a read is a copy from the page cache,
+	// handing each window to a goroutine costs more than it saves (with the
+	// daemon on one P, the goroutine competes with the request it
+	// prefetches for), and the kernel is asked to read the next window into
+	// the page cache instead (posix_fadvise WILLNEED, see Readahead.advise).
+	// An image file that allows O_DIRECT is prefetched with direct reads
+	// (see directReadMin).
 	PrefetchAuto PrefetchMode = iota
 	PrefetchOn                // always prefetch sequential reads
 	PrefetchOff               // never: every read is synchronous
@@ -180,6 +183,7 @@ type Store struct {
 	heldInTx   []extent                // put into the (persistent) quarantine by the open Tx
 	intents    []intentRec             // in-place writes of the open Tx, by intent slot
 	unsynced   int64                   // bytes written to the device since its last sync
+	kicked     int64                   // bytes written since writeback was last started (kickBytes)
 	needTidy   bool                    // stale unsynced records or quarantine may exist
 	recovery   RecoveryReport          // what Open found
 	lost       lostRun                 // recovery's pending log line

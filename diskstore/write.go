@@ -414,7 +414,15 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 		} else {
 			s.mu.Lock()
 			s.unsynced += wrote
+			s.kicked += wrote
+			kick := s.kicked >= kickBytes
+			if kick {
+				s.kicked = 0
+			}
 			s.mu.Unlock()
+			if kb, ok := s.dev.(writebackStarter); kick && ok {
+				kb.startWriteback()
+			}
 		}
 	}
 	// Publish: the data is on the device (synced, or recorded unsynced).
@@ -640,3 +648,16 @@ func (s *Store) writePlan(fb0 uint64, plan []blk, buf []byte) (int64, error) {
 	}
 	return wrote, nil
 }
+
+// writebackStarter is a device whose writes go through a page cache and can
+// be sent on to the disk in the background, without waiting for them.
+type writebackStarter interface {
+	startWriteback()
+}
+
+// kickBytes is how much is written through a page-cached device before its
+// writeback is started (DurableOnProcessCrash): the device then writes
+// while more data comes in, as the kernel's flusher does for any file
+// system, instead of all at the next sync (every Options.SyncBytes, or
+// fsync), which the writer would wait for.
+const kickBytes = 8 << 20
