@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -253,6 +254,9 @@ func TestCrashAtomicityDiskGather(t *testing.T) {
 
 func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 	seed := int64(rand.Uint32())
+	if s := os.Getenv("CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewSource(seed))
 	ops, points := 60, 48
@@ -303,6 +307,9 @@ func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 		fs, d := open(P, pdev)
 		s0 := snapshot(t, fs)
 		op := randomOp(r, s0)
+		if os.Getenv("CRASH_SEED") != "" {
+			t.Logf("step %d: %s", step, op.desc)
+		}
 		must(t, fs.Close())
 		pdev = d
 

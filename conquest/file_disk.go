@@ -157,8 +157,16 @@ func (fs *FS) undoLsize() {
 // has, except through diskSetSize.
 func (fs *FS) publishSize(tx *pram.Tx, in inode, size uint64) {
 	if size > in.size() && fs.ds.Buffered(in.seg()) > 0 {
-		fs.setLsize(in.ino, size)
-		return
+		// What lies before the first buffered byte is on disk (a write
+		// that filled the buffer flushed it) or a hole: publish that much,
+		// so that no flushed block lies beyond the published size.
+		if first := uint64(fs.ds.BufferedStart(in.seg())); first > in.size() {
+			in.set64(tx, iSize, min(size, first))
+		}
+		if size > in.size() {
+			fs.setLsize(in.ino, size)
+			return
+		}
 	}
 	if size > in.size() {
 		in.set64(tx, iSize, size)

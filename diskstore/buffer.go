@@ -188,3 +188,14 @@ func (s *Store) BufferedEnd(seg pram.Off) int64 {
 	}
 	return 0
 }
+
+// BufferedStart is the offset of the first buffered byte of seg
+// (MaxFileSize if none): every byte before it is on disk or a hole.
+func (s *Store) BufferedStart(seg pram.Off) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fs := s.files[seg]; fs != nil && len(fs.runs) > 0 {
+		return fs.runs[0].off
+	}
+	return MaxFileSize
+}
