@@ -71,3 +71,51 @@ func TestSpriteLarge(t *testing.T) {
 		}
 	}
 }
+
+// countFS counts the Write calls of the files it opens.
+type countFS struct {
+	OSFS
+	writes, bytes int64
+}
+
+func (fs *countFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := fs.OSFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &countFile{File: f, fs: fs}, nil
+}
+
+type countFile struct {
+	File
+	fs *countFS
+}
+
+func (f *countFile) Write(p []byte) (int, error) {
+	f.fs.writes++
+	f.fs.bytes += int64(len(p))
+	return f.File.Write(p)
+}
+
+// The sequential write issues one write(2) per request, also for requests
+// longer than the content pattern (1 MiB requests): a request split in two
+// would leave on FUSE a page filled by two writes, which the kernel does not
+// cache as up to date.
+func TestSpriteLargeOneWritePerRequest(t *testing.T) {
+	for _, c := range []SpriteLargeConfig{
+		{Files: 2, Size: 3 << 20, Request: 1 << 20},
+		{Files: 1, Size: 1<<20 + 5, Request: 8 << 10},
+	} {
+		fs := &countFS{}
+		env := NewEnv(t.TempDir())
+		env.FS = fs
+		env.Settle = func() error { return nil }
+		if _, err := c.RunSpriteLarge(context.Background(), env); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		reqs := int64(c.Files) * ((c.Size + int64(c.Request) - 1) / int64(c.Request))
+		if fs.writes != reqs || fs.bytes != int64(c.Files)*c.Size {
+			t.Errorf("%+v: %d writes of %d bytes in all, want %d requests of %d bytes", c, fs.writes, fs.bytes, reqs, int64(c.Files)*c.Size)
+		}
+	}
+}
