@@ -135,7 +135,7 @@ func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
 			return err
 		}
 	}
-	if ra.seq >= 1 {
+	if ra.seq >= 2 { // a first read, even at 0, is not yet a stream
 		ra.window = min(ra.window*2, s.o.ReadaheadMax)
 		ra.prefetch(seg, ra.next, gen)
 	}
