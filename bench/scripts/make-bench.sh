@@ -17,6 +17,7 @@
 #   LARGE_BIG_RUNS=1        rounds for the runs of 100 MB files (forty of them move 4 GB per phase)
 #   LARGE_PRESETS=          more sprite-large presets at their own counts (e.g. "1m 1.01m 100m": 100, 100, 1 files)
 #   DISK_SIZE=1G            the disk-path file: sequential write/read in 1 MiB requests (sprite-large)
+#   COLD=1                  also run the disk-path file with the page cache dropped before every phase (0: skip)
 #   FIO_RUNTIME=3           seconds of each 4 KiB random fio job on that file; 0 skips the fio section
 #   TARGETS="conquest tmpfs ext4"  what to compare; the first is the reference for ratios
 #   BASE=/tmp/conquest-bench       mount points and images
@@ -36,6 +37,7 @@ LARGE_RUNS=${LARGE_RUNS-10:1m 10:1.01m 40:100m}
 LARGE_BIG_RUNS=${LARGE_BIG_RUNS:-1}
 LARGE_PRESETS=${LARGE_PRESETS:-}
 DISK_SIZE=${DISK_SIZE:-1G}
+COLD=${COLD:-1}
 FIO_RUNTIME=${FIO_RUNTIME:-3}
 TARGETS=${TARGETS:-conquest tmpfs ext4}
 BASE=${BASE:-/tmp/conquest-bench}
@@ -197,6 +199,9 @@ bench sprite-small sprite-small --files "$SMALL_FILES" --size 1K
 # The disk path (files above Conquest's 1 MiB threshold): one DISK_SIZE file, 1 MiB requests (sequential write
 # and read, then every 1 MiB block rewritten and read in random order), then 4 KiB random I/O with fio.
 bench "disk-path-$DISK_SIZE" sprite-large --files 1 --size "$DISK_SIZE" --request 1M
+# The same from the disk itself: the page cache is dropped before every phase, so reads come from each file
+# system's disk (Conquest's disk image, ext4's loop file), not from memory.
+[ "$COLD" = 0 ] || bench "disk-path-$DISK_SIZE-cold" sprite-large --files 1 --size "$DISK_SIZE" --request 1M --drop-caches
 [ "$FIO_RUNTIME" = 0 ] || fio_disk_path "disk-path-$DISK_SIZE-4k"
 # Sprite LFS large-file runs with the original evaluation's file counts (8 KB requests).
 for cp in $LARGE_RUNS; do
