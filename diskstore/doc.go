@@ -73,7 +73,7 @@
 // (the store caches and gathers itself; the page cache would hold a second
 // copy and reorder writes we must flush anyway) and the page cache on image
 // files (usually on a cached file system; tmpfs refuses O_DIRECT), except
-// for reads of 256 KiB or more, aligned (readahead windows), which use a
+// for aligned reads of 64 KiB or more (whole blocks), which use a
 // second, O_DIRECT descriptor where the file system allows it: cold reads
 // through the image file's page cache measured 3-5x slower, and the FUSE
 // page cache holds that data already. Unaligned direct transfers go through
