@@ -255,6 +255,19 @@ func (d *fileDevice) startWriteback() {
 	}
 }
 
+// dropClean drops the image file's clean cached pages (posix_fadvise
+// DONTNEED; a hint), after a sync made everything written so far clean.
+// Only when large reads bypass the page cache (dr): the written data is
+// then read from the disk, or from the FUSE page cache and the
+// verified-block cache, never again from these pages, which would only
+// hold a second copy of what the kernel caches for the mount (under
+// memory pressure, at the expense of the mount's own cache).
+func (d *fileDevice) dropClean() {
+	if d.dr != nil {
+		_ = unix.Fadvise(int(d.f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	}
+}
+
 func (d *fileDevice) Close() error {
 	if d.dr != nil {
 		d.dr.Close()
