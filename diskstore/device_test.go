@@ -222,10 +222,11 @@ func TestFaultInjectors(t *testing.T) {
 	}
 }
 
-// An image file on a file system that allows O_DIRECT reads large aligned
-// requests directly; they see every write made through the page cache,
-// synced or not, and the store works on it (prefetching with direct reads).
-func TestImageFileDirectReads(t *testing.T) {
+// directImage opens a new 64 MiB image file as a device (closed at the
+// end of the test), skipping the test where the file system refuses
+// O_DIRECT.
+func directImage(t *testing.T) (string, Device) {
+	t.Helper()
 	dir := t.TempDir()
 	if probe, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_CREATE|os.O_RDWR|syscall.O_DIRECT, 0o600); err != nil {
 		t.Skipf("%s refuses O_DIRECT: %v", dir, err)
@@ -240,7 +241,15 @@ func TestImageFileDirectReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
+	t.Cleanup(func() { dev.Close() })
+	return path, dev
+}
+
+// An image file on a file system that allows O_DIRECT reads large aligned
+// requests directly; they see every write made through the page cache,
+// synced or not, and the store works on it (prefetching with direct reads).
+func TestImageFileDirectReads(t *testing.T) {
+	_, dev := directImage(t)
 	fd := dev.(*fileDevice)
 	if fd.direct || fd.dr == nil || fd.pageCached() {
 		t.Fatalf("direct %v, direct reader %v, pageCached %v", fd.direct, fd.dr != nil, fd.pageCached())
@@ -281,21 +290,7 @@ func TestImageFileDirectReads(t *testing.T) {
 // After a sync the store drops the image file's clean cached pages when
 // large reads bypass them: the data is not kept twice in memory.
 func TestImageFileCacheDroppedAfterSync(t *testing.T) {
-	dir := t.TempDir()
-	if probe, err := os.OpenFile(filepath.Join(dir, "probe"), os.O_CREATE|os.O_RDWR|syscall.O_DIRECT, 0o600); err != nil {
-		t.Skipf("%s refuses O_DIRECT: %v", dir, err)
-	} else {
-		probe.Close()
-	}
-	path := filepath.Join(dir, "disk")
-	if err := CreateFile(path, 64<<20); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := OpenDevice(path, DeviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	path, dev := directImage(t)
 	if _, err := exec.LookPath("fincore"); err != nil {
 		t.Skip("no fincore (util-linux)")
 	}

@@ -227,6 +227,24 @@ func (ra *Readahead) serve(p []byte, off int64) bool {
 	return false
 }
 
+// nextWindow is the block-aligned range [from, to) to fetch after end, up
+// to one window ahead and within the file's mapped blocks; ok is false when
+// at least half a window is fetched already, or nothing is left.
+// Preconditions: ra.mu held; the core's read lock held (reads the arena).
+func (ra *Readahead) nextWindow(seg pram.Off, end int64) (from, to int64, ok bool) {
+	if ra.ahead-end >= ra.window/2 {
+		return 0, 0, false
+	}
+	bs := int64(ra.s.bs)
+	mend, err := ra.s.mappedEnd(seg)
+	if err != nil {
+		return 0, 0, false
+	}
+	from = max(ra.ahead, end/bs*bs)
+	to = min((end+ra.window+bs-1)/bs*bs, int64(mend)*bs)
+	return from, to, from < to
+}
+
 // piece is a run of blocks a prefetch reads: len(sums) blocks from disk
 // (sums all non-zero), at byte rel of the buffer.
 type piece struct {
@@ -242,16 +260,8 @@ type piece struct {
 func (ra *Readahead) prefetch(seg pram.Off, end int64, gen uint64) {
 	s := ra.s
 	bs := int64(s.bs)
-	if ra.ahead-end >= ra.window/2 {
-		return
-	}
-	mend, err := s.mappedEnd(seg)
-	if err != nil {
-		return
-	}
-	from := max(ra.ahead, end/bs*bs)
-	to := min((end+ra.window+bs-1)/bs*bs, int64(mend)*bs)
-	if from >= to {
+	from, to, ok := ra.nextWindow(seg, end)
+	if !ok {
 		return
 	}
 	// Resolve blocks and checksums now; the goroutine touches only the device.
@@ -349,18 +359,13 @@ func (ra *Readahead) advise(seg pram.Off, off, n int64) {
 		ra.seq, ra.ahead, ra.window = 0, 0, raInitial
 	}
 	ra.next = end
-	if ra.seq < 2 || ra.ahead-end >= ra.window/2 {
+	if ra.seq < 2 {
 		return
 	}
 	ra.window = min(ra.window*2, s.o.ReadaheadMax)
 	bs := int64(s.bs)
-	mend, err := s.mappedEnd(seg)
-	if err != nil {
-		return
-	}
-	from := max(ra.ahead, end/bs*bs)
-	to := min((end+ra.window+bs-1)/bs*bs, int64(mend)*bs)
-	if from >= to {
+	from, to, ok := ra.nextWindow(seg, end)
+	if !ok {
 		return
 	}
 	ra.ahead = to
