@@ -5,10 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -284,39 +281,5 @@ func TestImageFileDirectReads(t *testing.T) {
 	}
 	if st := ra.Stats(); st.Prefetches == 0 || st.Hits == 0 {
 		t.Fatalf("no readahead: %+v", st)
-	}
-}
-
-// After a sync the store drops the image file's clean cached pages when
-// large reads bypass them: the data is not kept twice in memory.
-func TestImageFileCacheDroppedAfterSync(t *testing.T) {
-	path, dev := directImage(t)
-	if _, err := exec.LookPath("fincore"); err != nil {
-		t.Skip("no fincore (util-linux)")
-	}
-	resident := func() int { // pages of the image in the page cache
-		out, err := exec.Command("fincore", "--noheadings", "--output", "PAGES", path).Output()
-		if err != nil {
-			t.Fatalf("fincore: %v", err)
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(string(out)))
-		if err != nil {
-			t.Fatalf("fincore output %q: %v", out, err)
-		}
-		return n
-	}
-	e := newEnv(t, envOpts{dev: dev})
-	seg := e.newFile(1)
-	data := pattern(3, 0, 16<<20)
-	e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, 0, data) })
-	if n := resident(); n < (8<<20)/os.Getpagesize() {
-		t.Fatalf("only %d pages of the image cached right after a buffered write of 16 MiB", n)
-	}
-	e.must(func(tx *pram.Tx) error { return e.s.Fsync(tx, seg) })
-	if n := resident(); n > 64 {
-		t.Fatalf("%d pages of the image still cached after the sync", n)
-	}
-	if got, err := e.read(seg, 0, len(data)); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read back after the drop: %v", err)
 	}
 }

@@ -73,13 +73,13 @@
 // (the store caches and gathers itself; the page cache would hold a second
 // copy and reorder writes we must flush anyway) and the page cache on image
 // files (usually on a cached file system; tmpfs refuses O_DIRECT), except
-// for aligned reads of 64 KiB or more (whole blocks), which use a
+// for aligned reads of 256 KiB or more (readahead windows), which use a
 // second, O_DIRECT descriptor where the file system allows it: cold reads
 // through the image file's page cache measured 3-5x slower, and the FUSE
-// page cache holds that data already; for the same reason the image file's
-// clean pages are dropped after every sync (posix_fadvise DONTNEED), and
-// its writeback is started every 8 MiB written (sync_file_range), so that
-// the disk writes while data comes in rather than all at the next sync.
+// page cache holds that data already; smaller reads use the image's page
+// cache, which still holds recently written blocks. Its writeback is
+// started every 8 MiB written (sync_file_range), so that the disk writes
+// while data comes in rather than all at the next sync.
 // Unaligned direct transfers go through an aligned bounce buffer.
 //
 // # Durability

@@ -336,16 +336,7 @@ func (s *Store) syncDevice() error {
 		return s.ioErr("syncing disk", err)
 	}
 	s.newEpoch()
-	if d, ok := s.dev.(cacheDropper); ok {
-		d.dropClean()
-	}
 	return nil
-}
-
-// cacheDropper is a device whose writes go through a page cache that it
-// can drop once they are on the disk.
-type cacheDropper interface {
-	dropClean()
 }
 
 // syncAll syncs the device, then frees what the new epoch made stale (as
