@@ -29,8 +29,7 @@ type Readahead struct {
 	// The fields below are guarded by mu.
 	seg    pram.Off
 	next   int64 // where a sequential read would start
-	seq    int   // sequential reads in a row
-	run    int64 // bytes read by them
+	run    int64 // bytes read by the sequential run so far
 	window int64
 	bufs   []*raBuf // prefetched ranges in file order
 	ahead  int64    // end of the last prefetch
@@ -104,25 +103,7 @@ func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
 		ra.mu.Unlock()
 		return s.readDisk(seg, p, off)
 	}
-	if seg != ra.seg {
-		ra.reset()
-		ra.seg = seg
-	}
-	end := off + int64(len(p))
-	// The kernel sends reads ahead asynchronously and two or more daemon
-	// threads serve them, so a sequential stream arrives slightly out of
-	// order: a read a little behind the furthest one still belongs to it.
-	sequential := off >= ra.next-raBehind && off <= ra.next+raSlack
-	if sequential {
-		ra.seq++
-		ra.run += int64(len(p))
-	} else {
-		ra.reset()
-	}
-	ra.next = max(ra.next, end)
-	if !sequential {
-		ra.next = end
-	}
+	ra.track(seg, off, int64(len(p)))
 	gen := s.genOf(seg)
 	// Drop what is stale or well behind us.
 	keep := ra.bufs[:0]
@@ -155,13 +136,33 @@ func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
 	return nil
 }
 
+// track records a read of [off, off+n) of seg: it continues the
+// sequential run or starts a new one. The kernel sends reads ahead
+// asynchronously and two or more daemon threads serve them, so a sequential
+// stream arrives slightly out of order: a read a little behind the furthest
+// one still belongs to it.
+// Preconditions: ra.mu held.
+func (ra *Readahead) track(seg pram.Off, off, n int64) {
+	if seg != ra.seg {
+		ra.reset()
+		ra.seg = seg
+	}
+	if off >= ra.next-raBehind && off <= ra.next+raSlack {
+		ra.run += n
+		ra.next = max(ra.next, off+n)
+		return
+	}
+	ra.reset()
+	ra.next = off + n
+}
+
 // reset forgets the sequential run and the cache.
 // Preconditions: ra.mu held.
 func (ra *Readahead) reset() {
 	for _, b := range ra.bufs {
 		ra.recycle(b) // prefetches in flight finish into buffers nobody reads
 	}
-	ra.seq, ra.run = 0, 0
+	ra.run = 0
 	ra.window = raInitial
 	ra.bufs = nil
 	ra.ahead = 0
@@ -349,22 +350,13 @@ func (ra *Readahead) advise(seg pram.Off, off, n int64) {
 	if !ok || ra.closed {
 		return
 	}
-	if seg != ra.seg {
-		ra.seq, ra.ahead, ra.window, ra.seg = 0, 0, raInitial, seg
-	}
-	end := off + n
-	if off >= ra.next-raSlack && off <= ra.next+raSlack {
-		ra.seq++
-	} else {
-		ra.seq, ra.ahead, ra.window = 0, 0, raInitial
-	}
-	ra.next = end
-	if ra.seq < 2 {
+	ra.track(seg, off, n)
+	if ra.run < raStream {
 		return
 	}
 	ra.window = min(ra.window*2, s.o.ReadaheadMax)
 	bs := int64(s.bs)
-	from, to, ok := ra.nextWindow(seg, end)
+	from, to, ok := ra.nextWindow(seg, ra.next)
 	if !ok {
 		return
 	}

@@ -198,13 +198,8 @@ func (s *Server) replyAttr(req fuse.Request, a conquest.Attr) {
 
 // dataBufs holds reply buffers for READ and READDIR: out header + up to the
 // largest read the kernel asks for (128 KiB, bazil's max_write/max_pages).
-// The payload starts on a page boundary, so that the disk store can read a
-// large file's blocks straight into it with O_DIRECT.
 var dataBufs = sync.Pool{New: func() any {
-	const page = 4096
-	raw := make([]byte, outHeaderSize+128<<10+page)
-	skip := (page - int((reflect.ValueOf(raw).Pointer()+outHeaderSize)%page)) % page
-	b := raw[skip : skip+outHeaderSize+128<<10 : skip+outHeaderSize+128<<10]
+	b := make([]byte, outHeaderSize+128<<10)
 	return &b
 }}
 
