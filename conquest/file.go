@@ -32,7 +32,8 @@ func (fs *FS) regInode(ino Ino) (inode, error) {
 }
 
 // Read reads up to len(dst) bytes at off. It is short only at end of file.
-// Holes read as zeros. atime is updated by the relatime rule.
+// Holes read as zeros. atime is updated by the relatime rule, unless h
+// was opened with O_NOATIME.
 func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) {
 	if off < 0 {
 		return 0, ErrInvalid
@@ -60,7 +61,7 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 	if err != nil {
 		return 0, err
 	}
-	if atime {
+	if atime && !fs.vol.noAtime(ino, h) {
 		fs.touchAtime(ino)
 	}
 	return n, nil

@@ -453,3 +453,36 @@ func TestKeepCache(t *testing.T) {
 		t.Fatal("KeepCache false with NoAtime")
 	}
 }
+
+// TestReadNoAtime: a read through a handle opened with O_NOATIME leaves a
+// due atime alone; the same read through another handle updates it.
+func TestReadNoAtime(t *testing.T) {
+	fs, env := newTestFS(t)
+	f := create(t, fs, RootIno, "f", []byte("data"))
+	env.clock.Advance(10)
+	before := attrOf(t, fs, f.Ino).Atime
+	buf := make([]byte, 4)
+	h, err := fs.Open(f.Ino, O_NOATIME)
+	must(t, err)
+	_, err = fs.Read(f.Ino, h, 0, buf)
+	must(t, err)
+	fs.Release(f.Ino, h)
+	if a := attrOf(t, fs, f.Ino).Atime; a != before {
+		t.Fatalf("O_NOATIME read changed atime from %v to %v", before, a)
+	}
+	h, err = fs.Open(f.Ino, 0)
+	must(t, err)
+	_, err = fs.Read(f.Ino, h, 0, buf)
+	must(t, err)
+	fs.Release(f.Ino, h)
+	if a := attrOf(t, fs, f.Ino).Atime; a == before {
+		t.Fatalf("a read without O_NOATIME left a due atime at %v", a)
+	}
+}
+
+func attrOf(t *testing.T, fs *FS, ino Ino) Attr {
+	t.Helper()
+	a, err := fs.GetAttr(ino)
+	must(t, err)
+	return a
+}

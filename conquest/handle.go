@@ -68,6 +68,12 @@ func (v *volatile) handle(ino Ino, h Handle) (openFile, bool) {
 	return *f, true
 }
 
+// noAtime reports whether h is open on ino with O_NOATIME.
+func (v *volatile) noAtime(ino Ino, h Handle) bool {
+	f, ok := v.handle(ino, h)
+	return ok && f.flags&O_NOATIME != 0
+}
+
 // readahead returns the readahead state of handle h on ino, creating it;
 // nil if h is not open on ino.
 func (v *volatile) readahead(ino Ino, h Handle, ds *diskstore.Store) *diskstore.Readahead {

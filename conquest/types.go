@@ -116,6 +116,7 @@ const (
 	O_EXCL    uint32 = 0o200
 	O_TRUNC   uint32 = 0o1000
 	O_APPEND  uint32 = 0o2000
+	O_NOATIME uint32 = 0o1000000 // reads through the handle leave atime alone
 )
 
 // Limits.

@@ -43,9 +43,10 @@ const keepWholeMin = 128 << 10
 // read again after it was written is not fetched again whole. A read that
 // does not start in the first page does not update atime then. It reports
 // whether the cache may be kept. A handle that cannot read (O_WRONLY, or
-// O_TRUNC, which modifies the file anyway) keeps the cache as it is.
+// O_TRUNC, which modifies the file anyway) or whose reads leave atime alone
+// (O_NOATIME) keeps the cache as it is.
 func (s *Server) atimeCache(node conquest.Ino, openFlags uint32) bool {
-	if openFlags&conquest.O_ACCMODE == conquest.O_WRONLY || openFlags&conquest.O_TRUNC != 0 {
+	if openFlags&conquest.O_ACCMODE == conquest.O_WRONLY || openFlags&(conquest.O_TRUNC|conquest.O_NOATIME) != 0 {
 		return true
 	}
 	a, err := s.fs.GetAttr(node)
