@@ -173,6 +173,15 @@ func (s *Server) reader() {
 				return
 			case errors.As(err, &errno) && (errno == syscall.EINTR || errno == syscall.EAGAIN):
 				continue
+			case errors.As(err, &errno) && errno == syscall.ECONNABORTED:
+				// The connection was torn down: most often the last close
+				// of a lazily unmounted file system racing with a read
+				// here, or an abort through fusectl. Either way nothing is
+				// left to serve, and every request answered so far was
+				// committed: an end, not a failure of the daemon.
+				s.opt.Logf("fusefs: connection aborted by the kernel; serving ends")
+				s.retire()
+				return
 			case errors.As(err, &errno):
 				s.fail(fmt.Errorf("reading FUSE device: %w", err))
 				s.retire()
