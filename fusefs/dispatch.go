@@ -85,6 +85,10 @@ func cred(h *fuse.Header) conquest.Cred {
 // serve answers one request. A panic in the core is recovered here: the
 // request gets EIO and the daemon goes on serving.
 func (s *Server) serve(req fuse.Request) {
+	if freesInode(req) {
+		s.freeing.Add(1) // see statfs
+		defer s.freeing.Add(-1)
+	}
 	answered := false
 	defer func() {
 		if v := recover(); v != nil {
@@ -98,6 +102,18 @@ func (s *Server) serve(req fuse.Request) {
 		(*h)(req)
 	}
 	answered = s.dispatch(req)
+}
+
+// freesInode reports whether req may free an unlinked inode: the last
+// RELEASE of a file or the FORGET that drops the kernel's last reference.
+func freesInode(req fuse.Request) bool {
+	switch r := req.(type) {
+	case *fuse.ReleaseRequest:
+		return !r.Dir
+	case *fuse.ForgetRequest, *fuse.BatchForgetRequest:
+		return true
+	}
+	return false
 }
 
 // testHookServe, when set, runs before each request is served (tests use it

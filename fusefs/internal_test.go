@@ -326,3 +326,39 @@ func TestInGroup(t *testing.T) {
 		t.Error("groups of a process that does not exist")
 	}
 }
+
+// close(2) sends RELEASE in the background, and the kernel its FORGET of an
+// unlinked inode: a statfs right after an unlink of a file just closed must
+// still see its space freed, even when the requests that free it are slow
+// to serve.
+func TestStatfsWaitsForRelease(t *testing.T) {
+	_, mnt := mountHere(t, Options{})
+	p := filepath.Join(mnt, "big")
+	bfree := func() uint64 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(mnt, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Bfree * uint64(st.Frsize)
+	}
+	h := func(req fuse.Request) {
+		if freesInode(req) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	testHookServe.Store(&h)
+	t.Cleanup(func() { testHookServe.Store(nil) })
+	const size = 4 << 20
+	for round := range 10 {
+		before := bfree()
+		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil { // closes: RELEASE, slowed
+			t.Fatal(err)
+		}
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		if after := bfree(); after+size/2 < before {
+			t.Fatalf("round %d: statfs right after unlink: %d bytes free, %d before the file was written", round, after, before)
+		}
+	}
+}

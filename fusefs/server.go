@@ -34,6 +34,7 @@ type Server struct {
 	err      error // first fatal error of the loop
 	unmapped atomic.Int32
 	pollTid  atomic.Uint32 // thread priming POLL (poll.go), 0 when none
+	freeing  atomic.Int32  // RELEASEs and FORGETs being served (statfs waits for them)
 	stats    counters
 }
 
