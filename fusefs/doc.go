@@ -48,6 +48,11 @@
 //     S_ISGID without group exec (Linux >= 6.2), which the core, knowing no
 //     groups, keeps.
 //
+// STATFS waits briefly for RELEASEs and FORGETs in progress (attr.go), so
+// that space freed by a close and unlink shows at once; ECONNABORTED from
+// the device ends serving like ENODEV (a lazy unmount's last close races a
+// read and can return it).
+//
 // Operations bazil cannot parse (RENAME2, READDIRPLUS, LSEEK,
 // COPY_FILE_RANGE, IOCTL, BMAP), POLL and FLUSH are answered ENOSYS, after
 // which the kernel falls back to its generic paths (renameat2 with flags
