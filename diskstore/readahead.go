@@ -78,6 +78,11 @@ func (ra *Readahead) Stats() ReadaheadStats {
 	return ra.stats
 }
 
+// ReadaheadBytes is how much all Readaheads have prefetched (or asked the
+// page cache to read ahead) since Open: it grows while some file is being
+// streamed from the disk. The daemon watches it (cmd/conquest, procs.go).
+func (s *Store) ReadaheadBytes() int64 { return s.streamed.Load() }
+
 // Close drops the cache and waits for prefetches in flight.
 func (ra *Readahead) Close() {
 	ra.mu.Lock()
@@ -303,6 +308,7 @@ func (ra *Readahead) prefetch(seg pram.Off, end int64, gen uint64) {
 	ra.ahead = to
 	ra.stats.Prefetches++
 	ra.stats.Bytes += to - from
+	s.streamed.Add(to - from)
 	seed := s.a.U64(seg + slOffSeed)
 	go func() {
 		defer s.wg.Done()
@@ -363,6 +369,7 @@ func (ra *Readahead) advise(seg pram.Off, off, n int64) {
 	ra.ahead = to
 	ra.stats.Prefetches++
 	ra.stats.Bytes += to - from
+	s.streamed.Add(to - from)
 	for fb := uint64(from / bs); fb < uint64(to/bs); {
 		sp, err := s.lookup(seg, fb)
 		if err != nil {

@@ -53,6 +53,9 @@ func TestReadaheadSequential(t *testing.T) {
 	if st.Bytes > size+DefaultReadaheadMax {
 		t.Fatalf("prefetched %d bytes of a %d-byte file", st.Bytes, size)
 	}
+	if got := e.s.ReadaheadBytes(); got != st.Bytes {
+		t.Fatalf("store counts %d bytes read ahead, the handle %d", got, st.Bytes)
+	}
 }
 
 func TestReadaheadStopsOnRandom(t *testing.T) {
@@ -91,6 +94,9 @@ func TestReadaheadStopsOnRandom(t *testing.T) {
 	}
 	if st := ra.Stats(); st.Prefetches != 0 || st.Hits != 0 {
 		t.Fatalf("random 1 MiB reads prefetched: %+v", st)
+	}
+	if n := e.s.ReadaheadBytes(); n != 0 {
+		t.Fatalf("random reads count %d bytes read ahead (the daemon would take them for streaming)", n)
 	}
 	// Sequential again: prefetching resumes after raStream bytes.
 	before := ra.Stats()
@@ -301,6 +307,9 @@ func TestReadaheadAdvisesPageCachedDevice(t *testing.T) {
 	}
 	if covered < size/2 || covered > size {
 		t.Fatalf("advised %d bytes for a sequential read of %d: %v", covered, size, ad.ranges)
+	}
+	if n := e.s.ReadaheadBytes(); n < covered {
+		t.Fatalf("store counts %d bytes read ahead, %d were advised", n, covered)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"log"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"conquest/alloc"
@@ -169,9 +170,10 @@ type Store struct {
 	st    pram.Off // stats record
 	zero  []byte   // one zero block
 
-	cache    *blockCache // verified blocks (own lock)
-	blocks   sync.Pool   // *[]byte: aligned one-block buffers for reads
-	prefetch bool        // Readahead fetches ahead in the background
+	cache    *blockCache  // verified blocks (own lock)
+	blocks   sync.Pool    // *[]byte: aligned one-block buffers for reads
+	prefetch bool         // Readahead fetches ahead in the background
+	streamed atomic.Int64 // bytes prefetched or advised by all Readaheads
 
 	mu         sync.Mutex
 	files      map[pram.Off]*fileState // volatile per-file state, by segment list

@@ -142,6 +142,18 @@ func TestMkfs(t *testing.T) {
 		c.fails(1, "ext2/ext3/ext4", "mkfs", "--pram", e, "--disk", filepath.Join(dir, "d4"))
 	}
 	c.fails(1, "bad size", "mkfs", "--pram", pram, "--disk", disk, "--force", "--pram-size", "lots")
+
+	// The disk block size: checked before anything is written, and kept.
+	p5, d5 := filepath.Join(dir, "p5"), filepath.Join(dir, "d5")
+	c.fails(1, "--disk-block-size: 3072 is not a power of two", "mkfs", "--pram", p5, "--disk", d5, "--pram-size", "16M", "--disk-block-size", "3K")
+	c.fails(1, "--disk-block-size: 2097152", "mkfs", "--pram", p5, "--disk", d5, "--pram-size", "16M", "--disk-block-size", "2M")
+	if exists(p5) || exists(d5) {
+		t.Error("refused mkfs created its images")
+	}
+	c.ok("mkfs", "--pram", p5, "--disk", d5, "--pram-size", "16M", "--disk-size", "64M", "--disk-block-size", "16K")
+	if out, _ := c.ok("stat", "--pram", p5, "--disk", d5); !strings.Contains(out, "disk block size:      16.0K") {
+		t.Errorf("stat after mkfs --disk-block-size 16K:\n%s", out)
+	}
 }
 
 // The whole life of a file system through the command line: mount

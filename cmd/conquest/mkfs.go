@@ -7,13 +7,14 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"conquest/conquest"
+	"conquest/diskstore"
 )
 
 func mkfsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "mkfs",
 		Usage:     "format a pram arena and its large-file disk",
-		UsageText: "conquest mkfs --pram PATH --disk PATH [--pram-size SIZE] [--disk-size SIZE] [--large-threshold SIZE] [--force]",
+		UsageText: "conquest mkfs --pram PATH --disk PATH [--pram-size SIZE] [--disk-size SIZE] [--large-threshold SIZE] [--disk-block-size SIZE] [--force]",
 		Description: "Image files are created when the paths do not exist; existing files and devices are formatted.\n" +
 			"An existing Conquest image, another file system, or any data in the first 64 KiB is refused\n" +
 			"unless --force is given. Sizes take K, M, G or T suffixes.",
@@ -23,6 +24,7 @@ func mkfsCommand() *cli.Command {
 			&cli.StringFlag{Name: "pram-size", Usage: "arena size for a new image file (default 1G; a device: its whole size)"},
 			&cli.StringFlag{Name: "disk-size", Usage: "disk size for a new image file (default 4G)"},
 			&cli.StringFlag{Name: "large-threshold", Usage: "files larger than this keep their data on the disk (default: the core's)"},
+			&cli.StringFlag{Name: "disk-block-size", Usage: "unit of disk allocation and checksums, a power of two in 4K..1M (default 64K)"},
 			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "overwrite whatever the paths hold"},
 		},
 		Action: func(c *cli.Context) error {
@@ -37,7 +39,7 @@ func mkfsCommand() *cli.Command {
 			for _, f := range []struct {
 				name string
 				dst  *uint64
-			}{{"pram-size", &o.pramSize}, {"disk-size", &o.diskSize}, {"large-threshold", &o.threshold}} {
+			}{{"pram-size", &o.pramSize}, {"disk-size", &o.diskSize}, {"large-threshold", &o.threshold}, {"disk-block-size", &o.blockSize}} {
 				if v := c.String(f.name); v != "" {
 					if *f.dst, err = parseSize(v); err != nil {
 						return fmt.Errorf("--%s: %v", f.name, err)
@@ -54,8 +56,8 @@ func mkfsCommand() *cli.Command {
 }
 
 type mkfsOptions struct {
-	pramSize, diskSize, threshold uint64
-	force                         bool
+	pramSize, diskSize, threshold, blockSize uint64
+	force                                    bool
 }
 
 // mkfs formats im after checking that it overwrites nothing of value.
@@ -80,7 +82,10 @@ func mkfs(im images, o mkfsOptions) error {
 	if diskSize == 0 && !exists(im.disk) {
 		diskSize = defaultDiskSize
 	}
-	mo := conquest.MkfsOptions{PramSize: pramSize, DiskSize: diskSize, LargeFileThreshold: o.threshold}
+	if o.blockSize != 0 && !diskstore.ValidBlockSize(o.blockSize) {
+		return fmt.Errorf("--disk-block-size: %d is not a power of two from 4K to 1M", o.blockSize)
+	}
+	mo := conquest.MkfsOptions{PramSize: pramSize, DiskSize: diskSize, LargeFileThreshold: o.threshold, DiskBlockSize: uint32(o.blockSize)}
 	return conquest.Mkfs(im.pram, im.disk, mo)
 }
 

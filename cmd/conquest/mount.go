@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -122,7 +121,6 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 	}
 	o.FSName = fsnamePrefix + im.pram
 	o.Logf = rep.logf
-	daemonProcs()
 	stopProfile := startProfile(rep)
 	defer stopProfile()
 	srv, err := fusefs.Mount(fsys, mp, o)
@@ -130,6 +128,7 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 		fsys.Close()
 		return err
 	}
+	daemonProcs(fsys, srv.Done())
 	if os.Getenv("CONQUEST_STATS") != "" {
 		defer func() { rep.logf("requests: %s", formatStats(srv.Stats())) }()
 	}
@@ -155,19 +154,6 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 	}
 	rep.logf("unmounted %s; %s closed cleanly", mp, im.pram)
 	return nil
-}
-
-// daemonProcs limits the daemon to half the CPUs (at least one) unless
-// $GOMAXPROCS says otherwise. Its own work per request is a few µs next to
-// the kernel's. On two cores, one P instead of two doubled PostMark's
-// small-file throughput (see README, "Caching"), most likely because with a
-// P per CPU the Go scheduler spins idle threads looking for work after each
-// hand-off, on the cores the application needs. Readers blocked in the
-// FUSE device hold no P.
-func daemonProcs() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(max(1, runtime.NumCPU()/2))
-	}
 }
 
 // startProfile starts a CPU profile of the daemon into the file named by

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseSize(t *testing.T) {
@@ -103,5 +105,40 @@ func TestRunErrors(t *testing.T) {
 		if strings.Contains(errb.String()+out.String(), "goroutine ") {
 			t.Errorf("%v: stack trace printed:\n%s", c.args, errb.String())
 		}
+	}
+}
+
+// The governor raises the Ps as soon as the readahead counter moves, stays
+// up while it keeps moving, and returns to the base procsHold after the
+// last movement, with one call of set per change.
+func TestProcsGovernor(t *testing.T) {
+	var calls []int
+	g := &procsGovernor{base: 1, boost: 4, hold: 200 * time.Millisecond, cur: 1, set: func(p int) { calls = append(calls, p) }}
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	steps := []struct {
+		ms      int
+		counter int64
+		want    int
+	}{
+		{0, 0, 1},        // idle
+		{20, 0, 1},       // still idle
+		{40, 1 << 20, 4}, // streaming starts
+		{60, 2 << 20, 4},
+		{80, 2 << 20, 4},  // a pause shorter than the hold
+		{100, 3 << 20, 4}, // streaming again
+		{280, 3 << 20, 4}, // 180 ms since: still up
+		{300, 3 << 20, 1}, // 200 ms: back to the base
+		{320, 3 << 20, 1},
+		{340, 4 << 20, 4},
+	}
+	for _, s := range steps {
+		g.tick(at(s.ms), s.counter)
+		if g.cur != s.want {
+			t.Fatalf("at %d ms (counter %d): %d Ps, want %d", s.ms, s.counter, g.cur, s.want)
+		}
+	}
+	if want := []int{4, 1, 4}; !slices.Equal(calls, want) {
+		t.Errorf("set called with %v, want %v", calls, want)
 	}
 }

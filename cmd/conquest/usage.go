@@ -147,6 +147,7 @@ func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, u conqu
 	row("large-file threshold", thresholdText(g.Params[0]))
 	if u.DiskBytes > 0 {
 		row("disk usage", fmt.Sprintf("%s of %s", formatSize(u.DiskUsed), formatSize(u.DiskBytes)))
+		row("disk block size", formatSize(u.DiskBlockSize))
 	} else {
 		row("disk usage", "- (large-file disk not in use yet)")
 	}
