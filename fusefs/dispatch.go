@@ -267,6 +267,14 @@ func (s *Server) dispatch(req fuse.Request) bool {
 	case *fuse.NotifyReply:
 		// We never send NOTIFY_RETRIEVE; nothing waits for this.
 		s.count(opOther)
+	case *fuse.UnrecognizedRequest:
+		if r.Opcode == opcodeRename2 {
+			s.count(opRename)
+			s.rename2(r)
+			break
+		}
+		s.count(opOther)
+		r.RespondError(syscall.ENOSYS)
 	default:
 		// File locks (the kernel keeps them locally since we do not
 		// negotiate them), and everything bazil cannot parse.

@@ -53,10 +53,11 @@
 // the device ends serving like ENODEV (a lazy unmount's last close races a
 // read and can return it).
 //
-// Operations bazil cannot parse (RENAME2, READDIRPLUS, LSEEK,
+// RENAME2 (renameat2 with flags), which bazil cannot parse, is decoded
+// from the raw message it keeps for an unrecognized request (rename2.go).
+// The other operations bazil cannot parse (READDIRPLUS, LSEEK,
 // COPY_FILE_RANGE, IOCTL, BMAP), POLL and FLUSH are answered ENOSYS, after
-// which the kernel falls back to its generic paths (renameat2 with flags
-// then fails with EINVAL) or, for POLL and FLUSH, stops sending them: POLL
+// which the kernel falls back to its generic paths or, for POLL and FLUSH, stops sending them: POLL
 // is asked once, at Mount, and there is nothing to do at close, and not
 // sending FLUSH saves a round trip per close(2). INTERRUPT is acknowledged without a reply: no core operation
 // waits on anything but the core's own short locks, so there is nothing to

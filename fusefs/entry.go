@@ -102,8 +102,7 @@ func (s *Server) remove(r *fuse.RemoveRequest) {
 }
 
 func (s *Server) rename(r *fuse.RenameRequest) {
-	// Plain RENAME only: bazil cannot parse RENAME2, so renameat2 with
-	// flags gets ENOSYS from dispatch and the kernel reports EINVAL.
+	// Plain RENAME; renameat2 with flags arrives as RENAME2 (rename2.go).
 	if err := s.fs.Rename(ino(r.Node), r.OldName, ino(r.NewDir), r.NewName, 0); err != nil {
 		s.respondError(r, err)
 		return

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
@@ -359,6 +360,45 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 		}
 		if after := bfree(); after+size/2 < before {
 			t.Fatalf("round %d: statfs right after unlink: %d bytes free, %d before the file was written", round, after, before)
+		}
+	}
+}
+
+// parseRename2 takes a well-formed FUSE_RENAME2 message apart and refuses
+// every malformed one (wrong length or opcode, missing terminators, bytes
+// after the second name), so that rename2 answers ENOSYS instead of acting
+// on garbage.
+func TestParseRename2(t *testing.T) {
+	build := func(newDir uint64, flags uint32, names string) []byte {
+		m := make([]byte, inHeaderSize+rename2InSize, inHeaderSize+rename2InSize+len(names))
+		m = append(m, names...)
+		binary.LittleEndian.PutUint32(m[0:], uint32(len(m)))
+		binary.LittleEndian.PutUint32(m[4:], opcodeRename2)
+		binary.LittleEndian.PutUint64(m[inHeaderSize:], newDir)
+		binary.LittleEndian.PutUint32(m[inHeaderSize+8:], flags)
+		return m
+	}
+	in, ok := parseRename2(build(7, 2, "old\x00new\x00"))
+	if !ok || in.newDir != 7 || in.flags != 2 || in.oldName != "old" || in.newName != "new" {
+		t.Fatalf("parsed %+v, %v", in, ok)
+	}
+	bad := map[string][]byte{
+		"no second name": build(7, 1, "old\x00"),
+		"unterminated":   build(7, 1, "old\x00new"),
+		"trailing bytes": build(7, 1, "old\x00new\x00x"),
+		"no names":       build(7, 1, ""),
+		"short":          build(7, 1, "a\x00b\x00")[:inHeaderSize+8],
+		"nil":            nil,
+	}
+	wrongOp := build(7, 1, "a\x00b\x00")
+	binary.LittleEndian.PutUint32(wrongOp[4:], 12)
+	bad["another opcode"] = wrongOp
+	wrongLen := build(7, 1, "a\x00b\x00")
+	binary.LittleEndian.PutUint32(wrongLen[0:], 99)
+	bad["length mismatch"] = wrongLen
+	for what, m := range bad {
+		if in, ok := parseRename2(m); ok {
+			t.Errorf("%s: parsed as %+v", what, in)
 		}
 	}
 }
