@@ -8,9 +8,13 @@ import (
 )
 
 // Readahead is the sequential-read state of one open file handle. When
-// reads follow each other, it fetches the blocks ahead asynchronously, in
-// one large request per window, into a small cache; the window doubles with
-// every sequential read up to Options.ReadaheadMax. A read that does not
+// reads follow each other, it fetches the blocks ahead asynchronously into
+// a small cache, a window at a time, each window in pieces of at most
+// raPiece read and verified by goroutines of their own (so the disk has
+// several requests to work on, and the first piece is served while the
+// last is read: measured on a cold 1 GiB read, 1.13 GB/s against 0.95 with
+// one request per window); the window doubles with every sequential read
+// up to Options.ReadaheadMax. A read that does not
 // continue the previous one drops the cache and stops prefetching until
 // reads are sequential again.
 //
@@ -64,6 +68,11 @@ const (
 	// whose prefetch would only compete with the next random read for the
 	// disk (measured: random 1 MiB reads from a cold disk 3x slower).
 	raStream = 3 << 19
+	// A window is fetched in pieces of at most raPiece, each read and
+	// verified by its own goroutine: the disk sees several requests at
+	// once, and the first piece can be served before the last is read.
+	raPiece     = 2 << 20
+	raMaxPieces = 16
 )
 
 // NewReadahead returns the readahead state for a new open handle.
@@ -264,24 +273,34 @@ type piece struct {
 // is prefetched already.
 // Preconditions: ra.mu held; the core's read lock held (reads the arena).
 func (ra *Readahead) prefetch(seg pram.Off, end int64, gen uint64) {
+	for n := 0; n < raMaxPieces; n++ {
+		from, to, ok := ra.nextWindow(seg, end)
+		if !ok {
+			return
+		}
+		if !ra.prefetchRange(seg, from, min(to, from+raPiece), gen) {
+			return
+		}
+	}
+}
+
+// prefetchRange starts fetching [from, to) in a goroutine; it reports false
+// if it could not.
+func (ra *Readahead) prefetchRange(seg pram.Off, from, to int64, gen uint64) bool {
 	s := ra.s
 	bs := int64(s.bs)
-	from, to, ok := ra.nextWindow(seg, end)
-	if !ok {
-		return
-	}
 	// Resolve blocks and checksums now; the goroutine touches only the device.
 	var pieces []piece
 	for fb := uint64(from / bs); fb < uint64(to/bs); {
 		sp, err := s.lookup(seg, fb)
 		if err != nil {
-			return
+			return false
 		}
 		n := min(sp.n, uint64(to/bs)-fb)
 		if sp.disk != 0 {
 			sums := make([]uint64, n)
 			if err := s.getSums(seg, fb, sums); err != nil {
-				return
+				return false
 			}
 			for i := uint64(0); i < n; {
 				j := i + 1
@@ -299,7 +318,7 @@ func (ra *Readahead) prefetch(seg pram.Off, end int64, gen uint64) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -334,6 +353,7 @@ func (ra *Readahead) prefetch(seg pram.Off, end int64, gen uint64) {
 			}
 		}
 	}()
+	return true
 }
 
 // advisor is a device read through the page cache that can be told which

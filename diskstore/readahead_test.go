@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"conquest/pram"
 )
@@ -14,11 +15,60 @@ import (
 type countDevice struct {
 	Device
 	reads atomic.Int64
+	// With delay set, every read takes that long, and the device records
+	// the most reads in flight at once and the largest read.
+	delay           time.Duration
+	inFlight, maxIn atomic.Int64
+	largest         atomic.Int64
 }
 
 func (c *countDevice) ReadAt(p []byte, off int64) (int, error) {
 	c.reads.Add(1)
+	if c.delay > 0 {
+		n := c.inFlight.Add(1)
+		defer c.inFlight.Add(-1)
+		for m := c.maxIn.Load(); n > m && !c.maxIn.CompareAndSwap(m, n); m = c.maxIn.Load() {
+		}
+		for l := c.largest.Load(); int64(len(p)) > l && !c.largest.CompareAndSwap(l, int64(len(p))); l = c.largest.Load() {
+		}
+		time.Sleep(c.delay)
+	}
 	return c.Device.ReadAt(p, off)
+}
+
+// A window is fetched in pieces of at most raPiece read at the same time:
+// on a slow device several prefetch reads are in flight together, none
+// larger than a piece, and the data still comes out right.
+func TestReadaheadPiecesInParallel(t *testing.T) {
+	cd := &countDevice{Device: NewMemDevice(64 << 20), delay: 3 * time.Millisecond}
+	e := newEnv(t, envOpts{dev: cd})
+	seg := e.newFile(1)
+	const size = 24 << 20
+	data := pattern(1, 0, size)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
+	ra := e.s.NewReadahead()
+	defer ra.Close()
+	const chunk = 128 << 10
+	for off := int64(0); off < size; off += chunk {
+		p := make([]byte, chunk)
+		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(p, data[off:off+chunk]) {
+			t.Fatalf("data at %d differs", off)
+		}
+	}
+	st := ra.Stats()
+	t.Logf("%+v; at most %d device reads at once, the largest %d bytes", st, cd.maxIn.Load(), cd.largest.Load())
+	if cd.maxIn.Load() < 2 {
+		t.Errorf("prefetch reads never overlapped (at most %d in flight)", cd.maxIn.Load())
+	}
+	if cd.largest.Load() > raPiece {
+		t.Errorf("a device read of %d bytes, pieces are at most %d", cd.largest.Load(), raPiece)
+	}
+	if st.Hits < int64(size/chunk)*3/4 {
+		t.Errorf("only %d of %d reads hit the readahead cache", st.Hits, size/chunk)
+	}
 }
 
 func TestReadaheadSequential(t *testing.T) {
