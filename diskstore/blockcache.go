@@ -141,6 +141,28 @@ func (c *blockCache) put(seg pram.Off, fb, seed uint64, disk Block, sum uint64, 
 	c.frontLocked(e)
 }
 
+// patch replaces bytes [at, at+len(data)) of cached file block fb, if the
+// cache holds it with this seed, disk block and checksum old, and gives the
+// entry checksum sum (that of the patched bytes); it reports whether it did.
+func (c *blockCache) patch(seg pram.Off, fb, seed uint64, disk Block, old, sum uint64, data []byte, at uint64) bool {
+	if c.max == 0 || old == 0 || sum == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[cacheKey{seg, fb}]
+	if e == nil || e.seed != seed || e.disk != disk || e.sum != old {
+		return false
+	}
+	copy(e.data[at:], data)
+	e.sum = sum
+	if c.head.next != e {
+		c.unlinkLocked(e)
+		c.frontLocked(e)
+	}
+	return true
+}
+
 // takeLocked returns a block buffer: a spare one, else a new one.
 func (c *blockCache) takeLocked() []byte {
 	if n := len(c.free); n > 0 {

@@ -586,7 +586,7 @@ func TestOldArenaFormat(t *testing.T) {
 	for off := pram.Off(fmOffUnsynced); off < freeMapSize; off += 8 {
 		e.a.PutU64(e.s.fm+off, 0)
 	}
-	for off := pram.Off(stOffEpoch); off < statsSize; off += 8 {
+	for off := pram.Off(stOffEpoch); off < stOffSumFormat; off += 8 { // the checksums stay page sums
 		e.a.PutU64(e.s.st+off, 0)
 	}
 	for off := pram.Off(slOffUnsynced); off < segListSize; off += 8 {
@@ -650,6 +650,11 @@ func TestAppendInPlace(t *testing.T) {
 		if w[1] > 2*Alignment || w[0]/int64(e.s.bs) != int64(sp0.disk) || w[0]%Alignment != 0 {
 			t.Fatalf("append wrote [%d, +%d), block %d", w[0], w[1], sp0.disk)
 		}
+	}
+	// All but the first append found the block cached and took the fast
+	// path (only the pages under the write copied and hashed).
+	if fast, n := e.s.Stats().FastAppends, uint64(len(wl.writes)); fast+1 < n {
+		t.Fatalf("%d of %d appends took the fast path", fast, n)
 	}
 	if got, err := e.read(a, 0, len(model)); err != nil || !bytes.Equal(got, model) {
 		t.Fatalf("after appends: %v", err)

@@ -35,7 +35,9 @@ const (
 //	+32 epoch          uint64 device syncs so far (unlogged: see unsynced.go)
 //	+40 quarantined    uint64 blocks in the quarantine (logged)
 //	+48 intents        Off    the intent area of in-place appends (inplace.go)
-//	+56 reserved
+//	+56 sumFormat      uint64 how block checksums are computed (checksum.go):
+//	                          0 whole-block hash (arenas formatted before
+//	                          page sums), 1 page sums (Format)
 //
 // Arenas formatted before the epoch and quarantine existed have zeros there,
 // which is their correct initial value.
@@ -47,6 +49,7 @@ const (
 	stOffIOErr       = 24
 	stOffEpoch       = 32
 	stOffQuarantined = 40
+	stOffSumFormat   = 56
 )
 
 // Durability chooses when written data reaches the device; see doc.go,
@@ -173,13 +176,16 @@ type Store struct {
 	cache    *blockCache  // verified blocks (own lock)
 	blocks   sync.Pool    // *[]byte: aligned one-block buffers for reads
 	prefetch bool         // Readahead fetches ahead in the background
+	pageSums bool         // checksums are page sums (checksum.go); immutable
 	streamed atomic.Int64 // bytes prefetched or advised by all Readaheads
+	fastApp  atomic.Int64 // appends written by appendFast
 
 	mu         sync.Mutex
 	files      map[pram.Off]*fileState // volatile per-file state, by segment list
 	buffered   int                     // bytes in all write buffers
 	gen        uint64                  // source of fileState generations
 	scratch    []byte                  // flush staging buffer (writers only)
+	appendBuf  []byte                  // appendFast's two page ranges (writers only)
 	quarantine []extent                // freed in the open Tx: not reused before it commits
 	undo       []func()                // volatile changes of the open Tx, undone by Abort
 	heldInTx   []extent                // put into the (persistent) quarantine by the open Tx
@@ -256,6 +262,7 @@ func Format(tx *pram.Tx, h *alloc.Heap, dev Device, blockSize uint32, o Options)
 	tx.Set64(fm+fmOffBlockSize, uint64(blockSize))
 	tx.Set64(fm+fmOffBlocks, sup.Blocks)
 	tx.Set64(st, statsMagic)
+	tx.Set64(st+stOffSumFormat, sumFormatPages)
 	tx.Set64(pram.RootOff(RootFreeMap), uint64(fm))
 	tx.Set64(pram.RootOff(RootStats), uint64(st))
 	s := newStore(a, h, dev, sup, fm, st, o)
@@ -276,6 +283,7 @@ func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.O
 	s := &Store{a: a, h: h, dev: dev, super: sup, bs: uint64(sup.BlockSize), o: o, fm: fm, st: st,
 		zero: make([]byte, sup.BlockSize), files: make(map[pram.Off]*fileState),
 		cache: newBlockCache(uint64(sup.BlockSize), o.CacheBytes)}
+	s.pageSums = a.U64(st+stOffSumFormat) == sumFormatPages
 	s.blocks.New = func() any { b := AlignedBuffer(int(sup.BlockSize)); return &b }
 	switch o.Prefetch {
 	case PrefetchOn:
@@ -325,6 +333,9 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	}
 	if free := a.U64(fm + fmOffFree); free >= sup.Blocks {
 		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
+	}
+	if f := a.U64(st + stOffSumFormat); f > sumFormatPages {
+		return nil, fmt.Errorf("%w: unknown checksum format %d (made by a newer Conquest?)", ErrVersion, f)
 	}
 	s := newStore(a, h, dev, sup, fm, st, o)
 	if err := s.recover(); err != nil {
@@ -468,6 +479,9 @@ type Stats struct {
 	// Syncs is the number of device syncs the store has made since format
 	// (the epoch).
 	Syncs uint64
+	// FastAppends is the number of small appends written since Open
+	// without reading or hashing the rest of their block (appendFast).
+	FastAppends uint64
 }
 
 // Stats reports disk usage (for `conquest df`).
@@ -482,7 +496,7 @@ func (s *Store) Stats() Stats {
 		FreeExtents: ext, Files: s.a.U64(s.st + stOffFiles),
 		ChecksumErrors: s.a.U64(s.st + stOffChecksumEr), IOErrors: s.a.U64(s.st + stOffIOErr),
 		BufferedBytes: uint64(buf), UnsyncedBytes: uint64(uns),
-		QuarantinedBlocks: s.quarantined(), Syncs: s.epoch(),
+		QuarantinedBlocks: s.quarantined(), Syncs: s.epoch(), FastAppends: uint64(s.fastApp.Load()),
 	}
 	if free <= st.DataBlocks {
 		st.UsedBlocks = st.DataBlocks - free

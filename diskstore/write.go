@@ -4,28 +4,11 @@ import (
 	"bytes"
 	"fmt"
 
-	farm "github.com/dgryski/go-farm"
-
 	"conquest/pram"
 )
 
 // flushBatch bounds the staging buffer of one flush step.
 const flushBatch = 8 << 20
-
-// blockSum is the checksum of file block fb holding b: 0 for a block of
-// zeros, else a farm hash seeded with the file's seed and the block number
-// (so a block of another file, or of another offset, does not verify), never
-// 0.
-func (s *Store) blockSum(seed, fb uint64, b []byte) uint64 {
-	if bytes.Equal(b, s.zero) {
-		return 0
-	}
-	h := farm.Hash64WithSeed(b, seed^(fb*0x9e3779b97f4a7c15))
-	if h == 0 {
-		h = 1
-	}
-	return h
-}
 
 func (s *Store) checkRange(seg pram.Off, off int64, n int) error {
 	if err := s.validSeg(seg); err != nil {
@@ -276,6 +259,11 @@ func (s *Store) writeRuns(tx *pram.Tx, seg pram.Off, runs []run) error {
 
 // writeBlocks writes the parts of runs that fall in file blocks [fb0, fb1).
 func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []run) error {
+	if fb1-fb0 == 1 {
+		if done, err := s.appendFast(tx, seg, fb0, runs); done || err != nil {
+			return err
+		}
+	}
 	bs := s.bs
 	n := fb1 - fb0
 	if uint64(len(s.scratch)) < n*bs {
@@ -412,17 +400,7 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 				return err
 			}
 		} else {
-			s.mu.Lock()
-			s.unsynced += wrote
-			s.kicked += wrote
-			kick := s.kicked >= kickBytes
-			if kick {
-				s.kicked = 0
-			}
-			s.mu.Unlock()
-			if kb, ok := s.dev.(writebackStarter); kick && ok {
-				kb.startWriteback()
-			}
+			s.wroteUnsynced(wrote)
 		}
 	}
 	// Publish: the data is on the device (synced, or recorded unsynced).
@@ -647,6 +625,23 @@ func (s *Store) writePlan(fb0 uint64, plan []blk, buf []byte) (int64, error) {
 		i = j
 	}
 	return wrote, nil
+}
+
+// wroteUnsynced counts bytes written to the device without a sync
+// (DurableOnProcessCrash) and starts the device's writeback every
+// kickBytes.
+func (s *Store) wroteUnsynced(n int64) {
+	s.mu.Lock()
+	s.unsynced += n
+	s.kicked += n
+	kick := s.kicked >= kickBytes
+	if kick {
+		s.kicked = 0
+	}
+	s.mu.Unlock()
+	if kb, ok := s.dev.(writebackStarter); kick && ok {
+		kb.startWriteback()
+	}
 }
 
 // writebackStarter is a device whose writes go through a page cache and can
