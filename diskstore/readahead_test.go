@@ -36,19 +36,21 @@ func (c *countDevice) ReadAt(p []byte, off int64) (int, error) {
 	return c.Device.ReadAt(p, off)
 }
 
-// A window is fetched in pieces of at most raPiece read at the same time:
-// on a slow device several prefetch reads are in flight together, none
-// larger than a piece, and the data still comes out right.
-func TestReadaheadPiecesInParallel(t *testing.T) {
-	cd := &countDevice{Device: NewMemDevice(64 << 20), delay: 3 * time.Millisecond}
-	e := newEnv(t, envOpts{dev: cd})
+// readSequentially writes a file of size bytes on dev and reads it back in
+// chunk-sized sequential reads through a Readahead, checking every byte;
+// before the reads it calls ready (if set) with the environment. It returns
+// the Readahead's counters.
+func readSequentially(t *testing.T, dev Device, size, chunk int64, ready func(*env)) ReadaheadStats {
+	t.Helper()
+	e := newEnv(t, envOpts{dev: dev})
 	seg := e.newFile(1)
-	const size = 24 << 20
-	data := pattern(1, 0, size)
+	data := pattern(1, 0, int(size))
 	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
 	ra := e.s.NewReadahead()
 	defer ra.Close()
-	const chunk = 128 << 10
+	if ready != nil {
+		ready(e)
+	}
 	for off := int64(0); off < size; off += chunk {
 		p := make([]byte, chunk)
 		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil {
@@ -58,7 +60,16 @@ func TestReadaheadPiecesInParallel(t *testing.T) {
 			t.Fatalf("data at %d differs", off)
 		}
 	}
-	st := ra.Stats()
+	return ra.Stats()
+}
+
+// A window is fetched in pieces of at most raPiece read at the same time:
+// on a slow device several prefetch reads are in flight together, none
+// larger than a piece, and the data still comes out right.
+func TestReadaheadPiecesInParallel(t *testing.T) {
+	cd := &countDevice{Device: NewMemDevice(64 << 20), delay: 3 * time.Millisecond}
+	const size, chunk = 24 << 20, 128 << 10
+	st := readSequentially(t, cd, size, chunk, nil)
 	t.Logf("%+v; at most %d device reads at once, the largest %d bytes", st, cd.maxIn.Load(), cd.largest.Load())
 	if cd.maxIn.Load() < 2 {
 		t.Errorf("prefetch reads never overlapped (at most %d in flight)", cd.maxIn.Load())
@@ -73,25 +84,9 @@ func TestReadaheadPiecesInParallel(t *testing.T) {
 
 func TestReadaheadSequential(t *testing.T) {
 	cd := &countDevice{Device: NewMemDevice(64 << 20)}
-	e := newEnv(t, envOpts{dev: cd})
-	seg := e.newFile(1)
-	const size = 16 << 20
-	data := pattern(1, 0, size)
-	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
-	ra := e.s.NewReadahead()
-	defer ra.Close()
-	cd.reads.Store(0)
-	const chunk = 128 << 10
-	for off := int64(0); off < size; off += chunk {
-		p := make([]byte, chunk)
-		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(p, data[off:off+chunk]) {
-			t.Fatalf("data at %d differs", off)
-		}
-	}
-	st := ra.Stats()
+	const size, chunk = 16 << 20, 128 << 10
+	var e *env
+	st := readSequentially(t, cd, size, chunk, func(en *env) { e = en; cd.reads.Store(0) })
 	reads := int64(size / chunk)
 	t.Logf("%d reads: %+v, %d device reads", reads, st, cd.reads.Load())
 	if st.Hits < reads*9/10 {
