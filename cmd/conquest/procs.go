@@ -23,9 +23,9 @@ import (
 // checksum, copying 128 KiB replies), and the prefetch goroutines need a P
 // beside the one serving requests. So while the disk store reads ahead, the
 // daemon runs on every CPU, and it returns to its base once no readahead
-// has been issued for procsHold (measured on two cores: a cold 1 GiB read
-// at 606-640 MB/s with one P, 800-990 MB/s with two). $GOMAXPROCS, when
-// set, turns both off.
+// has been issued for procsHold (measured on two cores, a cold 1 GiB read:
+// 0.70-0.81 GB/s with one P, 1.0-1.2 GB/s with the switch). $GOMAXPROCS,
+// when set, turns both off.
 
 const (
 	procsTick = 20 * time.Millisecond  // how often the governor looks
