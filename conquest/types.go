@@ -199,7 +199,7 @@ type MkfsOptions struct {
 	DiskSize uint64
 	// DiskBlockSize is the disk block size (the unit of allocation and
 	// checksums): a power of two in [4 KiB, 1 MiB]; 0 picks
-	// diskstore.DefaultBlockSize (64 KiB).
+	// diskstore.DefaultBlockSize (16 KiB).
 	DiskBlockSize uint32
 	// Device, if set, is used as the disk instead of opening diskPath (tests
 	// pass in-memory, fault-injecting or crashable devices). Mkfs leaves it

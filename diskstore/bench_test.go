@@ -92,8 +92,8 @@ func BenchmarkSeqWriteDirect(b *testing.B) {
 func BenchmarkSeqWriteGather(b *testing.B)       { benchWrite(b, DirectOff, GatherInMemory, benchChunk) }
 func BenchmarkSeqWriteGatherDirect(b *testing.B) { benchWrite(b, DirectOn, GatherInMemory, benchChunk) }
 
-// Sequential 4 KiB appends into 64 KiB blocks: every write but the first
-// of a block merges into it and rewrites it elsewhere (copy-on-write).
+// Sequential 4 KiB appends into the default blocks: every write but the
+// first of a block is written in place (appendFast).
 func BenchmarkSmallAppend(b *testing.B)       { benchWrite(b, DirectOff, DurableOnProcessCrash, 4096) }
 func BenchmarkSmallAppendGather(b *testing.B) { benchWrite(b, DirectOff, GatherInMemory, 4096) }
 

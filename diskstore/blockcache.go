@@ -8,7 +8,7 @@ import (
 
 // The verified-block cache.
 //
-// A block is the unit of checksumming, so a read of 8 KiB inside a 64 KiB
+// A block is the unit of checksumming, so a read of 8 KiB inside a 16 KiB
 // block reads and hashes the whole block, and so does the read-modify-write
 // of a small write into a written block (an 8 KiB append reads back the
 // block it appends to). The cache keeps recently verified (or written)

@@ -628,7 +628,7 @@ func (w *writeLog) WriteAt(p []byte, off int64) (int, error) {
 // block (copy-on-write).
 func TestAppendInPlace(t *testing.T) {
 	wl := &writeLog{Device: NewCrashDevice(16 << 20)}
-	e := newEnv(t, envOpts{dev: wl}) // 64 KiB blocks
+	e := newEnv(t, envOpts{dev: wl, blockSize: 64 << 10})
 	a := e.newFile(1)
 	model := pattern(1, 0, 100)
 	if err := e.write(a, 0, model); err != nil { // into a new block

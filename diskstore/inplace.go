@@ -228,7 +228,7 @@ func (s *Store) revertInPlace(rs []intentRec, report bool) (int, error) {
 }
 
 // appendFast writes an append in place without the rest of its block: the
-// common small append (an 8 KiB write into a 64 KiB block) on a store with
+// common small append (an 8 KiB write into a 16 or 64 KiB block) on a store with
 // page sums (checksum.go). It applies when the write falls in one block
 // that holds data written since the last sync, is in the verified-block
 // cache, and has zeros under the write: it takes the whole pages under the

@@ -19,12 +19,12 @@ type modelFile struct {
 // TestModelRandomOps runs random writes, flushes, truncates, trims, reads,
 // destroys and restarts against an in-memory model and runs the full
 // consistency walk along the way: 4 KiB blocks in both durability modes,
-// 64 KiB blocks in the default one.
+// 16 KiB (the default) and 64 KiB blocks in the default one.
 func TestModelRandomOps(t *testing.T) {
 	for _, c := range []struct {
 		bsz uint32
 		d   Durability
-	}{{4096, DurableOnProcessCrash}, {64 << 10, DurableOnProcessCrash}, {4096, GatherInMemory}} {
+	}{{4096, DurableOnProcessCrash}, {16 << 10, DurableOnProcessCrash}, {64 << 10, DurableOnProcessCrash}, {4096, GatherInMemory}} {
 		bsz := c.bsz
 		seed := uint64(bsz) * 7919 * modelSeed()
 		t.Logf("block size %d, %v, seed %d", bsz, c.d, seed)

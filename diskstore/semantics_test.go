@@ -133,7 +133,7 @@ func TestSparseFile(t *testing.T) {
 		t.Fatalf("sparse file of 1 TiB holds %d bytes of disk", used)
 	}
 	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, seg, far+5000) })
-	if used, _ := e.s.DiskBytes(seg); used != 64<<10 {
+	if used, _ := e.s.DiskBytes(seg); used != e.s.bs {
 		t.Fatalf("after trim: %d bytes of disk, want one block", used)
 	}
 	cd.reads.Store(0)

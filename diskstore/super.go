@@ -30,11 +30,11 @@ const (
 )
 
 // Block sizes. The block is the unit of allocation, of checksumming and of
-// holes; see doc.go for why 64 KiB is the default.
+// holes; see doc.go for why 16 KiB is the default.
 const (
 	MinBlockSize     = 4096
 	MaxBlockSize     = 1 << 20
-	DefaultBlockSize = 64 << 10
+	DefaultBlockSize = 16 << 10
 	// MinBlocks is the smallest disk FormatDisk accepts: the superblock and
 	// one data block.
 	MinBlocks = 2
