@@ -322,6 +322,21 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability) {
 	punch("F", 1<<20+5*sector, 20<<10)
 	destroy("M")
 	write("A", 0, 6*sector, false) // reuses M's blocks
+	// A log: small appends, most of them into a block written since the
+	// last sync and cached (in place, page sums updated: appendFast), a
+	// crash point before each.
+	create("L")
+	fast := e.s.Stats().FastAppends
+	write("L", 0, 2*sector, false) // the model tracks whole sectors
+	for i := int64(0); i < 12; i++ {
+		write("L", (2+3*i)*sector, 3*sector, false)
+		if i == 5 {
+			flush("L")
+		}
+	}
+	if d == DurableOnProcessCrash && e.s.Stats().FastAppends-fast < 6 {
+		t.Fatalf("only %d of 12 small appends took the fast path", e.s.Stats().FastAppends-fast)
+	}
 	if points < 20 {
 		t.Fatalf("only %d crash points", points)
 	}
