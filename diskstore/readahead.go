@@ -328,6 +328,9 @@ func (ra *Readahead) prefetchRange(seg pram.Off, from, to int64, gen uint64) boo
 	ra.stats.Prefetches++
 	ra.stats.Bytes += to - from
 	s.streamed.Add(to - from)
+	if s.o.OnReadahead != nil {
+		s.o.OnReadahead()
+	}
 	seed := s.a.U64(seg + slOffSeed)
 	go func() {
 		defer s.wg.Done()
@@ -390,6 +393,9 @@ func (ra *Readahead) advise(seg pram.Off, off, n int64) {
 	ra.stats.Prefetches++
 	ra.stats.Bytes += to - from
 	s.streamed.Add(to - from)
+	if s.o.OnReadahead != nil {
+		s.o.OnReadahead()
+	}
 	for fb := uint64(from / bs); fb < uint64(to/bs); {
 		sp, err := s.lookup(seg, fb)
 		if err != nil {

@@ -63,6 +63,35 @@ func readSequentially(t *testing.T, dev Device, size, chunk int64, ready func(*e
 	return ra.Stats()
 }
 
+// Options.OnReadahead hears of every window fetched ahead, and of nothing
+// else: not of the reads themselves, nor of random reads.
+func TestOnReadahead(t *testing.T) {
+	var calls atomic.Int64
+	e := newEnv(t, envOpts{o: Options{OnReadahead: func() { calls.Add(1) }}})
+	seg := e.newFile(1)
+	const size, chunk = 16 << 20, 128 << 10
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, pattern(1, 0, size)) })
+	ra := e.s.NewReadahead()
+	defer ra.Close()
+	p := make([]byte, chunk)
+	for i := int64(0); i < 30; i++ { // random
+		if _, err := e.s.ReadAt(seg, p[:4096], (i*7%100)*chunk, ra); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("random reads: %d calls", n)
+	}
+	for off := int64(0); off < size; off += chunk {
+		if _, err := e.s.ReadAt(seg, p, off, ra); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := ra.Stats(); st.Prefetches == 0 || calls.Load() != st.Prefetches {
+		t.Fatalf("%d calls for %+v", calls.Load(), st)
+	}
+}
+
 // A window is fetched in pieces of at most raPiece read at the same time:
 // on a slow device several prefetch reads are in flight together, none
 // larger than a piece, and the data still comes out right.

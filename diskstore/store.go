@@ -109,6 +109,11 @@ type Options struct {
 	// ReadaheadMax caps the readahead window in bytes. Default
 	// DefaultReadaheadMax.
 	ReadaheadMax int64
+	// OnReadahead, if set, is called each time a Readahead fetches a
+	// window ahead (or asks the page cache to): while a file is streamed.
+	// It runs in the reading goroutine with the readahead's lock held, so
+	// it must return at once and must not call the store.
+	OnReadahead func()
 	// CacheBytes is the memory the verified-block cache may use
 	// (blockcache.go): recently read or written blocks, so that small
 	// reads and writes inside one block read and hash it once. Default

@@ -112,7 +112,12 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 		rep.infof("formatted a new file system in %s (%s arena, %s disk; sparse files)",
 			im.dataDir, formatSize(defaultPramSize), formatSize(defaultDiskSize))
 	}
-	fsys, err := coreOpen(im, conquest.Options{Logf: rep.infof})
+	co := conquest.Options{Logf: rep.infof}
+	gov := newProcsGovernor()
+	if gov != nil {
+		co.Disk.OnReadahead = gov.notify
+	}
+	fsys, err := coreOpen(im, co)
 	if err != nil {
 		return explainOpen(im, err)
 	}
@@ -128,7 +133,9 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 		fsys.Close()
 		return err
 	}
-	daemonProcs(fsys, srv.Done())
+	if ds := fsys.Disk(); gov != nil && ds != nil {
+		go gov.run(ds.ReadaheadBytes, srv.Done())
+	}
 	if os.Getenv("CONQUEST_STATS") != "" {
 		defer func() { rep.logf("requests: %s", formatStats(srv.Stats())) }()
 	}

@@ -4,8 +4,6 @@ import (
 	"os"
 	"runtime"
 	"time"
-
-	"conquest/conquest"
 )
 
 // The daemon's processors (Go Ps).
@@ -24,11 +22,12 @@ import (
 // beside the one serving requests. So while the disk store reads ahead, the
 // daemon runs on every CPU, and it returns to its base once no readahead
 // has been issued for procsHold (measured on two cores, a cold 1 GiB read:
-// 0.70-0.81 GB/s with one P, 1.0-1.2 GB/s with the switch). $GOMAXPROCS,
-// when set, turns both off.
+// 0.70-0.81 GB/s with one P, 1.0-1.2 GB/s with the switch). The store
+// wakes the governor (diskstore.Options.OnReadahead); an idle daemon does
+// not poll. $GOMAXPROCS, when set, turns both off.
 
 const (
-	procsTick = 20 * time.Millisecond  // how often the governor looks
+	procsTick = 20 * time.Millisecond  // how often the governor looks while streaming
 	procsHold = 200 * time.Millisecond // how long it stays up after streaming stops
 )
 
@@ -36,12 +35,39 @@ const (
 // large files are streamed (diskstore.Store.ReadaheadBytes).
 type procsGovernor struct {
 	base, boost int
-	hold        time.Duration
-	set         func(int) // runtime.GOMAXPROCS, or a test's recorder
+	hold, every time.Duration
+	set         func(int)     // runtime.GOMAXPROCS, or a test's recorder
+	wake        chan struct{} // the store's readahead signal (capacity 1)
 
 	cur    int
 	last   int64     // the counter at the previous tick
 	active time.Time // the last tick that saw it grow
+}
+
+// newProcsGovernor sets the daemon's base number of Ps and returns the
+// governor that raises it while large files stream, or nil when there is
+// nothing to govern ($GOMAXPROCS set, or a single CPU).
+func newProcsGovernor() *procsGovernor {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return nil
+	}
+	n := runtime.NumCPU()
+	base := max(1, n/2)
+	runtime.GOMAXPROCS(base)
+	if n <= base {
+		return nil
+	}
+	return &procsGovernor{base: base, boost: n, hold: procsHold, every: procsTick, cur: base,
+		set: func(p int) { runtime.GOMAXPROCS(p) }, wake: make(chan struct{}, 1)}
+}
+
+// notify tells the governor that a readahead was issued; it never blocks
+// (diskstore.Options.OnReadahead).
+func (g *procsGovernor) notify() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
 }
 
 // tick looks at the counter's value at time now and changes the Ps if due.
@@ -60,32 +86,27 @@ func (g *procsGovernor) tick(now time.Time, counter int64) {
 	}
 }
 
-// daemonProcs sets the daemon's base number of Ps and, for a file system
-// with a disk, starts the governor that raises it while large files stream;
-// it stops when done is closed. With $GOMAXPROCS set it does nothing.
-func daemonProcs(fsys *conquest.FS, done <-chan struct{}) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return
-	}
-	n := runtime.NumCPU()
-	base := max(1, n/2)
-	runtime.GOMAXPROCS(base)
-	ds := fsys.Disk()
-	if ds == nil || n <= base {
-		return
-	}
-	g := &procsGovernor{base: base, boost: n, hold: procsHold, cur: base,
-		set: func(p int) { runtime.GOMAXPROCS(p) }, last: ds.ReadaheadBytes()}
-	go func() {
-		t := time.NewTicker(procsTick)
-		defer t.Stop()
-		for {
+// run waits for the store's signal, then watches counter every tick until
+// streaming has stopped for the hold, and waits again; it returns when
+// done is closed.
+func (g *procsGovernor) run(counter func() int64, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-g.wake:
+		}
+		g.tick(time.Now(), counter())
+		t := time.NewTicker(g.every)
+		for g.cur != g.base {
 			select {
 			case <-done:
+				t.Stop()
 				return
 			case now := <-t.C:
-				g.tick(now, ds.ReadaheadBytes())
+				g.tick(now, counter())
 			}
 		}
-	}()
+		t.Stop()
+	}
 }

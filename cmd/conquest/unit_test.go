@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -141,4 +143,46 @@ func TestProcsGovernor(t *testing.T) {
 	if want := []int{4, 1, 4}; !slices.Equal(calls, want) {
 		t.Errorf("set called with %v, want %v", calls, want)
 	}
+}
+
+// The governor's loop: the store's signal boosts the Ps at once, they
+// return to the base after the hold, an idle governor does not poll, and
+// the next stream boosts again.
+func TestProcsGovernorRun(t *testing.T) {
+	var mu sync.Mutex
+	var calls []int
+	var reads, ctr atomic.Int64
+	g := &procsGovernor{base: 1, boost: 2, hold: 150 * time.Millisecond, every: 5 * time.Millisecond, cur: 1,
+		wake: make(chan struct{}, 1), set: func(p int) { mu.Lock(); calls = append(calls, p); mu.Unlock() }}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() { g.run(func() int64 { reads.Add(1); return ctr.Load() }, done); close(finished) }()
+	defer func() { close(done); <-finished }()
+	waitCalls := func(want ...int) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			mu.Lock()
+			got := slices.Clone(calls)
+			mu.Unlock()
+			if slices.Equal(got, want) {
+				return
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("Ps set to %v, want %v", calls, want)
+	}
+	for i := 0; i < 20; i++ { // a stream: readahead every 5 ms for 100 ms
+		ctr.Add(1 << 20)
+		g.notify()
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitCalls(2, 1)
+	n := reads.Load()
+	time.Sleep(100 * time.Millisecond)
+	if m := reads.Load(); m != n {
+		t.Errorf("the idle governor read the counter %d times", m-n)
+	}
+	ctr.Add(1 << 20)
+	g.notify()
+	waitCalls(2, 1, 2, 1)
 }
