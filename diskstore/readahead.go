@@ -326,13 +326,7 @@ func (ra *Readahead) prefetchRange(seg pram.Off, from, to int64, gen uint64) boo
 	s.mu.Unlock()
 	b := &raBuf{start: from, end: to, gen: gen, data: ra.buffer(to - from), done: make(chan struct{})}
 	ra.bufs = append(ra.bufs, b)
-	ra.ahead = to
-	ra.stats.Prefetches++
-	ra.stats.Bytes += to - from
-	s.streamed.Add(to - from)
-	if s.o.OnReadahead != nil {
-		s.o.OnReadahead()
-	}
+	ra.fetched(from, to)
 	seed := s.a.U64(seg + slOffSeed)
 	go func() {
 		defer s.wg.Done()
@@ -359,6 +353,20 @@ func (ra *Readahead) prefetchRange(seg pram.Off, from, to int64, gen uint64) boo
 		}
 	}()
 	return true
+}
+
+// fetched records that [from, to) is being fetched ahead: the handle's
+// counters, the store's (ReadaheadBytes) and Options.OnReadahead.
+// Preconditions: ra.mu held.
+func (ra *Readahead) fetched(from, to int64) {
+	s := ra.s
+	ra.ahead = to
+	ra.stats.Prefetches++
+	ra.stats.Bytes += to - from
+	s.streamed.Add(to - from)
+	if s.o.OnReadahead != nil {
+		s.o.OnReadahead()
+	}
 }
 
 // advisor is a device read through the page cache that can be told which
@@ -391,13 +399,7 @@ func (ra *Readahead) advise(seg pram.Off, off, n int64) {
 	if !ok {
 		return
 	}
-	ra.ahead = to
-	ra.stats.Prefetches++
-	ra.stats.Bytes += to - from
-	s.streamed.Add(to - from)
-	if s.o.OnReadahead != nil {
-		s.o.OnReadahead()
-	}
+	ra.fetched(from, to)
 	for fb := uint64(from / bs); fb < uint64(to/bs); {
 		sp, err := s.lookup(seg, fb)
 		if err != nil {

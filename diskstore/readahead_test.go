@@ -36,6 +36,18 @@ func (c *countDevice) ReadAt(p []byte, off int64) (int, error) {
 	return c.Device.ReadAt(p, off)
 }
 
+// streamFile writes a file of size bytes of pattern 1 through e and opens
+// a Readahead on it (closed when the test ends).
+func streamFile(e *env, size int64) (pram.Off, []byte, *Readahead) {
+	e.t.Helper()
+	seg := e.newFile(1)
+	data := pattern(1, 0, int(size))
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
+	ra := e.s.NewReadahead()
+	e.t.Cleanup(ra.Close)
+	return seg, data, ra
+}
+
 // readSequentially writes a file of size bytes on dev and reads it back in
 // chunk-sized sequential reads through a Readahead, checking every byte;
 // before the reads it calls ready (if set) with the environment. It returns
@@ -43,11 +55,7 @@ func (c *countDevice) ReadAt(p []byte, off int64) (int, error) {
 func readSequentially(t *testing.T, dev Device, size, chunk int64, ready func(*env)) ReadaheadStats {
 	t.Helper()
 	e := newEnv(t, envOpts{dev: dev})
-	seg := e.newFile(1)
-	data := pattern(1, 0, int(size))
-	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
-	ra := e.s.NewReadahead()
-	defer ra.Close()
+	seg, data, ra := streamFile(e, size)
 	if ready != nil {
 		ready(e)
 	}
@@ -134,12 +142,8 @@ func TestReadaheadSequential(t *testing.T) {
 
 func TestReadaheadStopsOnRandom(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	seg := e.newFile(1)
 	const size = 16 << 20
-	data := pattern(1, 0, size)
-	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
-	ra := e.s.NewReadahead()
-	defer ra.Close()
+	seg, data, ra := streamFile(e, size)
 	r := rand.New(rand.NewPCG(1, 2))
 	read := func(off int64, n int) {
 		p := make([]byte, n)
@@ -301,12 +305,8 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 func TestReadaheadOutOfOrder(t *testing.T) {
 	cd := &countDevice{Device: NewMemDevice(64 << 20)}
 	e := newEnv(t, envOpts{dev: cd})
-	seg := e.newFile(1)
 	const size, chunk = 16 << 20, 128 << 10
-	data := pattern(1, 0, size)
-	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
-	ra := e.s.NewReadahead()
-	defer ra.Close()
+	seg, data, ra := streamFile(e, size)
 	cd.reads.Store(0)
 	for off := int64(0); off < size; off += 2 * chunk {
 		for _, o := range []int64{off + chunk, off} {
@@ -350,12 +350,8 @@ func TestReadaheadAdvisesPageCachedDevice(t *testing.T) {
 	if e.s.prefetch {
 		t.Fatal("prefetching goroutines on a page-cached device")
 	}
-	seg := e.newFile(1)
 	const size, chunk = 16 << 20, 128 << 10
-	data := pattern(1, 0, size)
-	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
-	ra := e.s.NewReadahead()
-	defer ra.Close()
+	seg, data, ra := streamFile(e, size)
 	for i := 0; i < 40; i++ { // random: no advice
 		off := int64(i*7%100) * chunk
 		p := make([]byte, 4096)
