@@ -74,31 +74,9 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 	s.replyAttr(r, a)
 }
 
-// freeWait bounds how long STATFS waits for requests that may free inodes;
-// freeQuiet is how long none must be in progress before it answers.
-const (
-	freeWait  = 50 * time.Millisecond
-	freeQuiet = 200 * time.Microsecond
-)
-
 func (s *Server) statfs(r *fuse.StatfsRequest) {
-	// close(2) sends RELEASE in the background and returns, and the kernel
-	// sends the FORGET that drops its last reference to an unlinked file
-	// when that RELEASE is answered: a statfs right after close and unlink
-	// can overtake the request that frees the file, and would not yet show
-	// its space free (ext4 frees it before unlink returns). So STATFS waits
-	// (at most freeWait) until no RELEASE or FORGET has been in progress
-	// for freeQuiet: a FORGET the kernel queues as a RELEASE is answered is
-	// picked up at once by a waiting reader (FORGETs go first).
-	deadline := time.Now().Add(freeWait)
-	for quiet := time.Duration(0); quiet < freeQuiet && time.Now().Before(deadline); {
-		const tick = 50 * time.Microsecond
-		if s.freeing.Load() > 0 {
-			quiet = 0
-		} else {
-			quiet += tick
-		}
-		time.Sleep(tick)
+	if waited, _ := s.frees.await(); waited {
+		s.statfsWaits.Add(1)
 	}
 	st := s.fs.StatFS()
 	r.Respond(&fuse.StatfsResponse{

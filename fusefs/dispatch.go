@@ -62,7 +62,8 @@ var opNames = [numOps]string{
 type counters [numOps]atomic.Uint64
 
 // Stats returns how many requests of each kind the server has received,
-// by FUSE opcode name (LOOKUP, GETATTR, ...). Tests use it to check that a
+// by FUSE opcode name (LOOKUP, GETATTR, ...), and under STATFS-WAITS how
+// many STATFS requests waited for inodes being freed. Tests use it to check that a
 // cache saves the round trips it should.
 func (s *Server) Stats() map[string]uint64 {
 	m := make(map[string]uint64, numOps)
@@ -70,6 +71,9 @@ func (s *Server) Stats() map[string]uint64 {
 		if n := s.stats[i].Load(); n != 0 {
 			m[opNames[i]] = n
 		}
+	}
+	if n := s.statfsWaits.Load(); n != 0 {
+		m["STATFS-WAITS"] = n
 	}
 	return m
 }
@@ -86,8 +90,7 @@ func cred(h *fuse.Header) conquest.Cred {
 // request gets EIO and the daemon goes on serving.
 func (s *Server) serve(req fuse.Request) {
 	if freesInode(req) {
-		s.freeing.Add(1) // see statfs
-		defer s.freeing.Add(-1)
+		defer s.frees.end(s.frees.begin()) // see frees.go
 	}
 	answered := false
 	defer func() {

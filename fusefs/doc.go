@@ -48,8 +48,9 @@
 //     S_ISGID without group exec (Linux >= 6.2), which the core, knowing no
 //     groups, keeps.
 //
-// STATFS waits briefly for RELEASEs and FORGETs in progress (attr.go), so
-// that space freed by a close and unlink shows at once; ECONNABORTED from
+// STATFS waits briefly for the RELEASEs and FORGETs that were in progress or
+// queued when it arrived (frees.go), so that space freed by a close and
+// unlink shows at once, and never for later ones; ECONNABORTED from
 // the device ends serving like ENODEV (a lazy unmount's last close races a
 // read and can return it).
 //

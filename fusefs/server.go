@@ -29,13 +29,14 @@ type Server struct {
 	idle    int        // readers waiting in ReadRequest
 	wg      sync.WaitGroup
 
-	done     chan struct{} // closed when the loop has ended and the device is closed
-	errMu    sync.Mutex
-	err      error // first fatal error of the loop
-	unmapped atomic.Int32
-	pollTid  atomic.Uint32 // thread priming POLL (poll.go), 0 when none
-	freeing  atomic.Int32  // RELEASEs and FORGETs being served (statfs waits for them)
-	stats    counters
+	done        chan struct{} // closed when the loop has ended and the device is closed
+	errMu       sync.Mutex
+	err         error // first fatal error of the loop
+	unmapped    atomic.Int32
+	pollTid     atomic.Uint32 // thread priming POLL (poll.go), 0 when none
+	frees       frees         // RELEASEs and FORGETs being served (STATFS waits for them)
+	statfsWaits atomic.Uint64 // STATFS requests that waited in awaitFrees
+	stats       counters
 }
 
 // Mount mounts fsys on the directory dir and starts serving it. When Mount
