@@ -89,8 +89,8 @@ func cred(h *fuse.Header) conquest.Cred {
 // serve answers one request. A panic in the core is recovered here: the
 // request gets EIO and the daemon goes on serving.
 func (s *Server) serve(req fuse.Request) {
-	if freesInode(req) {
-		defer s.frees.end(s.frees.begin()) // see frees.go
+	if frees, release := freesInode(req); frees {
+		defer s.frees.end(s.frees.begin(release)) // see frees.go
 	}
 	answered := false
 	defer func() {
@@ -108,15 +108,16 @@ func (s *Server) serve(req fuse.Request) {
 }
 
 // freesInode reports whether req may free an unlinked inode: the last
-// RELEASE of a file or the FORGET that drops the kernel's last reference.
-func freesInode(req fuse.Request) bool {
+// RELEASE of a file (release) or the FORGET that drops the kernel's last
+// reference.
+func freesInode(req fuse.Request) (frees, release bool) {
 	switch r := req.(type) {
 	case *fuse.ReleaseRequest:
-		return !r.Dir
+		return !r.Dir, !r.Dir
 	case *fuse.ForgetRequest, *fuse.BatchForgetRequest:
-		return true
+		return true, false
 	}
-	return false
+	return false, false
 }
 
 // testHookServe, when set, runs before each request is served (tests use it

@@ -8,76 +8,84 @@ import (
 
 // STATFS and the requests that free inodes.
 //
-// close(2) sends RELEASE in the background and returns, and the kernel
-// queues the FORGET that drops its last reference to an unlinked file while
-// the daemon answers that RELEASE (or, if the RELEASE came first, while it
-// serves the UNLINK). A statfs right after close and unlink can therefore
-// overtake the request that frees the file and not yet show its space free,
-// where ext4 frees it before unlink returns. So STATFS waits for the
-// RELEASEs and FORGETs that started before it, and, if one ended or was in
-// progress just before it arrived, also for those that start within
-// freeQuiet of its arrival or of the end of one it waited for (the FORGET
-// that an answered RELEASE queues). It waits for no others, so a statfs
-// among other processes' endless creates and deletes still answers soon
-// after the frees it found in progress end; and
-// when nothing was freed recently, as on a mount that only reads or writes,
-// it answers at once.
+// close(2) sends RELEASE in the background and returns. A statfs right
+// after close and unlink can therefore overtake the request that frees the
+// file and not yet show its space free, where ext4 frees it before unlink
+// returns. So STATFS waits for the RELEASEs and FORGETs in progress when it
+// arrives. Those the kernel has queued before it are read before it (FORGETs
+// go first, the rest in order), possibly by another reader that has not
+// registered one yet: with one P that reader waits for the P the STATFS
+// holds, hence STATFS first yields for freeSpin.
 //
-// A FORGET queued before the STATFS is read before it (the kernel hands out
-// FORGETs first), possibly by another reader that has not registered it
-// yet: with one P that reader waits for the P the STATFS holds, so STATFS
-// first yields for freeSpin.
+// One free is queued after the STATFS: the FORGET of an unlinked file whose
+// RELEASE was still being served when it was unlinked, which the kernel
+// queues while the daemon answers that RELEASE. So after a RELEASE ended
+// just before STATFS arrived, or one it waited for ends, STATFS also waits
+// for the frees that start within freeQuiet. (When the RELEASE came first,
+// the UNLINK itself queues the FORGET, ahead of the STATFS.) It waits for
+// nothing else: a statfs among other processes' mkdirs and rmdirs answers
+// as soon as the frees it found have ended, and on a mount that frees
+// nothing it answers at once.
 
 const (
 	freeWait  = 50 * time.Millisecond // the longest a STATFS waits
-	freeQuiet = time.Millisecond      // how long after a free the next is expected
+	freeQuiet = time.Millisecond      // how long after a RELEASE its FORGET is expected
 	freeSpin  = 20 * time.Microsecond // yielding to readers before looking
 )
 
 // frees tracks the requests being served that may free an inode.
 type frees struct {
-	mu      sync.Mutex
-	next    uint64
-	started map[uint64]time.Time // in progress, by ticket
-	lastEnd time.Time
-	changed chan struct{} // closed (and replaced) when one ends
+	mu          sync.Mutex
+	next        uint64
+	started     map[uint64]freeing // in progress, by ticket
+	lastRelease time.Time          // when the last RELEASE ended
+	changed     chan struct{}      // closed (and replaced) when one ends
 }
 
-func (f *frees) begin() uint64 {
+type freeing struct {
+	start   time.Time
+	release bool
+}
+
+func (f *frees) begin(release bool) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.started == nil {
-		f.started = make(map[uint64]time.Time)
+		f.started = make(map[uint64]freeing)
 	}
 	f.next++
-	f.started[f.next] = time.Now()
+	f.started[f.next] = freeing{time.Now(), release}
 	return f.next
 }
 
 func (f *frees) end(ticket uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.started[ticket].release {
+		f.lastRelease = time.Now()
+	}
 	delete(f.started, ticket)
-	f.lastEnd = time.Now()
 	if f.changed != nil {
 		close(f.changed)
 		f.changed = nil
 	}
 }
 
-// inProgress returns the tickets of the frees in progress, and whether a
-// free ended within freeQuiet before now.
-func (f *frees) inProgress(now time.Time) (tickets []uint64, recent bool) {
+// inProgress returns the tickets of the RELEASEs in progress, whether any
+// free is, and whether a RELEASE ended within freeQuiet before now.
+func (f *frees) inProgress(now time.Time) (releases []uint64, any, recent bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for id := range f.started {
-		tickets = append(tickets, id)
+	for id, fr := range f.started {
+		if fr.release {
+			releases = append(releases, id)
+		}
 	}
-	return tickets, !f.lastEnd.IsZero() && now.Sub(f.lastEnd) < freeQuiet
+	return releases, len(f.started) > 0, !f.lastRelease.IsZero() && now.Sub(f.lastRelease) < freeQuiet
 }
 
 // ended removes from tickets those that have ended and returns what is
-// left and, if any had ended, the time the last free ended.
+// left and, if any had ended, when the last RELEASE ended.
 func (f *frees) ended(tickets []uint64) ([]uint64, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -90,7 +98,7 @@ func (f *frees) ended(tickets []uint64) ([]uint64, time.Time) {
 	if len(left) == len(tickets) {
 		return left, time.Time{}
 	}
-	return left, f.lastEnd
+	return left, f.lastRelease
 }
 
 // startedBefore reports whether a free that started before t is still in
@@ -98,8 +106,8 @@ func (f *frees) ended(tickets []uint64) ([]uint64, time.Time) {
 func (f *frees) startedBefore(t time.Time) (bool, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, s := range f.started {
-		if s.Before(t) {
+	for _, fr := range f.started {
+		if fr.start.Before(t) {
 			if f.changed == nil {
 				f.changed = make(chan struct{})
 			}
@@ -116,20 +124,20 @@ func (f *frees) await() (waited, timedOut bool) {
 		runtime.Gosched()
 	}
 	now := time.Now()
-	first, recent := f.inProgress(now)
+	releases, any, recent := f.inProgress(now)
+	if !any && !recent {
+		return false, false
+	}
 	cutoff := now
-	if recent || len(first) > 0 {
+	if recent {
 		cutoff = now.Add(freeQuiet)
 	}
 	deadline := time.NewTimer(freeWait)
 	defer deadline.Stop()
 	for {
-		// The end of a free that was in progress when STATFS arrived
-		// may queue another (a RELEASE its FORGET): wait for what
-		// starts within freeQuiet of it too.
 		var last time.Time
-		if first, last = f.ended(first); !last.IsZero() && last.Add(freeQuiet).After(cutoff) {
-			cutoff = last.Add(freeQuiet)
+		if releases, last = f.ended(releases); !last.IsZero() && last.Add(freeQuiet).After(cutoff) {
+			cutoff = last.Add(freeQuiet) // its FORGET may follow
 		}
 		busy, changed := f.startedBefore(cutoff)
 		wait := time.Until(cutoff)

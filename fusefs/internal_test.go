@@ -343,7 +343,7 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 		return st.Bfree * uint64(st.Frsize)
 	}
 	h := func(req fuse.Request) {
-		if freesInode(req) {
+		if frees, _ := freesInode(req); frees {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
@@ -453,7 +453,7 @@ func TestFreesAwait(t *testing.T) {
 	}
 
 	// A free that started before STATFS and does not end: wait, up to freeWait.
-	id := f.begin()
+	id := f.begin(true)
 	if waited, timedOut := f.await(); !waited || !timedOut {
 		t.Fatalf("free in progress: waited %v, timed out %v", waited, timedOut)
 	}
@@ -471,12 +471,32 @@ func TestFreesAwait(t *testing.T) {
 	}
 
 	// A free that starts after STATFS arrived and never ends (other
-	// processes' deletes go on): STATFS waits out the quiet window at most,
-	// not freeWait.
-	f.mu.Lock()
-	f.started[100] = time.Now().Add(time.Hour) // starts after any cutoff
-	f.mu.Unlock()
-	if waited, timedOut := f.await(); !waited || timedOut {
-		t.Fatalf("free started after STATFS: waited %v (want the quiet window), timed out %v", waited, timedOut)
+	// processes' deletes go on) is not waited for.
+	later := frees{started: map[uint64]freeing{100: {start: time.Now().Add(time.Hour)}}}
+	if waited, timedOut := later.await(); waited || timedOut {
+		t.Fatalf("free started after STATFS: waited %v, timed out %v", waited, timedOut)
+	}
+
+	// Nor is anything after a FORGET that ended: nothing follows it.
+	var forgot frees
+	forgot.end(forgot.begin(false))
+	if waited, timedOut := forgot.await(); waited || timedOut {
+		t.Fatalf("after a FORGET: waited %v, timed out %v", waited, timedOut)
+	}
+
+	// After a RELEASE that ended just before, STATFS waits for a FORGET
+	// that starts within freeQuiet, until it ends.
+	var released frees
+	released.end(released.begin(true))
+	forget := released.begin(false)
+	go func() {
+		time.Sleep(5 * freeQuiet)
+		released.end(forget)
+	}()
+	if waited, timedOut := released.await(); !waited || timedOut {
+		t.Fatalf("FORGET after a RELEASE: waited %v, timed out %v", waited, timedOut)
+	}
+	if _, busy := released.started[forget]; busy {
+		t.Fatal("STATFS did not wait for the FORGET that followed a RELEASE")
 	}
 }
