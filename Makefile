@@ -1,6 +1,7 @@
 # Conquest: build, test, demo and benchmark.
 #
-#   make test    everything CI runs: go vet ./... && go test -race ./... (mounts for real; run as root)
+#   make test    everything CI runs: installs what is missing (make deps), then
+#                go vet ./... && go test -race ./... (mounts for real; run as root)
 #   make demo    installs what is missing, builds, mounts the embedded default on a temporary
 #                directory, writes and reads files, shows df, unmounts
 #   make bench   PostMark and Sprite LFS against tmpfs and ext4 (bench/scripts/make-bench.sh)
@@ -15,7 +16,7 @@ all: build
 build:
 	$(GO) build -o bin/conquest ./cmd/conquest
 
-test:
+test: deps
 	$(GO) vet ./... && $(GO) test -race -timeout 30m ./...
 
 vet:

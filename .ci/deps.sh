@@ -2,6 +2,7 @@
 # Installs what building and testing Conquest needs on a Debian machine, as
 # root, skipping whatever is already there: fuse3 (fusermount3), a C compiler
 # (go test -race), postmark, fio and e2fsprogs (the benchmarks' comparisons),
+# stress-ng (an exerciser the e2e tests run through a mount),
 # and a Go toolchain at least as new as go.mod asks for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v make >/dev/null || need+=(make)
 command -v postmark >/dev/null || [ -x /usr/bin/postmark ] || need+=(postmark)
 command -v fio >/dev/null || need+=(fio)
+command -v stress-ng >/dev/null || need+=(stress-ng)
 command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || need+=(e2fsprogs)
 command -v curl >/dev/null || need+=(curl ca-certificates)
 
