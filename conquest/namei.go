@@ -166,7 +166,10 @@ func (fs *FS) makeNode(parent Ino, name string, mode, rdev uint32, c Cred, init 
 }
 
 // Link gives inode ino the additional name newName in newParent and takes
-// one kernel reference. Directories cannot be linked (ErrPerm).
+// one kernel reference. Directories cannot be linked (ErrPerm). An
+// unlinked file still in use can be linked: the kernel asks only for a file
+// made by CreateTmpfile (O_TMPFILE without O_EXCL), and refuses any other
+// file with no links itself.
 func (fs *FS) Link(ino, newParent Ino, newName string) (Attr, error) {
 	var at Attr
 	err := fs.write(func(tx *pram.Tx, now Timespec) error {
@@ -178,16 +181,20 @@ func (fs *FS) Link(ino, newParent Ino, newName string) (Attr, error) {
 		if err != nil {
 			return err
 		}
+		relink := in.nlink() == 0
 		switch {
 		case in.isDir():
 			return ErrPerm
-		case in.nlink() == 0:
+		case relink && (in.flags()&flagOrphan == 0 || !fs.vol.inUse(in.ino)):
 			return ErrNotFound
 		case in.nlink() >= MaxLinks:
 			return ErrTooManyLinks
 		}
 		if err := fs.dir(d).Insert(tx, []byte(newName), uint64(in.ino), in.dtype()); err != nil {
 			return err
+		}
+		if relink {
+			fs.orphanRemove(tx, in)
 		}
 		in.set32(tx, iNlink, in.nlink()+1)
 		in.setTime(tx, iCtime, now)

@@ -272,10 +272,15 @@ func (s *Server) dispatch(req fuse.Request) bool {
 		// We never send NOTIFY_RETRIEVE; nothing waits for this.
 		s.count(opOther)
 	case *fuse.UnrecognizedRequest:
-		if r.Opcode == opcodeRename2 {
+		switch r.Opcode {
+		case opcodeRename2:
 			s.count(opRename)
 			s.rename2(r)
-			break
+			return true
+		case opcodeTmpfile:
+			s.count(opCreate)
+			s.tmpfile(r)
+			return true
 		}
 		s.count(opOther)
 		r.RespondError(syscall.ENOSYS)

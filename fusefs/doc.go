@@ -54,8 +54,9 @@
 // the device ends serving like ENODEV (a lazy unmount's last close races a
 // read and can return it).
 //
-// RENAME2 (renameat2 with flags), which bazil cannot parse, is decoded
-// from the raw message it keeps for an unrecognized request (rename2.go).
+// RENAME2 (renameat2 with flags) and TMPFILE (O_TMPFILE), which bazil
+// cannot parse, are decoded from the raw message it keeps for an
+// unrecognized request (rename2.go, tmpfile.go).
 // The other operations bazil cannot parse (READDIRPLUS, LSEEK,
 // COPY_FILE_RANGE, IOCTL, BMAP), POLL and FLUSH are answered ENOSYS, after
 // which the kernel falls back to its generic paths or, for POLL and FLUSH, stops sending them: POLL

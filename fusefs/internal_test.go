@@ -500,3 +500,39 @@ func TestFreesAwait(t *testing.T) {
 		t.Fatal("STATFS did not wait for the FORGET that followed a RELEASE")
 	}
 }
+
+// parseTmpfile takes a well-formed FUSE_TMPFILE message apart and refuses
+// malformed ones, so that tmpfile answers ENOSYS instead of acting on
+// garbage.
+func TestParseTmpfile(t *testing.T) {
+	build := func(flags, mode uint32, name string) []byte {
+		m := make([]byte, inHeaderSize+createInSize, inHeaderSize+createInSize+len(name))
+		m = append(m, name...)
+		binary.LittleEndian.PutUint32(m[0:], uint32(len(m)))
+		binary.LittleEndian.PutUint32(m[4:], opcodeTmpfile)
+		binary.LittleEndian.PutUint32(m[inHeaderSize:], flags)
+		binary.LittleEndian.PutUint32(m[inHeaderSize+4:], mode)
+		return m
+	}
+	in, ok := parseTmpfile(build(0o20200002, 0o100640, "/\x00"))
+	if !ok || in.flags != 0o20200002 || in.mode != 0o100640 {
+		t.Fatalf("parsed %+v, %v", in, ok)
+	}
+	wrongOp := build(2, 0o600, "/\x00")
+	binary.LittleEndian.PutUint32(wrongOp[4:], opcodeRename2)
+	wrongLen := build(2, 0o600, "/\x00")
+	binary.LittleEndian.PutUint32(wrongLen[0:], 7)
+	for what, m := range map[string][]byte{
+		"unterminated name": build(2, 0o600, "/"),
+		"bytes after name":  build(2, 0o600, "/\x00x"),
+		"no name":           build(2, 0o600, ""),
+		"short":             build(2, 0o600, "/\x00")[:inHeaderSize+8],
+		"another opcode":    wrongOp,
+		"length mismatch":   wrongLen,
+		"nil":               nil,
+	} {
+		if in, ok := parseTmpfile(m); ok {
+			t.Errorf("%s: parsed as %+v", what, in)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package posixtest
 
 import (
+	"bytes"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +16,7 @@ var linkTests = map[string]Test{
 	"HardLinkErrors":   testHardLinkErrors,
 	"HardLinkSymlink":  testHardLinkSymlink,
 	"HardLinkManyDirs": testHardLinkManyDirs,
+	"Tmpfile":          testTmpfile,
 }
 
 var symlinkTests = map[string]Test{
@@ -244,4 +248,54 @@ func testSymlinkRelative(t *testing.T, dir string) {
 	if st := lstat(t, join(dir, "la")+"/"); st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		t.Fatalf("lstat link/ mode %o, want directory", st.Mode)
 	}
+}
+
+// testTmpfile: open(2) with O_TMPFILE makes an unnamed file with no links
+// that no directory lists; linkat(2) through /proc/self/fd gives it a name
+// with its data, unless it was opened with O_EXCL (ENOENT); O_TMPFILE on a
+// file is ENOTDIR.
+func testTmpfile(t *testing.T, dir string) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR, 0o640)
+	if err == unix.EOPNOTSUPP || err == unix.EISDIR {
+		t.Skipf("O_TMPFILE: %v", err)
+	}
+	ok(t, err, "open O_TMPFILE")
+	defer unix.Close(fd)
+	data := bytes.Repeat([]byte("tmpfile "), 300000) // 2.4 MB: crosses Conquest's threshold
+	pwrite(t, fd, data, 0)
+	st := fstat(t, fd)
+	if st.Nlink != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != int64(len(data)) {
+		t.Fatalf("tmpfile: nlink %d, mode %o, size %d", st.Nlink, st.Mode, st.Size)
+	}
+	if names, err := os.ReadDir(dir); err != nil || len(names) != 0 {
+		t.Fatalf("directory lists %v (%v) with only a tmpfile in it", names, err)
+	}
+	proc := "/proc/self/fd/" + strconv.Itoa(fd)
+	ok(t, unix.Linkat(unix.AT_FDCWD, proc, unix.AT_FDCWD, join(dir, "named"), unix.AT_SYMLINK_FOLLOW), "linkat tmpfile")
+	if st := fstat(t, fd); st.Nlink != 1 {
+		t.Fatalf("nlink %d after linkat", st.Nlink)
+	}
+	if ls := lstat(t, join(dir, "named")); ls.Ino != st.Ino {
+		t.Fatalf("named has ino %d, the tmpfile %d", ls.Ino, st.Ino)
+	}
+	wantContent(t, join(dir, "named"), data)
+
+	excl, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_EXCL, 0o600)
+	ok(t, err, "open O_TMPFILE|O_EXCL")
+	defer unix.Close(excl)
+	pwrite(t, excl, []byte("never named"), 0)
+	wantErr(t, unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(excl), unix.AT_FDCWD, join(dir, "excl"),
+		unix.AT_SYMLINK_FOLLOW), unix.ENOENT, "linkat O_EXCL tmpfile")
+
+	// One that is closed without a name disappears.
+	gone, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY, 0o600)
+	ok(t, err, "open O_TMPFILE")
+	pwrite(t, gone, data, 0)
+	ok(t, unix.Close(gone), "close")
+	if names, err := os.ReadDir(dir); err != nil || len(names) != 1 {
+		t.Fatalf("directory lists %v (%v), want only named", names, err)
+	}
+
+	_, err = unix.Open(join(dir, "named"), unix.O_TMPFILE|unix.O_RDWR, 0o600)
+	wantErr(t, err, unix.ENOTDIR, "O_TMPFILE on a file")
 }
