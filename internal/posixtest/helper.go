@@ -242,6 +242,9 @@ func helperProcess(rawID string) int {
 // helperOps are the operations a helper can run. Arguments are strings;
 // numbers are decimal or 0-prefixed octal (strconv base 0).
 var helperOps = map[string]func(a []string) (string, error){
+	"fsx": func(a []string) (string, error) { // dir seed ops maxLen: what failed, or ""
+		return runFsx(a[0], uint64(num(a[1])), int(num(a[2])), num(a[3])), nil
+	},
 	"stat": func(a []string) (string, error) {
 		var st unix.Stat_t
 		if err := unix.Lstat(a[0], &st); err != nil {

@@ -27,6 +27,7 @@ var groups = []map[string]Test{
 	statfsTests,
 	lockTests,
 	permTests,
+	fsxTests,
 }
 
 // Tests returns the conformance suite, a fresh map on every call. Names are
