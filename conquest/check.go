@@ -187,6 +187,7 @@ func (ck *checker) inodeContents(in inode) {
 	}
 	if f := in.flags() &^ (flagSmall | flagOrphan | flagDisk); f != 0 {
 		report("unknown flags %#x", f)
+		ck.badFlags(in.ino)
 	}
 	for _, f := range []pram.Off{iAtime, iMtime, iCtime, iCrtime} {
 		if in.time(f).Nsec >= 1e9 {
@@ -195,6 +196,7 @@ func (ck *checker) inodeContents(in inode) {
 	}
 	if in.typ() != S_IFREG && in.flags()&(flagSmall|flagDisk) != 0 {
 		report("small-file or disk flag on a non-regular inode")
+		ck.badFlags(in.ino)
 	}
 	switch in.typ() {
 	case S_IFREG:
@@ -232,16 +234,21 @@ func (ck *checker) inodeContents(in inode) {
 	if x := in.xattr(); x != 0 {
 		ck.c.Mark(x, fmt.Sprintf("xattrs of inode %d", in.ino))
 		es, err := fs.xattrs(in)
+		bad := err != nil || len(es) == 0
 		if err != nil {
 			report("%v", err)
 		}
 		for _, e := range es {
 			if checkXattrName(e.name) != nil || len(e.value) > MaxXattrValue {
 				report("bad xattr %q (%d bytes)", e.name, len(e.value))
+				bad = true
 			}
 		}
 		if len(es) == 0 && err == nil {
 			report("empty xattr blob")
+		}
+		if bad {
+			ck.badXattrs(in.ino)
 		}
 	}
 }
@@ -252,6 +259,7 @@ func (ck *checker) diskFile(in inode, report func(string, ...any)) {
 	case !in.onDisk():
 		if in.seg() != 0 || in.u64(iDiskCur) != 0 {
 			report("arena file with a segment list at %d (shrink cursor %d)", in.seg(), in.u64(iDiskCur))
+			ck.strayDiskFields(in.ino, in.seg(), in.u64(iDiskCur))
 		}
 	case ck.dk == nil:
 		report("large file on a file system without a disk")
@@ -302,6 +310,7 @@ func (ck *checker) orphans() {
 			report("has no links but is in a directory")
 		case !fs.vol.inUse(in.ino):
 			report("unlinked, not open and not referenced, yet not freed")
+			defer ck.stuckOrphan(in.ino) // after the fixes of its contents
 		}
 		if info == nil {
 			info = &checkInfo{nlink: in.nlink(), gen: in.gen()}

@@ -198,13 +198,16 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 		return fail(fmt.Errorf("%s: %w", pramPath, err))
 	}
 	fs.mu.Lock()
-	n, err := fs.reapOrphansLocked()
+	n, stuck, err := fs.reapOrphansLocked()
 	fs.mu.Unlock()
 	if err != nil {
 		return fail(fmt.Errorf("%s: processing orphans: %w", pramPath, err))
 	}
 	if n > 0 {
 		fs.logf("%s: freed %d orphans", pramPath, n)
+	}
+	for _, e := range stuck {
+		fs.logf("%s: an unlinked file could not be freed (run `conquest fsck --repair`): %v", pramPath, e)
 	}
 	return fs, nil
 }
@@ -238,8 +241,12 @@ func (fs *FS) Close() error {
 		_ = fs.syncDiskLocked() // errors are logged: that data is lost
 	}
 	fs.vol.reset()
-	if _, err := fs.reapOrphansLocked(); err != nil {
-		fs.logf("%s: freeing orphans at close: %v", fs.a.Path(), err)
+	_, stuck, rerr := fs.reapOrphansLocked()
+	if rerr != nil {
+		stuck = append(stuck, rerr)
+	}
+	for _, e := range stuck {
+		fs.logf("%s: freeing orphans at close: %v", fs.a.Path(), e)
 	}
 	var err error
 	if fs.ds != nil {

@@ -159,38 +159,44 @@ func (fs *FS) reapIfUnused(ino Ino) {
 
 // reapOrphansLocked processes the whole orphan list: frees every unlinked
 // inode and finishes every interrupted truncate. Used by Open (nothing can
-// be open after a restart) and Close. It returns the number of inodes freed.
+// be open after a restart) and Close. It returns the number of inodes
+// freed. An inode it cannot free or finish (damaged storage) stays on the
+// list and is reported in stuck, and the walk goes on to the next, so one
+// damaged file does not keep the file system from mounting (fsck --repair
+// drops the damage, and the next reap frees it). err reports a list that
+// cannot be walked.
 // Preconditions: fs.mu held exclusively; no kernel references exist.
-func (fs *FS) reapOrphansLocked() (freed int, err error) {
-	var seen = make(map[pram.Off]bool)
-	for {
-		head := pram.Off(fs.a.Root(slotOrphans))
-		if head == 0 {
-			return freed, nil
+func (fs *FS) reapOrphansLocked() (freed int, stuck []error, err error) {
+	seen := make(map[pram.Off]bool)
+	for off := pram.Off(fs.a.Root(slotOrphans)); off != 0; {
+		if seen[off] {
+			return freed, stuck, fmt.Errorf("%w: orphan list revisits inode at %d", ErrCorrupt, off)
 		}
-		if seen[head] {
-			return freed, fmt.Errorf("%w: orphan list revisits inode at %d", ErrCorrupt, head)
-		}
-		seen[head] = true
+		seen[off] = true
 		var in inode
 		func() {
 			defer fs.guard(&err)
-			in, err = fs.inodeAt(head)
+			in, err = fs.inodeAt(off)
 			if err == nil && in.flags()&flagOrphan == 0 {
 				err = fmt.Errorf("%w: inode %d on the orphan list is not flagged", ErrCorrupt, in.ino)
 			}
 		}()
 		if err != nil {
-			return freed, fmt.Errorf("%w: orphan list: %v", ErrCorrupt, err)
+			return freed, stuck, fmt.Errorf("%w: orphan list: %v", ErrCorrupt, err)
 		}
+		next := in.orphNext() // the inode leaves the list below
+		var ferr error
 		if in.nlink() == 0 {
-			err = fs.freeInodeLocked(in.ino)
-			freed++
+			if ferr = fs.freeInodeLocked(in.ino); ferr == nil {
+				freed++
+			}
 		} else {
-			err = fs.finishShrinkLocked(in.ino)
+			ferr = fs.finishShrinkLocked(in.ino)
 		}
-		if err != nil {
-			return freed, err
+		if ferr != nil {
+			stuck = append(stuck, fmt.Errorf("inode %d: %w", in.ino, ferr))
 		}
+		off = next
 	}
+	return freed, stuck, nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"conquest/pram"
 )
 
 // TestUnlinkWhileOpen: an unlinked file keeps its data while open and is
@@ -204,5 +206,49 @@ func TestRecoveryMessage(t *testing.T) {
 	lookup(t, fs, RootIno, "before")
 	if _, err := fs.Lookup(RootIno, "during"); err == nil {
 		t.Fatal("the interrupted mkdir happened")
+	}
+}
+
+// TestStuckOrphanDoesNotBlockOpen: an unlinked file whose storage cannot
+// be freed (a damaged xattr pointer) stays on the orphan list at a crash;
+// the next Open frees the other orphans, logs it and mounts, and Repair
+// then frees it.
+func TestStuckOrphanDoesNotBlockOpen(t *testing.T) {
+	fs, env := newTestFS(t)
+	stuck, h1, err := fs.Create(RootIno, "stuck", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	must(t, fs.SetXattr(stuck.Ino, "user.y", []byte("v"), 0))
+	other, h2, err := fs.Create(RootIno, "other", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	_, err = fs.Write(other.Ino, h2, 0, pattern(50000, 5), false)
+	must(t, err)
+	must(t, fs.Unlink(RootIno, "stuck"))
+	must(t, fs.Unlink(RootIno, "other"))
+	in, _ := fs.inode(stuck.Ino)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iXattr, 0xff0000) })
+	_, _ = h1, h2
+	must(t, fs.a.Abandon()) // kill -9 with both open
+	env.current = nil
+	fs = env.open()
+	if _, err := fs.GetAttr(other.Ino); err == nil {
+		t.Fatal("the undamaged orphan survived the restart")
+	}
+	if _, err := fs.GetAttr(stuck.Ino); err != nil {
+		t.Fatalf("the damaged orphan is gone: %v", err)
+	}
+	logged := false
+	for _, l := range env.logs {
+		logged = logged || strings.Contains(l, "could not be freed")
+	}
+	if !logged {
+		t.Fatalf("Open did not report the orphan it could not free: %q", env.logs)
+	}
+	rep, err := fs.Repair(RepairOptions{})
+	must(t, err)
+	if len(rep.Remaining) > 0 || !strings.Contains(fixesText(rep), "unlinked file that was never freed: freed it") {
+		t.Fatalf("repair made %s and left %v", fixesText(rep), rep.Remaining)
+	}
+	if _, err := fs.GetAttr(stuck.Ino); err == nil {
+		t.Fatal("repair did not free the damaged orphan")
 	}
 }

@@ -268,6 +268,119 @@ func (ck *checker) wrongNlink(ino Ino, have, want uint32) {
 	})
 }
 
+// strayDiskFields: ino is an arena file, yet its record names a segment
+// list or a disk shrink cursor (a damaged record). Both are cleared. A
+// segment list that really was allocated then belongs to no file, and a
+// later pass frees it as a leak.
+func (ck *checker) strayDiskFields(ino Ino, seg pram.Off, cur uint64) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("disk fields %d", ino), ino: ino,
+		problem: fmt.Sprintf("file kept in the arena names a segment list at %d and a shrink cursor %d", seg, cur),
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			if in.onDisk() {
+				return "", fmt.Errorf("%w: inode %d is on disk now", ErrIO, ino)
+			}
+			in.set64(tx, iSeg, 0)
+			in.set64(tx, iDiskCur, 0)
+			return "cleared both", nil
+		},
+	})
+}
+
+// badFlags: ino's flags hold bits no version sets, or the small-file or
+// disk flag on an inode that is not a regular file. The bits that do not
+// belong are cleared.
+func (ck *checker) badFlags(ino Ino) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("flags %d", ino), ino: ino,
+		problem: "flags that do not belong to the inode",
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			keep := flagSmall | flagOrphan | flagDisk
+			if in.typ() != S_IFREG {
+				keep = flagOrphan
+			}
+			drop := in.flags() &^ keep
+			in.set32(tx, iFlags, in.flags()&keep)
+			return fmt.Sprintf("cleared flags %#x", drop), nil
+		},
+	})
+}
+
+// badXattrs: ino's extended attributes cannot be read back or hold an
+// impossible entry. They are dropped: the inode no longer points at the
+// blob, and a blob that was allocated is freed as a leak by a later pass.
+func (ck *checker) badXattrs(ino Ino) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("xattrs %d", ino), ino: ino,
+		problem: "damaged extended attributes",
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			in.set64(tx, iXattr, 0)
+			return "dropped them", nil
+		},
+	})
+}
+
+// stuckOrphan: ino has no links and no user, yet is still on the orphan
+// list: freeing it failed (Open logged why, damaged storage that an earlier
+// fix of this pass may have dropped). One step of the free is tried here. An
+// inode too large for one step is left for the next Open, which frees the
+// rest.
+func (ck *checker) stuckOrphan(ino Ino) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("stuck orphan %d", ino), ino: ino,
+		problem: "unlinked file that was never freed",
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			if in.nlink() != 0 || in.flags()&flagOrphan == 0 {
+				return "", fmt.Errorf("%w: inode %d is not an unlinked orphan", ErrIO, ino)
+			}
+			done, err := fs.freeStep(tx, in)
+			switch {
+			case err != nil:
+				return "", err
+			case !done:
+				return "freed part of it; the next mount frees the rest", nil
+			}
+			return "freed it", nil
+		},
+	})
+}
+
 // strayOrphanFlag: ino is flagged orphan but not on the list.
 func (ck *checker) strayOrphanFlag(ino Ino) {
 	if ck.fd == nil {

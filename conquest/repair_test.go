@@ -107,6 +107,57 @@ func TestRepairFixesDamage(t *testing.T) {
 			}
 		}},
 
+		{"arena file naming disk state", func(t *testing.T, fs *FS, r repairTree) {
+			in, _ := fs.inode(r.f.Ino)
+			corrupt(fs, func(tx *pram.Tx) {
+				tx.Set64(in.off+iDiskCur, 0xff00000000000000)
+				tx.Set64(in.off+iSeg, 0x7777)
+			})
+		}, []string{"/f: file kept in the arena names a segment list at 30583 and a shrink cursor 18374686479671623680: cleared both"},
+			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/f", fData) }},
+
+		{"unknown and misplaced flags", func(t *testing.T, fs *FS, r repairTree) {
+			f, _ := fs.inode(r.f.Ino)
+			d, _ := fs.inode(r.d.Ino)
+			corrupt(fs, func(tx *pram.Tx) {
+				tx.Set32(f.off+iFlags, f.flags()|0xf00)
+				tx.Set32(d.off+iFlags, d.flags()|flagDisk|flagSmall)
+			})
+		}, []string{"/f: flags that do not belong to the inode: cleared flags 0xf00",
+			"/d: flags that do not belong to the inode: cleared flags 0x5"},
+			func(t *testing.T, fs *FS, r repairTree) {
+				wantContent(t, fs, "/f", fData)
+				wantContent(t, fs, "/d/g", gData)
+			}},
+
+		{"damaged xattr blob", func(t *testing.T, fs *FS, r repairTree) {
+			k, _ := fs.inode(r.k.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(k.off+iXattr, 0xff0000) }) // not an allocation
+		}, []string{"/d/e/k: damaged extended attributes: dropped them", "is reachable from nothing: freed"},
+			func(t *testing.T, fs *FS, r repairTree) {
+				wantContent(t, fs, "/d/e/k", kData)
+				if names, err := fs.ListXattr(r.k.Ino); err != nil || len(names) != 0 {
+					t.Fatalf("xattrs after repair: %v, %v", names, err)
+				}
+			}},
+
+		{"unlinked file that cannot be freed", func(t *testing.T, fs *FS, r repairTree) {
+			// Its xattr pointer is damaged while it is open and unlinked:
+			// the free at its last close fails and leaves it on the list.
+			at, h, err := fs.Create(RootIno, "x", 0o644, O_CREAT|O_RDWR, user)
+			must(t, err)
+			must(t, fs.SetXattr(at.Ino, "user.y", []byte("v"), 0))
+			must(t, fs.Unlink(RootIno, "x"))
+			in, _ := fs.inode(at.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iXattr, 0xff0000) })
+			fs.Release(at.Ino, h)
+			fs.Forget(at.Ino, 1)
+			if _, err := fs.GetAttr(at.Ino); err != nil {
+				t.Fatalf("the damaged orphan was freed: %v", err)
+			}
+		}, []string{"damaged extended attributes: dropped them", "unlinked file that was never freed: freed it",
+			"is reachable from nothing: freed"}, nil},
+
 		{"directory link count", func(t *testing.T, fs *FS, r repairTree) {
 			in, _ := fs.inode(r.d.Ino)
 			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.off+iNlink, 9) })
