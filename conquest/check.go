@@ -192,6 +192,7 @@ func (ck *checker) inodeContents(in inode) {
 	for _, f := range []pram.Off{iAtime, iMtime, iCtime, iCrtime} {
 		if in.time(f).Nsec >= 1e9 {
 			report("timestamp at %d has %d ns", f, in.time(f).Nsec)
+			ck.badTime(in.ino, f)
 		}
 	}
 	if in.typ() != S_IFREG && in.flags()&(flagSmall|flagDisk) != 0 {
@@ -200,7 +201,14 @@ func (ck *checker) inodeContents(in inode) {
 	}
 	switch in.typ() {
 	case S_IFREG:
-		fs.memCheck(ck.c, in, report)
+		damaged := 0
+		fs.memCheck(ck.c, in, func(format string, args ...any) {
+			damaged++
+			report(format, args...)
+		})
+		if damaged > 0 && !in.onDisk() {
+			ck.memDamage(in.ino, damaged)
+		}
 		ck.diskFile(in, report)
 	case S_IFDIR:
 		if in.nlink() == 0 {

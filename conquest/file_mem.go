@@ -411,6 +411,57 @@ func (fs *FS) memCheck(c *alloc.Checker, in inode, report func(string, ...any)) 
 	}
 }
 
+// memRepair makes the arena storage fields of a file kept in the arena
+// consistent again after memCheck found them damaged (fsck --repair), and
+// says what it did. What cannot be trusted is dropped and reads as zeros:
+// the whole data when its pointer or its index is bad, single blocks whose
+// pointers are bad. Storage no longer referenced is then a leak that a later
+// pass frees.
+// Preconditions: fs.mu held exclusively; !in.onDisk().
+func (fs *FS) memRepair(tx *pram.Tx, in inode) string {
+	drop := func(why string) string {
+		in.set64(tx, iData, 0)
+		in.set64(tx, iIdxLen, 0)
+		in.set64(tx, iAllocd, 0)
+		in.set32(tx, iFlags, in.flags()&^flagSmall)
+		return "dropped its data (" + why + "); it reads as zeros"
+	}
+	data := in.data()
+	if data == 0 {
+		return drop("it had none")
+	}
+	sz, err := fs.h.SizeOf(data)
+	if err != nil {
+		return drop("bad pointer")
+	}
+	if in.small() {
+		n := min(sz, maxSmall)
+		in.set64(tx, iIdxLen, n)
+		in.set64(tx, iAllocd, n)
+		return fmt.Sprintf("set its block length to %d", n)
+	}
+	n := in.idxLen()
+	if n*8 != sz || n < indexMin || n&(n-1) != 0 {
+		return drop("bad index")
+	}
+	blocks, dropped := uint64(0), 0
+	for b := uint64(0); b < n; b++ {
+		at := data + pram.Off(8*b)
+		blk := pram.Off(fs.a.U64(at))
+		if blk == 0 {
+			continue
+		}
+		if s, err := fs.h.SizeOf(blk); err != nil || s != BlockSize {
+			tx.Set64(at, 0)
+			dropped++
+			continue
+		}
+		blocks++
+	}
+	in.set64(tx, iAllocd, blocks*BlockSize)
+	return fmt.Sprintf("dropped %d damaged blocks (they read as zeros) and set its storage to %d blocks", dropped, blocks)
+}
+
 // journalLow reports that tx should stop taking on more blocks: less than
 // journalReserve (or a quarter of a small journal) is left.
 func (fs *FS) journalLow(tx *pram.Tx) bool {

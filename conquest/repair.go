@@ -381,6 +381,53 @@ func (ck *checker) stuckOrphan(ino Ino) {
 	})
 }
 
+// memDamage: the arena storage fields of ino (a file kept in the arena)
+// are inconsistent (errors reports of it); memRepair fixes them.
+func (ck *checker) memDamage(ino Ino, errors int) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled += errors
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("arena data %d", ino), ino: ino,
+		problem: "damaged storage fields",
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			if !in.isReg() || in.onDisk() {
+				return "", fmt.Errorf("%w: inode %d is not a file kept in the arena", ErrIO, ino)
+			}
+			return fs.memRepair(tx, in), nil
+		},
+	})
+}
+
+// badTime: a timestamp of ino has a nanosecond field of a second or more;
+// it is set to the start of that second.
+func (ck *checker) badTime(ino Ino, field pram.Off) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseLinks, finding{
+		key: fmt.Sprintf("time %d %d", ino, field), ino: ino,
+		problem: fmt.Sprintf("timestamp at %d out of range", field),
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			ts := in.time(field)
+			in.setTime(tx, field, Timespec{Sec: ts.Sec})
+			return fmt.Sprintf("set it to second %d", ts.Sec), nil
+		},
+	})
+}
+
 // strayOrphanFlag: ino is flagged orphan but not on the list.
 func (ck *checker) strayOrphanFlag(ino Ino) {
 	if ck.fd == nil {
