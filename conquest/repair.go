@@ -247,25 +247,34 @@ func (ck *checker) wrongParent(ino, have, want Ino) {
 	})
 }
 
-// wrongNlink: inode ino has link count have, the walk counted want.
-func (ck *checker) wrongNlink(ino Ino, have, want uint32) {
+// inodeFix adds a link-phase finding about inode ino that addresses
+// errors of the walk's errors: fix runs on the inode as it is when the
+// fix is applied and says what it did.
+func (ck *checker) inodeFix(ino Ino, key, problem string, errors int, fix func(tx *pram.Tx, in inode) (string, error)) {
 	if ck.fd == nil {
 		return
 	}
-	ck.fd.handled++
+	ck.fd.handled += errors
 	fs := ck.fs
 	ck.fd.add(phaseLinks, finding{
-		key: fmt.Sprintf("nlink %d %d", ino, want), ino: ino,
-		problem: fmt.Sprintf("link count %d", have),
+		key: key, ino: ino, problem: problem,
 		apply: func(tx *pram.Tx) (string, error) {
 			in, err := fs.inode(ino)
 			if err != nil {
 				return "", err
 			}
-			in.set32(tx, iNlink, want)
-			return fmt.Sprintf("set the link count to %d", want), nil
+			return fix(tx, in)
 		},
 	})
+}
+
+// wrongNlink: inode ino has link count have, the walk counted want.
+func (ck *checker) wrongNlink(ino Ino, have, want uint32) {
+	ck.inodeFix(ino, fmt.Sprintf("nlink %d %d", ino, want), fmt.Sprintf("link count %d", have), 1,
+		func(tx *pram.Tx, in inode) (string, error) {
+			in.set32(tx, iNlink, want)
+			return fmt.Sprintf("set the link count to %d", want), nil
+		})
 }
 
 // strayDiskFields: ino is an arena file, yet its record names a segment
@@ -273,46 +282,24 @@ func (ck *checker) wrongNlink(ino Ino, have, want uint32) {
 // segment list that really was allocated then belongs to no file, and a
 // later pass frees it as a leak.
 func (ck *checker) strayDiskFields(ino Ino, seg pram.Off, cur uint64) {
-	if ck.fd == nil {
-		return
-	}
-	ck.fd.handled++
-	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
-		key: fmt.Sprintf("disk fields %d", ino), ino: ino,
-		problem: fmt.Sprintf("file kept in the arena names a segment list at %d and a shrink cursor %d", seg, cur),
-		apply: func(tx *pram.Tx) (string, error) {
-			in, err := fs.inode(ino)
-			if err != nil {
-				return "", err
-			}
+	ck.inodeFix(ino, fmt.Sprintf("disk fields %d", ino),
+		fmt.Sprintf("file kept in the arena names a segment list at %d and a shrink cursor %d", seg, cur), 1,
+		func(tx *pram.Tx, in inode) (string, error) {
 			if in.onDisk() {
 				return "", fmt.Errorf("%w: inode %d is on disk now", ErrIO, ino)
 			}
 			in.set64(tx, iSeg, 0)
 			in.set64(tx, iDiskCur, 0)
 			return "cleared both", nil
-		},
-	})
+		})
 }
 
 // badFlags: ino's flags hold bits no version sets, or the small-file or
 // disk flag on an inode that is not a regular file. The bits that do not
 // belong are cleared.
 func (ck *checker) badFlags(ino Ino) {
-	if ck.fd == nil {
-		return
-	}
-	ck.fd.handled++
-	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
-		key: fmt.Sprintf("flags %d", ino), ino: ino,
-		problem: "flags that do not belong to the inode",
-		apply: func(tx *pram.Tx) (string, error) {
-			in, err := fs.inode(ino)
-			if err != nil {
-				return "", err
-			}
+	ck.inodeFix(ino, fmt.Sprintf("flags %d", ino), "flags that do not belong to the inode", 1,
+		func(tx *pram.Tx, in inode) (string, error) {
 			keep := flagSmall | flagOrphan | flagDisk
 			if in.typ() != S_IFREG {
 				keep = flagOrphan
@@ -320,31 +307,18 @@ func (ck *checker) badFlags(ino Ino) {
 			drop := in.flags() &^ keep
 			in.set32(tx, iFlags, in.flags()&keep)
 			return fmt.Sprintf("cleared flags %#x", drop), nil
-		},
-	})
+		})
 }
 
 // badXattrs: ino's extended attributes cannot be read back or hold an
 // impossible entry. They are dropped: the inode no longer points at the
 // blob, and a blob that was allocated is freed as a leak by a later pass.
 func (ck *checker) badXattrs(ino Ino) {
-	if ck.fd == nil {
-		return
-	}
-	ck.fd.handled++
-	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
-		key: fmt.Sprintf("xattrs %d", ino), ino: ino,
-		problem: "damaged extended attributes",
-		apply: func(tx *pram.Tx) (string, error) {
-			in, err := fs.inode(ino)
-			if err != nil {
-				return "", err
-			}
+	ck.inodeFix(ino, fmt.Sprintf("xattrs %d", ino), "damaged extended attributes", 1,
+		func(tx *pram.Tx, in inode) (string, error) {
 			in.set64(tx, iXattr, 0)
 			return "dropped them", nil
-		},
-	})
+		})
 }
 
 // stuckOrphan: ino has no links and no user, yet is still on the orphan
@@ -353,23 +327,12 @@ func (ck *checker) badXattrs(ino Ino) {
 // inode too large for one step is left for the next Open, which frees the
 // rest.
 func (ck *checker) stuckOrphan(ino Ino) {
-	if ck.fd == nil {
-		return
-	}
-	ck.fd.handled++
-	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
-		key: fmt.Sprintf("stuck orphan %d", ino), ino: ino,
-		problem: "unlinked file that was never freed",
-		apply: func(tx *pram.Tx) (string, error) {
-			in, err := fs.inode(ino)
-			if err != nil {
-				return "", err
-			}
+	ck.inodeFix(ino, fmt.Sprintf("stuck orphan %d", ino), "unlinked file that was never freed", 1,
+		func(tx *pram.Tx, in inode) (string, error) {
 			if in.nlink() != 0 || in.flags()&flagOrphan == 0 {
 				return "", fmt.Errorf("%w: inode %d is not an unlinked orphan", ErrIO, ino)
 			}
-			done, err := fs.freeStep(tx, in)
+			done, err := ck.fs.freeStep(tx, in)
 			switch {
 			case err != nil:
 				return "", err
@@ -377,78 +340,41 @@ func (ck *checker) stuckOrphan(ino Ino) {
 				return "freed part of it; the next mount frees the rest", nil
 			}
 			return "freed it", nil
-		},
-	})
+		})
 }
 
 // memDamage: the arena storage fields of ino (a file kept in the arena)
 // are inconsistent (errors reports of it); memRepair fixes them.
 func (ck *checker) memDamage(ino Ino, errors int) {
-	if ck.fd == nil {
-		return
-	}
-	ck.fd.handled += errors
-	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
-		key: fmt.Sprintf("arena data %d", ino), ino: ino,
-		problem: "damaged storage fields",
-		apply: func(tx *pram.Tx) (string, error) {
-			in, err := fs.inode(ino)
-			if err != nil {
-				return "", err
-			}
+	ck.inodeFix(ino, fmt.Sprintf("arena data %d", ino), "damaged storage fields", errors,
+		func(tx *pram.Tx, in inode) (string, error) {
 			if !in.isReg() || in.onDisk() {
 				return "", fmt.Errorf("%w: inode %d is not a file kept in the arena", ErrIO, ino)
 			}
-			return fs.memRepair(tx, in), nil
-		},
-	})
+			return ck.fs.memRepair(tx, in), nil
+		})
 }
 
 // badTime: a timestamp of ino has a nanosecond field of a second or more;
 // it is set to the start of that second.
 func (ck *checker) badTime(ino Ino, field pram.Off) {
-	if ck.fd == nil {
-		return
-	}
-	ck.fd.handled++
-	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
-		key: fmt.Sprintf("time %d %d", ino, field), ino: ino,
-		problem: fmt.Sprintf("timestamp at %d out of range", field),
-		apply: func(tx *pram.Tx) (string, error) {
-			in, err := fs.inode(ino)
-			if err != nil {
-				return "", err
-			}
+	ck.inodeFix(ino, fmt.Sprintf("time %d %d", ino, field), fmt.Sprintf("timestamp at %d out of range", field), 1,
+		func(tx *pram.Tx, in inode) (string, error) {
 			ts := in.time(field)
 			in.setTime(tx, field, Timespec{Sec: ts.Sec})
 			return fmt.Sprintf("set it to second %d", ts.Sec), nil
-		},
-	})
+		})
 }
 
 // strayOrphanFlag: ino is flagged orphan but not on the list.
 func (ck *checker) strayOrphanFlag(ino Ino) {
-	if ck.fd == nil {
-		return
-	}
-	ck.fd.handled++
-	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
-		key: fmt.Sprintf("orphan flag %d", ino), ino: ino,
-		problem: "flagged as an orphan but not on the orphan list",
-		apply: func(tx *pram.Tx) (string, error) {
-			in, err := fs.inode(ino)
-			if err != nil {
-				return "", err
-			}
+	ck.inodeFix(ino, fmt.Sprintf("orphan flag %d", ino), "flagged as an orphan but not on the orphan list", 1,
+		func(tx *pram.Tx, in inode) (string, error) {
 			in.set32(tx, iFlags, in.flags()&^flagOrphan)
 			in.set64(tx, iOrphNext, 0)
 			in.set64(tx, iOrphPrev, 0)
 			return "cleared the flag", nil
-		},
-	})
+		})
 }
 
 // badCounter: root slot holds have, the walk counted want.

@@ -46,6 +46,16 @@ func rawMessage(r *fuse.UnrecognizedRequest) []byte {
 	return buf.Bytes()
 }
 
+// rawBody checks that msg is one whole message of opcode with a body of at
+// least minBody bytes and returns the body (after the header).
+func rawBody(msg []byte, opcode uint32, minBody int) ([]byte, bool) {
+	if len(msg) < inHeaderSize+minBody || binary.LittleEndian.Uint32(msg[0:4]) != uint32(len(msg)) ||
+		binary.LittleEndian.Uint32(msg[4:8]) != opcode {
+		return nil, false
+	}
+	return msg[inHeaderSize:], true
+}
+
 // rename2In is a decoded FUSE_RENAME2 message.
 type rename2In struct {
 	newDir           uint64
@@ -56,11 +66,10 @@ type rename2In struct {
 // parseRename2 decodes msg, the whole message; ok is false if it is
 // malformed.
 func parseRename2(msg []byte) (in rename2In, ok bool) {
-	if len(msg) < inHeaderSize+rename2InSize || binary.LittleEndian.Uint32(msg[0:4]) != uint32(len(msg)) ||
-		binary.LittleEndian.Uint32(msg[4:8]) != opcodeRename2 {
+	body, ok := rawBody(msg, opcodeRename2, rename2InSize)
+	if !ok {
 		return in, false
 	}
-	body := msg[inHeaderSize:]
 	in.newDir = binary.LittleEndian.Uint64(body[0:8])
 	in.flags = binary.LittleEndian.Uint32(body[8:12])
 	names := body[rename2InSize:]

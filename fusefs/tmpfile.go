@@ -36,11 +36,10 @@ type tmpfileIn struct {
 // parseTmpfile decodes msg, the whole message; ok is false if it is
 // malformed.
 func parseTmpfile(msg []byte) (in tmpfileIn, ok bool) {
-	if len(msg) < inHeaderSize+createInSize+1 || binary.LittleEndian.Uint32(msg[0:4]) != uint32(len(msg)) ||
-		binary.LittleEndian.Uint32(msg[4:8]) != opcodeTmpfile {
+	body, ok := rawBody(msg, opcodeTmpfile, createInSize+1)
+	if !ok {
 		return in, false
 	}
-	body := msg[inHeaderSize:]
 	in.flags = binary.LittleEndian.Uint32(body[0:4])
 	in.mode = binary.LittleEndian.Uint32(body[4:8])
 	name := body[createInSize:]

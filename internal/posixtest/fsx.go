@@ -253,10 +253,12 @@ func (f *fsx) fallocate(mode uint32, name string) {
 	}
 }
 
-func (f *fsx) mapping(write bool) ([]byte, bool) {
+// mapping maps the whole file shared (writable if write) and picks a range
+// of at most maxN bytes in it; ok is false for an empty file.
+func (f *fsx) mapping(write bool, what string, maxN int64) (m []byte, off, n int64, ok bool) {
 	size := int64(len(f.model))
 	if size == 0 {
-		return nil, false
+		return nil, 0, 0, false
 	}
 	prot := unix.PROT_READ
 	if write {
@@ -264,17 +266,17 @@ func (f *fsx) mapping(write bool) ([]byte, bool) {
 	}
 	m, err := unix.Mmap(f.fd, 0, int(size), prot, unix.MAP_SHARED)
 	f.ok(err, "mmap")
-	return m, true
+	off = f.rng.Int64N(size)
+	n = min(1+f.rng.Int64N(maxN), size-off)
+	f.note("%s %d+%d", what, off, n)
+	return m, off, n, true
 }
 
 func (f *fsx) mapWrite() {
-	m, ok := f.mapping(true)
+	m, off, n, ok := f.mapping(true, "mapwrite", 64<<10)
 	if !ok {
 		return
 	}
-	off := f.rng.Int64N(int64(len(m)))
-	n := min(1+f.rng.Int64N(64<<10), int64(len(m))-off)
-	f.note("mapwrite %d+%d", off, n)
 	data := f.fill(n)
 	copy(m[off:], data)
 	f.ok(unix.Msync(m, unix.MS_SYNC), "msync")
@@ -283,13 +285,10 @@ func (f *fsx) mapWrite() {
 }
 
 func (f *fsx) mapRead() {
-	m, ok := f.mapping(false)
+	m, off, n, ok := f.mapping(false, "mapread", 256<<10)
 	if !ok {
 		return
 	}
-	off := f.rng.Int64N(int64(len(m)))
-	n := min(1+f.rng.Int64N(256<<10), int64(len(m))-off)
-	f.note("mapread %d+%d", off, n)
 	got := append([]byte(nil), m[off:off+n]...)
 	f.ok(unix.Munmap(m), "munmap")
 	f.compare("mapread", off, got)
