@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -68,12 +70,37 @@ func TestKill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer unix.Close(orphan)
+			// Each is closed once: after the kill below, or at the end if the
+			// test fails first (closing a number twice could close a
+			// descriptor the test opened meanwhile).
+			defer closeOnce(&orphan)
 			if err := writeAll(orphan, fill(77, 200000)); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.Remove(m.Path("orphan")); err != nil {
 				t.Fatal(err)
+			}
+			// An O_TMPFILE file of 3 MB (so on disk) still open and never
+			// named, and a small one named with linkat.
+			tmp, err := unix.Open(m.Dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeOnce(&tmp)
+			if err := writeAll(tmp, fill(78, 3<<20)); err != nil {
+				t.Fatal(err)
+			}
+			named, err := unix.Open(m.Dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o640)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeOnce(&named)
+			if err := writeAll(named, fill(79, 100000)); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", named), unix.AT_FDCWD,
+				m.Path("named-tmpfile"), unix.AT_SYMLINK_FOLLOW); err != nil {
+				t.Fatalf("linkat: %v", err)
 			}
 			var before unix.Statfs_t
 			if err := unix.Statfs(m.Dir, &before); err != nil {
@@ -86,23 +113,37 @@ func TestKill(t *testing.T) {
 			}
 			snap := snapshot(t, m.Dir)
 			m.Kill()
-			unix.Close(orphan)
+			closeOnce(&orphan)
+			closeOnce(&tmp)
+			closeOnce(&named)
 			fsck(t, m)
 			m.Remount()
 			wantSameTree(t, snapshot(t, m.Dir), snap, strict, "after kill -9 and remount")
 			if err := w.Verify(m.Dir); err != nil {
 				t.Fatalf("after kill -9, against the shadow: %v", err)
 			}
-			// The orphan's 200 kB were freed (FS.Check at cleanup also
-			// proves nothing leaked).
+			got, err := os.ReadFile(m.Path("named-tmpfile"))
+			if err != nil || !bytes.Equal(got, fill(79, 100000)) {
+				t.Fatalf("the named tmpfile after kill -9: %d bytes, %v", len(got), err)
+			}
+			// The orphan's 200 kB and the tmpfile's 3 MB were freed
+			// (FS.Check at cleanup also proves nothing leaked).
 			var after unix.Statfs_t
 			if err := unix.Statfs(m.Dir, &after); err != nil {
 				t.Fatal(err)
 			}
-			if freed := (int64(after.Bfree) - int64(before.Bfree)) * after.Frsize; freed < 150000 {
-				t.Errorf("free space grew by %d bytes after remount; the 200 kB orphan was not freed?", freed)
+			if freed := (int64(after.Bfree) - int64(before.Bfree)) * after.Frsize; freed < 150000+3<<20-100000 {
+				t.Errorf("free space grew by %d bytes after remount; the 200 kB orphan and 3 MB tmpfile were not freed?", freed)
 			}
 		})
+	}
+}
+
+// closeOnce closes *fd unless it is closed already (-1), and marks it so.
+func closeOnce(fd *int) {
+	if *fd >= 0 {
+		unix.Close(*fd)
+		*fd = -1
 	}
 }
 

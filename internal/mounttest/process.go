@@ -227,8 +227,13 @@ func (m *Mounted) terminate() error {
 	case <-m.exited:
 	case <-time.After(unmountWait):
 		cmd.Process.Kill()
-		<-m.exited
 		m.Cmd = nil
+		select {
+		case <-m.exited:
+		case <-time.After(unmountWait):
+			// The process is gone, but Wait has not returned (its output
+			// pipes are stuck): remove the mount anyway.
+		}
 		m.unmountDead()
 		return fmt.Errorf("daemon did not exit %v after SIGTERM\n%s", unmountWait, m.Output())
 	}
