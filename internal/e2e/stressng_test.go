@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"conquest/fusefs"
+	"conquest/internal/mounttest"
 )
 
 // stressGroups are stress-ng runs against one mount: each line's stressors
@@ -26,7 +29,8 @@ var stressGroups = map[string][]string{
 	"locks": {"--lockf", "2", "--fcntl", "2", "--flock", "2"},
 }
 
-// TestStressNG runs stress-ng's file-system stressors through a mount, as an
+// TestStressNG runs stress-ng's file-system stressors through a mount (with
+// the kernel's writeback cache off, the default, and on), as an
 // independent exerciser: it must report no failure, leave nothing behind,
 // and the file system must check clean after each group. (It found STATFS
 // waiting up to 50 ms a call while other processes deleted files.)
@@ -41,7 +45,13 @@ func TestStressNG(t *testing.T) {
 		}
 		t.Skip("no stress-ng")
 	}
-	m := mount(t)
+	t.Run("writethrough", func(t *testing.T) { stressNG(t, bin, mount(t)) })
+	t.Run("writeback", func(t *testing.T) {
+		stressNG(t, bin, mount(t, mounttest.WithFuseOptions(fusefs.Options{AllowOther: true, WritebackCache: true})))
+	})
+}
+
+func stressNG(t *testing.T, bin string, m *mounttest.Mounted) {
 	for _, name := range []string{"data", "metadata", "locks"} {
 		t.Run(name, func(t *testing.T) {
 			dir := m.Path("stress-" + name)
