@@ -73,7 +73,7 @@ func (f *frees) end(ticket uint64) {
 
 // inProgress returns the tickets of the RELEASEs in progress, whether any
 // free is, and whether a RELEASE ended within freeQuiet before now.
-func (f *frees) inProgress(now time.Time) (releases []uint64, any, recent bool) {
+func (f *frees) inProgress(now time.Time) (releases []uint64, busy, recent bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, fr := range f.started {
@@ -124,8 +124,8 @@ func (f *frees) await() (waited, timedOut bool) {
 		runtime.Gosched()
 	}
 	now := time.Now()
-	releases, any, recent := f.inProgress(now)
-	if !any && !recent {
+	releases, busy, recent := f.inProgress(now)
+	if !busy && !recent {
 		return false, false
 	}
 	cutoff := now
