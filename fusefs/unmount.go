@@ -53,6 +53,8 @@ type MountInfo struct {
 	Dir    string // mount point
 	FSType string // e.g. "fuse.conquest"
 	Source string // e.g. "conquest"
+	// Options are the super options, e.g. "rw,user_id=0,...,allow_other".
+	Options string
 }
 
 // Mounted reports the mount on dir, if dir is a mount point.
@@ -89,6 +91,9 @@ func Mounted(dir string) (MountInfo, bool) {
 		if unescapeMount(fields[4]) == abs {
 			// The last mount on a point hides earlier ones.
 			found = MountInfo{Dir: abs, FSType: fields[sep+1], Source: unescapeMount(fields[sep+2])}
+			if sep+3 < len(fields) {
+				found.Options = fields[sep+3]
+			}
 			ok = true
 		}
 	}

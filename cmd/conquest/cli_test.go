@@ -392,3 +392,63 @@ func holder(path string) int {
 	}
 	return 0
 }
+
+// A mount is open to every user within its permission bits, as any mounted
+// file system is (allow_other, the default for root); --private keeps it to
+// the mounter. Run as root (the CI runs as root); a non-root run skips.
+func TestMountOpenToOtherUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch users")
+	}
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "64M")
+	mp := c.mountpoint()
+	// nobody must be able to walk down to the mount point.
+	for p := filepath.Dir(mp); p != filepath.Dir(p) && strings.HasPrefix(p, os.TempDir()+"/"); p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nobody := func(name string, args ...string) (string, error) {
+		cmd := exec.Command(name, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	if mi, _ := fusefs.Mounted(mp); !strings.Contains(mi.Options, "allow_other") {
+		t.Errorf("mounted without allow_other: %q", mi.Options)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "public"), []byte("for all\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "secret"), []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := nobody("cat", filepath.Join(mp, "public")); err != nil || out != "for all\n" {
+		t.Errorf("nobody reading a 0644 file: %q %v", out, err)
+	}
+	if out, err := nobody("cat", filepath.Join(mp, "secret")); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("nobody reading a 0600 root file: %q %v; want Permission denied", out, err)
+	}
+	if out, err := nobody("sh", "-c", "echo x > "+filepath.Join(mp, "public")); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("nobody writing a 0644 root file: %q %v; want Permission denied", out, err)
+	}
+	c.ok("umount", mp)
+
+	c.ok("mount", "--private", "--pram", pram, "--disk", disk, mp)
+	if mi, _ := fusefs.Mounted(mp); strings.Contains(mi.Options, "allow_other") {
+		t.Errorf("--private mounted with allow_other: %q", mi.Options)
+	}
+	if out, err := nobody("cat", filepath.Join(mp, "public")); err == nil || !strings.Contains(out, "Permission denied") {
+		t.Errorf("nobody reading through a --private mount: %q %v; want Permission denied", out, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "public")); err != nil || string(b) != "for all\n" {
+		t.Errorf("root reading through a --private mount: %q %v", b, err)
+	}
+	c.ok("umount", mp)
+	c.fails(1, "contradict", "mount", "--private", "--allow-other", "--pram", pram, "--disk", disk, mp)
+}

@@ -29,15 +29,18 @@ func mountCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "mount",
 		Usage:     "mount a Conquest file system (the embedded default, or --pram/--disk)",
-		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--allow-other] MOUNTPOINT",
+		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--private | --allow-other] MOUNTPOINT",
 		Description: "Without --foreground, mount starts a daemon and returns once the file system is ready;\n" +
 			"the daemon logs to conquest.log in the data directory ($CONQUEST_HOME, else\n" +
 			"~/.local/share/conquest). With no --pram/--disk the embedded default images in the data\n" +
 			"directory are used, and formatted on first use. With --foreground the daemon stays\n" +
-			"attached and unmounts cleanly on SIGINT or SIGTERM.",
+			"attached and unmounts cleanly on SIGINT or SIGTERM. Like any mounted file system it is open\n" +
+			"to every user, with permission bits enforced by the kernel (allow_other, when root mounts\n" +
+			"or /etc/fuse.conf has user_allow_other); --private keeps it to the mounting user.",
 		Flags: append(deviceFlags(),
 			&cli.BoolFlag{Name: "foreground", Aliases: []string{"f"}, Usage: "serve in this process until unmounted or interrupted"},
-			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (permission bits are always enforced)"},
+			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (the default where FUSE allows it; permission bits are always enforced)"},
+			&cli.BoolFlag{Name: "private", Usage: "only the mounting user (and root) may use the mount"},
 			&cli.BoolFlag{Name: "writeback-cache", Usage: "let the kernel buffer writes (faster large writes, slower small-file create/delete)"},
 			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
 		),
@@ -53,7 +56,11 @@ func mountCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			o := fusefs.Options{AllowOther: c.Bool("allow-other"), WritebackCache: c.Bool("writeback-cache")}
+			allowOther, err := allowOther(c.Bool("allow-other"), c.Bool("private"))
+			if err != nil {
+				return err
+			}
+			o := fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache")}
 			if !c.Bool("foreground") {
 				return daemonize(c, im, mp, o)
 			}
@@ -309,6 +316,8 @@ func daemonize(c *cli.Context, im images, mp string, o fusefs.Options) error {
 	}
 	if o.AllowOther {
 		args = append(args, "--allow-other")
+	} else {
+		args = append(args, "--private")
 	}
 	if o.WritebackCache {
 		args = append(args, "--writeback-cache")

@@ -186,3 +186,40 @@ func TestProcsGovernorRun(t *testing.T) {
 	g.notify()
 	waitCalls(2, 1, 2, 1)
 }
+
+func TestUserAllowOther(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		conf string
+		want bool
+	}{
+		{"", false},
+		{"# user_allow_other\nmount_max = 1000\n", false},
+		{"user_allow_other\n", true},
+		{"  user_allow_other   # let users share mounts\n", true},
+		{"user_allow_others\n", false},
+	} {
+		p := filepath.Join(dir, "fuse.conf")
+		if err := os.WriteFile(p, []byte(c.conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := userAllowOther(p); got != c.want {
+			t.Errorf("fuse.conf %q: user_allow_other %v, want %v", c.conf, got, c.want)
+		}
+	}
+	if userAllowOther(filepath.Join(dir, "missing")) {
+		t.Error("a missing fuse.conf allows other users")
+	}
+	if _, err := allowOther(true, true); err == nil {
+		t.Error("--allow-other with --private accepted")
+	}
+	if got, _ := allowOther(true, false); !got {
+		t.Error("--allow-other not honoured")
+	}
+	if got, _ := allowOther(false, true); got {
+		t.Error("--private not honoured")
+	}
+	if got, _ := allowOther(false, false); os.Geteuid() == 0 && !got {
+		t.Error("root mounts are not open to other users by default")
+	}
+}
