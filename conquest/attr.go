@@ -20,8 +20,8 @@ func (fs *FS) GetAttr(ino Ino) (Attr, error) {
 
 // SetAttr applies chmod, chown, truncate and utimens as in.Valid says, in
 // one transaction (a large truncate frees the rest in further ones). Any
-// change sets ctime to now unless SetCtime gives it. A size change sets
-// mtime too. Permission checks are the kernel's (default_permissions).
+// change sets ctime to now unless SetCtime gives it. SetSize sets mtime
+// too, even to the same size (as ext4). Permission checks are the kernel's (default_permissions).
 func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -45,10 +45,11 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 			default:
 				return ErrInvalid
 			}
-			if in.Size != fs.fileSize(n) {
-				n.setTime(tx, iMtime, now)
-				changed = true
-			}
+			// As ext4: mtime and ctime change even when the size does
+			// not. The kernel sends open(O_TRUNC) of an empty file as this
+			// same request, and POSIX wants its times marked.
+			n.setTime(tx, iMtime, now)
+			changed = true
 			if more, err = fs.setSizeLocked(tx, n, in.Size); err != nil {
 				return err
 			}

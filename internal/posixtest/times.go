@@ -15,6 +15,7 @@ var timeTests = map[string]Test{
 	"UtimensSymlink":   testUtimensSymlink,
 	"TimesOnCreate":    testTimesOnCreate,
 	"TimesOnWrite":     testTimesOnWrite,
+	"TimesOnOpenTrunc": testTimesOnOpenTrunc,
 	"TimesOnChmod":     testTimesOnChmod,
 	"TimesOnLink":      testTimesOnLink,
 	"TimesOnUnlink":    testTimesOnUnlink,
@@ -119,6 +120,26 @@ func testTimesOnCreate(t *testing.T, dir string) {
 	for _, ts := range []unix.Timespec{st.Atim, st.Mtim, st.Ctim} {
 		if tsTime(ts).Before(before) || tsTime(ts).After(time.Now().Add(time.Second)) {
 			t.Fatalf("new file time %v not now", tsTime(ts))
+		}
+	}
+}
+
+// open(O_TRUNC) of an existing file marks mtime and ctime even when the
+// file was already empty (POSIX open; ext4, tmpfs and xfs all do).
+func testTimesOnOpenTrunc(t *testing.T, dir string) {
+	for _, size := range []int{0, 5} {
+		p := join(dir, "f")
+		writeFile(t, p, make([]byte, size), 0644)
+		old := unix.Timespec{Sec: 1000000000}
+		setTimes(t, p, old, old)
+		c0 := lstat(t, p).Ctim
+		tickSleep()
+		fd := open(t, p, unix.O_WRONLY|unix.O_TRUNC, 0)
+		unix.Close(fd)
+		st := lstat(t, p)
+		if !tsAfter(st.Mtim, old) || !tsAfter(st.Ctim, c0) || !tsEqual(st.Atim, old) || st.Size != 0 {
+			t.Fatalf("open(O_TRUNC) of a %d-byte file: mtime %v, ctime updated %v, atime kept %v, size %d",
+				size, tsTime(st.Mtim), tsAfter(st.Ctim, c0), tsEqual(st.Atim, old), st.Size)
 		}
 	}
 }
