@@ -346,8 +346,9 @@ func TestForegroundSIGTERM(t *testing.T) {
 	}
 }
 
-// After kill -9 of the daemon, mount names the dead mount, umount removes
-// it, and the next mount recovers the arena and says so.
+// After kill -9 of the daemon, umount removes the dead mount, and the next
+// mount recovers the arena and says so; mount also clears a dead mount by
+// itself.
 func TestDeadMount(t *testing.T) {
 	c := newCLI(t)
 	mp := c.mountpoint()
@@ -366,7 +367,9 @@ func TestDeadMount(t *testing.T) {
 	for inUse(pram) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.fails(1, "dead mount", "mount", mp)
+	if _, err := os.Stat(mp); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("stat of the dead mount: %v, want ENOTCONN", err)
+	}
 	c.ok("umount", mp)
 	_, errs := c.ok("mount", mp)
 	if !strings.Contains(errs, "not unmounted cleanly") {
@@ -375,7 +378,35 @@ func TestDeadMount(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "x" {
 		t.Errorf("after recovery: %q %v", b, err)
 	}
+
+	// Mounting straight over the dead mount clears it first, even while a
+	// process still holds a descriptor into it (the detach is lazy then).
+	held, err := os.Open(filepath.Join(mp, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := os.WriteFile(filepath.Join(mp, "g"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pid = holder(pram)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for inUse(pram) && time.Now().Before(deadline.Add(10*time.Second)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, errs = c.ok("mount", mp)
+	if !strings.Contains(errs, "dead Conquest mount") || !strings.Contains(errs, "not unmounted cleanly") {
+		t.Errorf("mount over a dead mount: %q", errs)
+	}
+	for name, want := range map[string]string{"f": "x", "g": "y"} {
+		if b, err := os.ReadFile(filepath.Join(mp, name)); err != nil || string(b) != want {
+			t.Errorf("after mounting over the dead mount, %s: %q %v", name, b, err)
+		}
+	}
 	c.ok("umount", mp)
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Error("a mount is left on the mount point")
+	}
 }
 
 // holder finds a process that has path open, by its /proc fd links.

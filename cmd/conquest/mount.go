@@ -48,9 +48,12 @@ func mountCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return errors.New("mount needs exactly one MOUNTPOINT (flags go before it)")
 			}
-			mp, err := checkMountpoint(c.Args().First())
+			mp, cleared, err := checkMountpoint(c.Args().First())
 			if err != nil {
 				return err
+			}
+			if cleared {
+				fmt.Fprintf(c.App.ErrWriter, "conquest: %s held a dead Conquest mount (its daemon died): unmounted it\n", mp)
 			}
 			im, err := resolveImages(c)
 			if err != nil {
@@ -75,27 +78,43 @@ func mountCommand() *cli.Command {
 }
 
 // checkMountpoint resolves dir and checks that it is a directory not already
-// carrying a Conquest mount.
-func checkMountpoint(dir string) (string, error) {
-	abs, err := filepath.Abs(dir)
+// carrying a live Conquest mount. A dead Conquest mount there (its daemon
+// was killed: every access fails with ENOTCONN, and nothing can revive it)
+// is unmounted first, as a reboot would clear it after a crash; cleared says
+// so. Dead mounts of other file systems are left to their owners.
+func checkMountpoint(dir string) (abs string, cleared bool, err error) {
+	abs, err = filepath.Abs(dir)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	st, err := os.Stat(abs)
+	if errors.Is(err, syscall.ENOTCONN) {
+		if mi, ok := fusefs.Mounted(abs); ok && mi.FSType == "fuse.conquest" {
+			if uerr := fusefs.Unmount(abs, false); uerr != nil {
+				// Busy: processes still hold files or directories of the
+				// dead mount. Detach it; they keep getting ENOTCONN.
+				if uerr = fusefs.Unmount(abs, true); uerr != nil {
+					return "", false, fmt.Errorf("%s: a dead Conquest mount is there and cannot be unmounted: %v", abs, uerr)
+				}
+			}
+			cleared = true
+			st, err = os.Stat(abs)
+		}
+	}
 	switch {
 	case os.IsNotExist(err):
-		return "", fmt.Errorf("%s: mount point does not exist", abs)
+		return "", cleared, fmt.Errorf("%s: mount point does not exist", abs)
 	case errors.Is(err, syscall.ENOTCONN):
-		return "", fmt.Errorf("%s: a dead mount is there (its daemon died): run `conquest umount %s` first", abs, abs)
+		return "", cleared, fmt.Errorf("%s: a dead mount is there (its daemon died): unmount it first (fusermount3 -u %s)", abs, abs)
 	case err != nil:
-		return "", fmt.Errorf("%s: %v", abs, errors.Unwrap(err))
+		return "", cleared, fmt.Errorf("%s: %v", abs, errors.Unwrap(err))
 	case !st.IsDir():
-		return "", fmt.Errorf("%s: mount point is not a directory", abs)
+		return "", cleared, fmt.Errorf("%s: mount point is not a directory", abs)
 	}
 	if mi, ok := fusefs.Mounted(abs); ok && mi.FSType == "fuse.conquest" {
-		return "", fmt.Errorf("%s: a Conquest file system (%s) is already mounted here", abs, strings.TrimPrefix(mi.Source, fsnamePrefix))
+		return "", cleared, fmt.Errorf("%s: a Conquest file system (%s) is already mounted here", abs, strings.TrimPrefix(mi.Source, fsnamePrefix))
 	}
-	return abs, nil
+	return abs, cleared, nil
 }
 
 // fsnamePrefix + the arena path is the mount's source in /proc/mounts, so
