@@ -100,8 +100,12 @@ func (fs *FS) openDisk(diskPath string, o Options) error {
 	ds, err := diskstore.Open(fs.h, dev, so)
 	if err != nil {
 		dev.Close()
-		if errors.Is(err, diskstore.ErrUUIDMismatch) || errors.Is(err, diskstore.ErrGeometry) {
+		switch {
+		case errors.Is(err, diskstore.ErrUUIDMismatch):
 			return fmt.Errorf("disk %s does not belong to arena %s: %w", diskPath, fs.a.Path(), err)
+		case errors.Is(err, diskstore.ErrGeometry):
+			// A disk truncated or grown since mkfs, or one of another size.
+			return fmt.Errorf("disk %s does not match arena %s: %w", diskPath, fs.a.Path(), err)
 		}
 		return fmt.Errorf("disk %s (of arena %s): %w", diskPath, fs.a.Path(), err)
 	}

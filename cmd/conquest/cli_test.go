@@ -273,6 +273,14 @@ func TestCorruptImageRefused(t *testing.T) {
 	c.ok("mkfs", "--pram", p2, "--disk", d2, "--pram-size", "16M", "--disk-size", "16M")
 	c.fails(1, "not formatted together", "mount", "--pram", p2, "--disk", disk, mp)
 	c.fails(1, "not formatted together", "df", "--pram", p2, "--disk", disk)
+	// A disk truncated since mkfs: refused by mount, named by fsck.
+	p3, d3 := filepath.Join(dir, "p3.img"), filepath.Join(dir, "d3.img")
+	c.ok("mkfs", "--pram", p3, "--disk", d3, "--pram-size", "16M", "--disk-size", "64M")
+	if err := os.Truncate(d3, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	c.fails(1, "does not match arena", "mount", "--pram", p3, "--disk", d3, mp)
+	c.fails(4, "device has 16777216 bytes", "fsck", "--pram", p3, "--disk", d3)
 	// Not a Conquest image at all.
 	other := filepath.Join(dir, "other")
 	os.WriteFile(other, make([]byte, 1<<20), 0o600)
