@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -49,7 +50,11 @@ func mkfsCommand() *cli.Command {
 			if err := mkfs(im, o); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "formatted %s (%s arena) with disk %s\n", im.pram, formatSize(fileSize(im.pram)), im.disk)
+			if n := fileSize(im.pram); n > 0 {
+				fmt.Fprintf(c.App.Writer, "formatted %s (%s arena) with disk %s\n", im.pram, formatSize(n), im.disk)
+			} else {
+				fmt.Fprintf(c.App.Writer, "formatted %s (arena) with disk %s\n", im.pram, im.disk)
+			}
 			return nil
 		},
 	}
@@ -97,12 +102,28 @@ func existingOr(path string, def uint64) uint64 {
 	return def
 }
 
+// fileSize is the size of a regular file or a block device (0 when
+// unknown).
 func fileSize(path string) uint64 {
 	st, err := os.Stat(path)
-	if err != nil || !st.Mode().IsRegular() {
+	switch {
+	case err != nil:
 		return 0
+	case st.Mode().IsRegular():
+		return uint64(st.Size())
+	case st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0:
+		f, err := os.Open(path)
+		if err != nil {
+			return 0
+		}
+		defer f.Close()
+		n, err := f.Seek(0, io.SeekEnd)
+		if err != nil {
+			return 0
+		}
+		return uint64(n)
 	}
-	return uint64(st.Size())
+	return 0
 }
 
 func coreOpen(im images, o conquest.Options) (*conquest.FS, error) {

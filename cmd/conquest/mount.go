@@ -165,7 +165,11 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 	if os.Getenv("CONQUEST_STATS") != "" {
 		defer func() { rep.logf("requests: %s", formatStats(srv.Stats())) }()
 	}
-	rep.ready(fmt.Sprintf("mounted %s on %s", im.pram, mp))
+	msg := fmt.Sprintf("mounted %s on %s", im.pram, mp)
+	if ds := fsys.Disk(); ds != nil {
+		msg += fmt.Sprintf(" (disk %v)", ds.Device())
+	}
+	rep.ready(msg)
 	for done := false; !done; {
 		select {
 		case <-srv.Done():
