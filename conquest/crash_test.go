@@ -114,7 +114,7 @@ func randomOp(r *rand.Rand, s map[string]snapEntry) crashOp {
 		if r.Intn(2) == 0 {
 			to = pick(all)
 		}
-		flags := []uint32{0, 0, RenameNoReplace, RenameExchange}[r.Intn(4)]
+		flags := []uint32{0, 0, RenameNoReplace, RenameExchange, RenameWhiteout, RenameWhiteout | RenameNoReplace}[r.Intn(6)]
 		return crashOp{sprintf("rename %s %s %d", from, to, flags), func(fs *FS) error {
 			od, on := split(from)
 			nd, nn := split(to)
@@ -125,6 +125,9 @@ func randomOp(r *rand.Rand, s map[string]snapEntry) crashOp {
 			n, err := resolve(fs, nd)
 			if err != nil {
 				return err
+			}
+			if flags&RenameWhiteout != 0 {
+				return fs.RenameWhiteout(o, on, n, nn, flags&^RenameWhiteout, Cred{Uid: 7, Gid: 8})
 			}
 			return fs.Rename(o, on, n, nn, flags)
 		}, nil, ""}

@@ -7,6 +7,13 @@ import (
 	"conquest/pram"
 )
 
+// A whiteout is a character device 0:0 with no permission bits (the
+// kernel's WHITEOUT_MODE and WHITEOUT_DEV).
+const (
+	whiteoutMode = 0
+	whiteoutDev  = 0
+)
+
 // maxDepth bounds the parent walk of the subtree check (a loop in a damaged
 // arena must not hang the daemon).
 const maxDepth = 1 << 20
@@ -19,8 +26,26 @@ const maxDepth = 1 << 20
 // dirhash.Replace, so it never appears missing. Renaming a name onto another
 // link of the same inode does nothing.
 func (fs *FS) Rename(oldParent Ino, oldName string, newParent Ino, newName string, flags uint32) error {
-	if flags&^(RenameNoReplace|RenameExchange) != 0 ||
-		flags == RenameNoReplace|RenameExchange {
+	if flags&RenameWhiteout != 0 {
+		return ErrInvalid // it needs the caller's identity: RenameWhiteout
+	}
+	return fs.rename(oldParent, oldName, newParent, newName, flags, Cred{})
+}
+
+// RenameWhiteout is Rename with RENAME_WHITEOUT (overlayfs's upper layer
+// uses it): in the same Tx as the move, a whiteout (a character device
+// 0:0 with mode 0, owned by c as mknod would make it) takes the old name.
+// flags may add RenameNoReplace; RenameExchange is ErrInvalid. The kernel
+// has checked CAP_MKNOD.
+func (fs *FS) RenameWhiteout(oldParent Ino, oldName string, newParent Ino, newName string, flags uint32, c Cred) error {
+	return fs.rename(oldParent, oldName, newParent, newName, flags|RenameWhiteout, c)
+}
+
+// rename implements Rename and RenameWhiteout; c is used only for the
+// whiteout.
+func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName string, flags uint32, c Cred) error {
+	if flags&^(RenameNoReplace|RenameExchange|RenameWhiteout) != 0 ||
+		flags&RenameExchange != 0 && flags&(RenameNoReplace|RenameWhiteout) != 0 {
 		return ErrInvalid
 	}
 	for _, n := range []string{oldName, newName} {
@@ -116,6 +141,11 @@ func (fs *FS) Rename(oldParent Ino, oldName string, newParent Ino, newName strin
 		src.setTime(tx, iCtime, now)
 		od.touchMC(tx, now)
 		nd.touchMC(tx, now)
+		if flags&RenameWhiteout != 0 {
+			if _, err := fs.createLocked(tx, od, oldName, S_IFCHR|whiteoutMode, whiteoutDev, c, now, nil); err != nil {
+				return err
+			}
+		}
 		if exists {
 			victim = dst.ino
 			reap, err = fs.unlinkInodeLocked(tx, nd, dst, now)

@@ -138,3 +138,44 @@ func TestRenameAtomicForReaders(t *testing.T) {
 		t.Fatalf("%d of %d lookups found the target missing", misses.Load(), lookups.Load())
 	}
 }
+
+func TestRenameWhiteout(t *testing.T) {
+	fs, _ := newTestFS(t)
+	a := mkdir(t, fs, RootIno, "a")
+	b := mkdir(t, fs, RootIno, "b")
+	f := create(t, fs, a.Ino, "f", []byte("F"))
+	create(t, fs, b.Ino, "g", []byte("G"))
+	d := mkdir(t, fs, a.Ino, "d")
+	owner := Cred{Uid: 1000, Gid: 100}
+
+	mustErr(t, fs.RenameWhiteout(a.Ino, "f", b.Ino, "g", RenameExchange, owner), ErrInvalid)
+	mustErr(t, fs.RenameWhiteout(a.Ino, "f", b.Ino, "g", RenameNoReplace, owner), ErrExists)
+	mustErr(t, fs.RenameWhiteout(a.Ino, "missing", b.Ino, "x", 0, owner), ErrNotFound)
+	if n := names(t, fs, a.Ino); n["f"] != f.Ino {
+		t.Fatalf("a failed whiteout rename changed the source: %v", n)
+	}
+
+	must(t, fs.RenameWhiteout(a.Ino, "f", b.Ino, "g", 0, owner))
+	if at := lookup(t, fs, b.Ino, "g"); at.Ino != f.Ino {
+		t.Fatalf("target is ino %d, want %d", at.Ino, f.Ino)
+	}
+	wo := lookup(t, fs, a.Ino, "f")
+	if wo.Ino == f.Ino || wo.Mode != S_IFCHR || wo.Rdev != 0 || wo.Nlink != 1 || wo.Uid != 1000 || wo.Gid != 100 {
+		t.Fatalf("whiteout: %+v", wo)
+	}
+	// A directory: parents' link counts move, the whiteout is no directory.
+	na, nb := lookup(t, fs, RootIno, "a").Nlink, lookup(t, fs, RootIno, "b").Nlink
+	must(t, fs.RenameWhiteout(a.Ino, "d", b.Ino, "d", 0, owner))
+	if got := lookup(t, fs, RootIno, "a").Nlink; got != na-1 {
+		t.Errorf("old parent nlink %d, want %d", got, na-1)
+	}
+	if got := lookup(t, fs, RootIno, "b").Nlink; got != nb+1 {
+		t.Errorf("new parent nlink %d, want %d", got, nb+1)
+	}
+	if at := lookup(t, fs, b.Ino, "d"); at.Ino != d.Ino {
+		t.Fatalf("moved directory is ino %d, want %d", at.Ino, d.Ino)
+	}
+	if wo := lookup(t, fs, a.Ino, "d"); wo.Mode != S_IFCHR {
+		t.Fatalf("whiteout of the directory: %+v", wo)
+	}
+}

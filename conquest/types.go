@@ -64,7 +64,7 @@ const (
 const (
 	RenameNoReplace uint32 = 1 << 0 // RENAME_NOREPLACE: EEXIST if the target exists
 	RenameExchange  uint32 = 1 << 1 // RENAME_EXCHANGE: swap the two names atomically
-	RenameWhiteout  uint32 = 1 << 2 // RENAME_WHITEOUT: not supported (EINVAL)
+	RenameWhiteout  uint32 = 1 << 2 // RENAME_WHITEOUT: leave a whiteout at the old name (RenameWhiteout method)
 )
 
 // SetXattr flags (the values of setxattr(2)).

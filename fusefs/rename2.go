@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"bazil.org/fuse"
+
+	"conquest/conquest"
 )
 
 // RENAME2 (renameat2 with flags).
@@ -21,8 +23,8 @@ import (
 //	char oldname[]; '\0'; char newname[]; '\0';
 //
 // The kernel sends RENAME2 only for a renameat2 with flags (a plain rename
-// is RENAME): RENAME_NOREPLACE and RENAME_EXCHANGE go to the core;
-// RENAME_WHITEOUT (overlayfs) is EINVAL, as on a file system without it.
+// is RENAME): RENAME_NOREPLACE, RENAME_EXCHANGE and RENAME_WHITEOUT
+// (overlayfs's upper layer; the kernel checks CAP_MKNOD) go to the core.
 // Were the message ever unreadable (a bazil upgrade that changes the
 // layout), the answer is ENOSYS and the kernel reports EINVAL, as before.
 
@@ -96,7 +98,13 @@ func (s *Server) rename2(r *fuse.UnrecognizedRequest) {
 	// The reply is an empty success, as for RENAME; answering through a
 	// RenameRequest with the same Header releases the message.
 	rr := &fuse.RenameRequest{Header: r.Header, NewDir: fuse.NodeID(in.newDir), OldName: in.oldName, NewName: in.newName}
-	if err := s.fs.Rename(ino(r.Node), in.oldName, ino(rr.NewDir), in.newName, in.flags); err != nil {
+	var err error
+	if in.flags&conquest.RenameWhiteout != 0 {
+		err = s.fs.RenameWhiteout(ino(r.Node), in.oldName, ino(rr.NewDir), in.newName, in.flags&^conquest.RenameWhiteout, cred(&r.Header))
+	} else {
+		err = s.fs.Rename(ino(r.Node), in.oldName, ino(rr.NewDir), in.newName, in.flags)
+	}
+	if err != nil {
 		s.respondError(r, err)
 		return
 	}

@@ -3,6 +3,7 @@ package posixtest
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ var renameTests = map[string]Test{
 	"RenameTimes":         testRenameTimes,
 	"RenameNoReplace":     testRenameNoReplace,
 	"RenameExchange":      testRenameExchange,
+	"RenameWhiteout":      testRenameWhiteout,
 	"RenameAtomicReplace": testRenameAtomicReplace,
 	"RenameOpenFile":      testRenameOpenFile,
 }
@@ -376,4 +378,67 @@ func testRenameOpenFile(t *testing.T, dir string) {
 	ok(t, unix.Rename(p, join(dir, "d", "g")), "rename")
 	pwrite(t, fd, []byte("XYZ"), 3)
 	wantContent(t, join(dir, "d", "g"), []byte("abcXYZ"))
+}
+
+// RENAME_WHITEOUT (what overlayfs does in its upper layer): the source
+// moves, and a whiteout (a character device 0:0, mode 0) takes its old name,
+// in one step; with RENAME_NOREPLACE an existing target is EEXIST and
+// nothing changes; with RENAME_EXCHANGE it is EINVAL.
+func testRenameWhiteout(t *testing.T, dir string) {
+	a, b := join(dir, "a"), join(dir, "b")
+	writeFile(t, a, []byte("moved"), 0644)
+	ia := lstat(t, a).Ino
+	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_WHITEOUT)
+	if errors.Is(err, unix.EINVAL) {
+		t.Skip("renameat2 RENAME_WHITEOUT not supported here (EINVAL)")
+	}
+	ok(t, err, "RENAME_WHITEOUT")
+	if st := lstat(t, b); st.Ino != ia {
+		t.Fatalf("target is ino %d, want the source's %d", st.Ino, ia)
+	}
+	wantContent(t, b, []byte("moved"))
+	st := lstat(t, a)
+	if st.Mode != unix.S_IFCHR || st.Rdev != 0 || st.Nlink != 1 || st.Uid != uint32(os.Geteuid()) {
+		t.Fatalf("whiteout: mode %o rdev %d nlink %d uid %d; want a 0:0 character device with mode 0", st.Mode, st.Rdev, st.Nlink, st.Uid)
+	}
+	if st.Ino == ia {
+		t.Fatal("the whiteout shares the moved file's inode")
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 2 {
+		t.Fatalf("directory holds %v (%v), want a and b", ents, err)
+	}
+	// A directory moves with a whiteout too, across directories, and its
+	// old parent loses the link of its '..'.
+	mkdir(t, join(dir, "p"), 0755)
+	mkdir(t, join(dir, "p", "d"), 0755)
+	mkdir(t, join(dir, "q"), 0755)
+	np := lstat(t, join(dir, "p")).Nlink
+	ok(t, unix.Renameat2(unix.AT_FDCWD, join(dir, "p", "d"), unix.AT_FDCWD, join(dir, "q", "d"), unix.RENAME_WHITEOUT), "RENAME_WHITEOUT of a directory")
+	if st := lstat(t, join(dir, "p", "d")); st.Mode != unix.S_IFCHR || st.Rdev != 0 {
+		t.Fatalf("whiteout of the directory: mode %o rdev %d", st.Mode, st.Rdev)
+	}
+	if n := lstat(t, join(dir, "p")).Nlink; n != np-1 {
+		t.Fatalf("old parent nlink %d, want %d", n, np-1)
+	}
+	if st := lstat(t, join(dir, "q", "d", "..")); st.Ino != lstat(t, join(dir, "q")).Ino {
+		t.Fatal("'..' of the moved directory not updated")
+	}
+	// With RENAME_NOREPLACE onto an existing name: EEXIST, nothing changes.
+	writeFile(t, join(dir, "c"), []byte("c"), 0644)
+	err = unix.Renameat2(unix.AT_FDCWD, join(dir, "c"), unix.AT_FDCWD, b, unix.RENAME_WHITEOUT|unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EEXIST) {
+		t.Fatalf("RENAME_WHITEOUT|RENAME_NOREPLACE onto an existing name: %v, want EEXIST", err)
+	}
+	wantContent(t, join(dir, "c"), []byte("c"))
+	wantContent(t, b, []byte("moved"))
+	// Replacing an existing target: it goes, the whiteout stays.
+	ok(t, unix.Renameat2(unix.AT_FDCWD, join(dir, "c"), unix.AT_FDCWD, b, unix.RENAME_WHITEOUT), "RENAME_WHITEOUT over a file")
+	wantContent(t, b, []byte("c"))
+	if st := lstat(t, join(dir, "c")); st.Mode != unix.S_IFCHR {
+		t.Fatalf("whiteout after replacing: mode %o", st.Mode)
+	}
+	err = unix.Renameat2(unix.AT_FDCWD, b, unix.AT_FDCWD, join(dir, "e"), unix.RENAME_WHITEOUT|unix.RENAME_EXCHANGE)
+	if !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("RENAME_WHITEOUT|RENAME_EXCHANGE: %v, want EINVAL", err)
+	}
 }
