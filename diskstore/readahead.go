@@ -97,13 +97,21 @@ func (s *Store) ReadaheadBytes() int64 { return s.streamed.Load() }
 // Close drops the cache and waits for prefetches in flight.
 func (ra *Readahead) Close() {
 	ra.mu.Lock()
-	bufs := ra.bufs
-	ra.bufs, ra.closed = nil, true
+	bufs, spare := ra.bufs, ra.spare
+	ra.bufs, ra.spare, ra.closed = nil, nil, true
 	ra.mu.Unlock()
 	for _, b := range bufs {
 		<-b.done
+		ra.s.raHeld.Add(-int64(cap(b.data)))
+	}
+	for _, b := range spare {
+		ra.s.raHeld.Add(-int64(cap(b)))
 	}
 }
+
+// HeldBytes is the memory all Readaheads hold for prefetched data (at most
+// about Options.ReadaheadBudget).
+func (s *Store) HeldBytes() int64 { return s.raHeld.Load() }
 
 // read fills p from the cache or the disk (not the write buffer).
 func (ra *Readahead) read(seg pram.Off, p []byte, off int64) error {
@@ -184,7 +192,9 @@ func (ra *Readahead) reset() {
 	ra.ahead = 0
 }
 
-// recycle keeps the buffer of a finished prefetch for the next one.
+// recycle keeps the buffer of a finished prefetch for the next one; a
+// prefetch still in flight finishes into a buffer nobody reads, which is
+// let go.
 // Preconditions: ra.mu held.
 func (ra *Readahead) recycle(b *raBuf) {
 	select {
@@ -197,15 +207,18 @@ func (ra *Readahead) recycle(b *raBuf) {
 					small = i
 				}
 			}
+			ra.s.raHeld.Add(-int64(cap(ra.spare[small])))
 			ra.spare = append(ra.spare[:small], ra.spare[small+1:]...)
 		}
 	default:
+		ra.s.raHeld.Add(-int64(cap(b.data)))
 	}
 }
 
 // buffer returns an aligned buffer of n bytes, reused when possible (fresh
 // ones are rounded up to a power of two so that they can be reused as the
-// window grows).
+// window grows), or nil when a fresh one would take the store's readahead
+// memory past Options.ReadaheadBudget.
 // Preconditions: ra.mu held.
 func (ra *Readahead) buffer(n int64) []byte {
 	for i, b := range ra.spare {
@@ -217,6 +230,10 @@ func (ra *Readahead) buffer(n int64) []byte {
 	c := int64(raInitial)
 	for c < n {
 		c *= 2
+	}
+	if ra.s.raHeld.Add(c) > ra.s.o.ReadaheadBudget {
+		ra.s.raHeld.Add(-c)
+		return nil
 	}
 	return AlignedBuffer(int(c))[:n]
 }
@@ -317,14 +334,19 @@ func (ra *Readahead) prefetchRange(seg pram.Off, from, to int64, gen uint64) boo
 		}
 		fb += n
 	}
+	data := ra.buffer(to - from)
+	if data == nil {
+		return false // over budget: the reads go to the disk themselves
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		ra.s.raHeld.Add(-int64(cap(data)))
 		return false
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	b := &raBuf{start: from, end: to, gen: gen, data: ra.buffer(to - from), done: make(chan struct{})}
+	b := &raBuf{start: from, end: to, gen: gen, data: data, done: make(chan struct{})}
 	ra.bufs = append(ra.bufs, b)
 	ra.fetched(from, to)
 	seed := s.a.U64(seg + slOffSeed)

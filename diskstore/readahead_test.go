@@ -415,3 +415,78 @@ func TestWritebackStartedWhileWriting(t *testing.T) {
 		t.Fatalf("read back: %v", err)
 	}
 }
+
+// Many files streamed at once hold at most Options.ReadaheadBudget of
+// prefetched data between them; the streams past the budget read without
+// prefetching and still get the right bytes, and closing the handles gives
+// all of it back.
+func TestReadaheadBudget(t *testing.T) {
+	const files, size, chunk = 12, 8 << 20, 128 << 10
+	const budget = 12 << 20
+	cd := &countDevice{Device: NewMemDevice(256 << 20), delay: 200 * time.Microsecond}
+	e := newEnv(t, envOpts{dev: cd, o: Options{ReadaheadBudget: budget}})
+	segs := make([]pram.Off, files)
+	data := make([][]byte, files)
+	for i := range segs {
+		segs[i] = e.newFile(uint64(i + 1))
+		data[i] = pattern(uint32(i+1), 0, size)
+		e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, segs[i], 0, data[i]) })
+	}
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() { // sample the held bytes while the streams run
+		defer close(watched)
+		for {
+			if h := e.s.HeldBytes(); h > peak.Load() {
+				peak.Store(h)
+			}
+			select {
+			case <-stop:
+				return
+			default:
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}()
+	ras := make([]*Readahead, files)
+	var wg sync.WaitGroup
+	var prefetched atomic.Int64
+	for i := range segs {
+		ras[i] = e.s.NewReadahead()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := make([]byte, chunk)
+			for off := int64(0); off < size; off += chunk {
+				if _, err := e.s.ReadAt(segs[i], p, off, ras[i]); err != nil {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(p, data[i][off:off+chunk]) {
+					t.Errorf("file %d: data at %d differs", i, off)
+					return
+				}
+			}
+			if ras[i].Stats().Prefetches > 0 {
+				prefetched.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-watched
+	t.Logf("peak %d bytes held (budget %d); %d of %d streams prefetched", peak.Load(), budget, prefetched.Load(), files)
+	if peak.Load() > budget {
+		t.Errorf("readaheads held %d bytes, over the budget of %d", peak.Load(), budget)
+	}
+	if prefetched.Load() == 0 {
+		t.Error("no stream prefetched at all")
+	}
+	for _, ra := range ras {
+		ra.Close()
+	}
+	if h := e.s.HeldBytes(); h != 0 {
+		t.Errorf("%d bytes still held after every handle closed", h)
+	}
+}

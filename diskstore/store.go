@@ -109,6 +109,12 @@ type Options struct {
 	// ReadaheadMax caps the readahead window in bytes. Default
 	// DefaultReadaheadMax.
 	ReadaheadMax int64
+	// ReadaheadBudget caps the memory all Readaheads hold for prefetched
+	// data (each up to about ReadaheadMax plus spare buffers): past it,
+	// further streams read without prefetching, so that many files read
+	// at once cannot exhaust the daemon's memory. Default
+	// DefaultReadaheadBudget.
+	ReadaheadBudget int64
 	// OnReadahead, if set, is called each time a Readahead fetches a
 	// window ahead (or asks the page cache to): while a file is streamed.
 	// It runs in the reading goroutine with the readahead's lock held, so
@@ -150,6 +156,8 @@ const (
 	DefaultTotalBuffer  = 64 << 20
 	DefaultMaxExtent    = 64 << 20
 	DefaultReadaheadMax = 8 << 20
+	// DefaultReadaheadBudget lets about 20 files stream at full window.
+	DefaultReadaheadBudget = 256 << 20
 	DefaultCacheBytes   = 32 << 20
 	// MaxRuns is how many disjoint ranges one file's write buffer holds
 	// before a write that starts a new one flushes it.
@@ -183,6 +191,7 @@ type Store struct {
 	prefetch bool         // Readahead fetches ahead in the background
 	pageSums bool         // checksums are page sums (checksum.go); immutable
 	streamed atomic.Int64 // bytes prefetched or advised by all Readaheads
+	raHeld   atomic.Int64 // bytes of buffers all Readaheads hold (ReadaheadBudget)
 	fastApp  atomic.Int64 // appends written by appendFast
 
 	mu         sync.Mutex
@@ -222,6 +231,9 @@ func (o *Options) fill() {
 	}
 	if o.ReadaheadMax <= 0 {
 		o.ReadaheadMax = DefaultReadaheadMax
+	}
+	if o.ReadaheadBudget <= 0 {
+		o.ReadaheadBudget = DefaultReadaheadBudget
 	}
 	if o.CacheBytes == 0 {
 		o.CacheBytes = DefaultCacheBytes
