@@ -84,9 +84,21 @@ func TestRenameat2(t *testing.T) {
 	// A directory cannot be exchanged into itself.
 	wantErrno(t, "EXCHANGE of a directory with its own child", r2("d2", "d2/f/inside", unix.RENAME_EXCHANGE), syscall.EINVAL)
 
-	// Unsupported flags.
-	wantErrno(t, "WHITEOUT", r2("b", "w", unix.RENAME_WHITEOUT), syscall.EINVAL)
+	// WHITEOUT moves b to w and leaves a whiteout (0:0 character device)
+	// named b; w goes back to b by EXCHANGE with the whiteout, which is
+	// then removed.
+	must(t, r2("b", "w", unix.RENAME_WHITEOUT))
+	if st := stat(t, p("b")); st.Mode != unix.S_IFCHR || st.Rdev != 0 {
+		t.Errorf("after WHITEOUT, b has mode %o rdev %d; want a 0:0 character device", st.Mode, st.Rdev)
+	}
+	if read("w") != "A" {
+		t.Error("WHITEOUT did not move the file")
+	}
+	must(t, r2("w", "b", unix.RENAME_EXCHANGE))
+	must(t, os.Remove(p("w")))
+	// Invalid flag combinations.
 	wantErrno(t, "NOREPLACE|EXCHANGE", r2("b", "c", unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE), syscall.EINVAL)
+	wantErrno(t, "WHITEOUT|EXCHANGE", r2("b", "c", unix.RENAME_WHITEOUT|unix.RENAME_EXCHANGE), syscall.EINVAL)
 
 	// The same after the kernel forgets what it cached.
 	if dropCaches() {
