@@ -219,9 +219,14 @@ func (ck *checker) inodeContents(in inode) {
 		}
 		if in.data() == 0 {
 			report("directory without a table")
+			ck.badDirTable(in.ino, 1)
 			break
 		}
-		ck.errs = append(ck.errs, fs.dir(in).Check(ck.c)...)
+		derrs := fs.dir(in).Check(ck.c)
+		ck.errs = append(ck.errs, derrs...)
+		if len(derrs) > 0 {
+			ck.badDirTable(in.ino, len(derrs))
+		}
 	case S_IFLNK:
 		n, d := in.size(), in.data()
 		if n == 0 || n > MaxSymlink || d == 0 {

@@ -16,6 +16,9 @@ import (
 // fix, each fix in its own transaction so that a crash during repair leaves
 // a file system at least as consistent as before:
 //
+//  0. a directory whose table is damaged is rebuilt from the entries that
+//     can still be read and trusted (dirhash.Salvage); what it loses, the
+//     later groups name in /lost+found;
 //  1. directory entries naming something that is not a live inode (a bad
 //     offset, a freed record, a wrong magic), entries with an invalid name
 //     and second names of a directory are removed; entries of the wrong
@@ -41,8 +44,8 @@ import (
 // has something to fix, then walks again, until nothing fixable is left.
 // Data blocks whose checksum fails cannot be repaired: they are reported
 // with the file's path and offset, or, with ZeroBadBlocks, replaced by a
-// hole (they read as zeros). What is left (damaged directory tables, block
-// maps, xattr blobs, ...) is reported in RepairReport.Remaining.
+// hole (they read as zeros). What is left (damaged segment lists, the
+// allocator's own records, ...) is reported in RepairReport.Remaining.
 //
 // Repair learns what to fix from the walk's typed errors (alloc.LeakError,
 // diskstore.DataChecksumError, diskstore.LeakedBlocksError,
@@ -78,7 +81,8 @@ func (f Fix) String() string { return f.Path + ": " + f.Problem + ": " + f.Actio
 
 // Repair phases, applied in this order, one per pass.
 const (
-	phaseEntries = iota
+	phaseDirs    = iota // rebuild damaged directory tables (dirfix.go)
+	phaseEntries
 	phaseAttach
 	phaseLinks
 	phaseSegLeaks
@@ -93,7 +97,9 @@ const (
 const maxRepairPasses = 64
 
 // finding is one fixable problem the walk found. apply runs in its own Tx,
-// re-validates what it changes and returns the action taken.
+// re-validates what it changes and returns the action taken. A fix too
+// large for one Tx has run instead, which makes its own transactions
+// (each leaving a consistent state) with fs.mu held exclusively.
 type finding struct {
 	key     string // identifies the fix: each is tried at most once
 	where   string // what is fixed when it is no inode ("arena heap")
@@ -101,6 +107,7 @@ type finding struct {
 	name    string // for entries: the name in directory ino
 	problem string
 	apply   func(tx *pram.Tx) (action string, err error)
+	run     func() (action string, err error)
 }
 
 // badBlock is a disk block whose checksum failed.
@@ -490,10 +497,15 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 				}
 				var action string
 				var ferr error // the cause, before update maps it to a sentinel
-				err := fs.update(func(tx *pram.Tx) error {
-					action, ferr = f.apply(tx)
-					return ferr
-				})
+				var err error
+				if f.run != nil {
+					action, err = f.run()
+				} else {
+					err = fs.update(func(tx *pram.Tx) error {
+						action, ferr = f.apply(tx)
+						return ferr
+					})
+				}
 				if ferr != nil {
 					err = ferr
 				}
