@@ -81,7 +81,7 @@ func (f Fix) String() string { return f.Path + ": " + f.Problem + ": " + f.Actio
 
 // Repair phases, applied in this order, one per pass.
 const (
-	phaseDirs    = iota // rebuild damaged directory tables (dirfix.go)
+	phaseDirs = iota // rebuild damaged directory tables (dirfix.go)
 	phaseEntries
 	phaseAttach
 	phaseLinks
