@@ -30,6 +30,31 @@ func (e *env) regions() (root pram.Off, table []pram.Off, pages []page) {
 	return d.root, table, pages
 }
 
+// region is a byte range of the directory that tests damage.
+type region struct {
+	off pram.Off
+	n   int
+}
+
+// damageRegions lists the directory's allocations as byte ranges: the
+// table (its leaves) and the bucket pages, and the root if withRoot.
+func (e *env) damageRegions(withRoot bool) []region {
+	e.t.Helper()
+	root, table, pages := e.regions()
+	var regs []region
+	if withRoot {
+		regs = append(regs, region{root, rootSize})
+	}
+	for _, t := range table {
+		n, _ := e.h.SizeOf(t)
+		regs = append(regs, region{t, int(n)})
+	}
+	for _, p := range pages {
+		regs = append(regs, region{p.off, p.size()})
+	}
+	return regs
+}
+
 // fullPage returns a page with at least two entries.
 func fullPage(t *testing.T, pages []page) page {
 	for _, p := range pages {
@@ -165,19 +190,7 @@ func TestDamageNeverPanics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	root, table, pages := e.regions()
-	type region struct {
-		off pram.Off
-		n   int
-	}
-	regs := []region{{root, rootSize}}
-	for _, t := range table {
-		n, _ := e.h.SizeOf(t)
-		regs = append(regs, region{t, int(n)})
-	}
-	for _, p := range pages {
-		regs = append(regs, region{p.off, p.size()})
-	}
+	regs := e.damageRegions(true)
 	rng := rand.New(rand.NewPCG(7, 7))
 	for round := range 300 {
 		tx := e.a.Begin()

@@ -43,19 +43,8 @@ func TestSalvageDamaged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	root, table, pages := e.regions()
-	type region struct {
-		off pram.Off
-		n   int
-	}
-	var regs []region
-	for _, tb := range table {
-		sz, _ := e.h.SizeOf(tb)
-		regs = append(regs, region{tb, int(sz)})
-	}
-	for _, p := range pages {
-		regs = append(regs, region{p.off, p.size()})
-	}
+	root, _, _ := e.regions()
+	regs := e.damageRegions(false)
 	rng := rand.New(rand.NewPCG(11, 5))
 	worst := n
 	for round := range 200 {
