@@ -231,11 +231,15 @@ func (ra *Readahead) buffer(n int64) []byte {
 	for c < n {
 		c *= 2
 	}
-	if ra.s.raHeld.Add(c) > ra.s.o.ReadaheadBudget {
-		ra.s.raHeld.Add(-c)
-		return nil
+	for {
+		held := ra.s.raHeld.Load()
+		if held+c > ra.s.o.ReadaheadBudget {
+			return nil
+		}
+		if ra.s.raHeld.CompareAndSwap(held, held+c) {
+			return AlignedBuffer(int(c))[:n]
+		}
 	}
-	return AlignedBuffer(int(c))[:n]
 }
 
 // serve copies [off, off+len(p)) from the cache if it holds all of it.
