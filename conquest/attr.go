@@ -21,7 +21,8 @@ func (fs *FS) GetAttr(ino Ino) (Attr, error) {
 // SetAttr applies chmod, chown, truncate and utimens as in.Valid says, in
 // one transaction (a large truncate frees the rest in further ones). Any
 // change sets ctime to now unless SetCtime gives it. SetSize sets mtime
-// too, even to the same size (as ext4). Permission checks are the kernel's (default_permissions).
+// too, even to the same size (as ext4). Permission checks are the
+// kernel's (default_permissions).
 func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
