@@ -145,7 +145,7 @@ func (w *walk) pages() {
 			}
 			w.interior(pg, 1<<j)
 			if e.used != 0 || e.npages != 0 || !w.bitmapZero(pg) {
-				c.corrupt("page %d: free block entry has stray fields", pg)
+				c.add(&StrayFieldsError{Page: pg, Free: true})
 			}
 			if q := pg ^ 1<<j; j < MaxOrder && q > pg && q+1<<j <= w.top {
 				if eq := h.readEnt(q); eq.kind == kindFree && uint(eq.order) == j {
@@ -164,7 +164,7 @@ func (w *walk) pages() {
 			}
 			w.interior(pg, np)
 			if e.order != 0 || e.used != 0 || e.next != 0 || e.prev != 0 || !w.bitmapZero(pg) {
-				c.corrupt("page %d: allocation entry has stray fields", pg)
+				c.add(&StrayFieldsError{Page: pg})
 			}
 			if c.leaks && !c.marked(pg, 0) {
 				c.add(&LeakError{Off: h.g.page(pg), Size: np << pageShift})

@@ -59,3 +59,23 @@ func (e *LeakError) Error() string {
 
 // Unwrap returns ErrLeak.
 func (e *LeakError) Unwrap() error { return ErrLeak }
+
+// StrayFieldsError is the ErrCorrupt the consistency walk reports for a
+// page-map entry of a free block or of a whole-page allocation whose unused
+// fields are not zero (the kind, order or size, and the free-list links of
+// a free block, are sane). Heap.ClearStrayFields repairs it. Callers get
+// it with errors.As; errors.Is(err, ErrCorrupt) holds.
+type StrayFieldsError struct {
+	Page uint64 // the block's first page
+	Free bool   // a free block (else a whole-page allocation)
+}
+
+func (e *StrayFieldsError) Error() string {
+	if e.Free {
+		return fmt.Sprintf("%v: page %d: free block entry has stray fields", ErrCorrupt, e.Page)
+	}
+	return fmt.Sprintf("%v: page %d: allocation entry has stray fields", ErrCorrupt, e.Page)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *StrayFieldsError) Unwrap() error { return ErrCorrupt }

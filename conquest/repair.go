@@ -29,6 +29,8 @@ import (
 //  3. link counts are set to the counted names (files) or 2 + the
 //     subdirectories (directories), ".." pointers to the directory that
 //     names the directory, stray orphan flags are cleared;
+//     a page-map entry of the allocator with stray fields in the words its
+//     kind leaves unused gets them cleared;
 //  4. arena allocations nothing reaches (leaks) are freed (a leaked segment
 //     list with its disk blocks) — only when the walk found no damage that
 //     could hide a reference to them;
@@ -480,6 +482,7 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 		if pass == 0 {
 			rep.Found, bad = errs, fd.bad
 		}
+		fs.allocFindings(fd, errs)
 		fs.leakFindings(fd, errs)
 		applied := false
 		for phase := range numPhases {
@@ -734,6 +737,29 @@ func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
 		return err
 	})
 	return in, err == nil && in.ino != RootIno
+}
+
+// allocFindings turns the allocator's repairable complaints (a page-map
+// entry with stray fields) into fixes of the link phase, so that leaks can
+// be freed once they are made.
+func (fs *FS) allocFindings(fd *findings, errs []error) {
+	for _, err := range errs {
+		sf, ok := errors.AsType[*alloc.StrayFieldsError](err)
+		if !ok {
+			continue
+		}
+		fd.handled++
+		pg := sf.Page
+		fd.add(phaseLinks, finding{
+			key: fmt.Sprintf("alloc entry %d", pg), where: "arena heap", problem: sf.Error(),
+			apply: func(tx *pram.Tx) (string, error) {
+				if err := fs.h.ClearStrayFields(tx, pg); err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("cleared the unused fields of page %d's entry", pg), nil
+			},
+		})
+	}
 }
 
 // safely runs a read of possibly damaged structures, a panic becoming an

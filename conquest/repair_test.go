@@ -281,6 +281,14 @@ func TestRepairFixesDamage(t *testing.T) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.off+iFlags, in.flags()|flagOrphan) })
 		}, []string{"/d/g: flagged as an orphan but not on the orphan list: cleared the flag"}, nil},
 
+		{"allocator entry with stray fields", func(t *testing.T, fs *FS, r repairTree) {
+			big, _ := fs.inode(r.big.Ino)
+			blk := pram.Off(fs.a.U64(big.data())) // block 0 of /big: a whole-page allocation
+			const entUsed = 2                     // alloc's page-map entry layout
+			corrupt(fs, func(tx *pram.Tx) { tx.Set8(fs.h.EntryOffset(blk)+entUsed, 9) })
+		}, []string{"arena heap: alloc: heap state is corrupt: page", "allocation entry has stray fields: cleared the unused fields of page"},
+			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
+
 		{"counters", func(t *testing.T, fs *FS, r repairTree) {
 			corrupt(fs, func(tx *pram.Tx) {
 				tx.Set64(pram.RootOff(slotInodes), 99)

@@ -1,0 +1,50 @@
+package alloc
+
+import (
+	"fmt"
+
+	"conquest/pram"
+)
+
+// ClearStrayFields repairs what a *StrayFieldsError reports: it zeroes the
+// fields of page pg's map entry that its kind leaves unused (for a free
+// block the object count, page count and bitmap; for a whole-page
+// allocation also the order and the list links), keeping what the block
+// is. It refuses (ErrCorrupt) an entry whose kind, order or size is not
+// sane, since then the stray fields may be the true ones.
+func (h *Heap) ClearStrayFields(tx *pram.Tx, pg uint64) error {
+	top := h.a.U64(h.g.hdr + hdrTop)
+	if top > h.g.npages || pg >= top {
+		return fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
+	}
+	e := h.readEnt(pg)
+	o := h.g.ent(pg)
+	switch e.kind {
+	case kindFree:
+		j := uint(e.order)
+		if j > MaxOrder || pg&(1<<j-1) != 0 || pg+1<<j > top {
+			return fmt.Errorf("%w: page %d: free block of order %d does not fit", ErrCorrupt, pg, j)
+		}
+		tx.Set16(o+entUsed, 0)
+		tx.Set32(o+entNPages, 0)
+	case kindLarge:
+		np := uint64(e.npages)
+		if np == 0 || np > maxBlockPages || pg+np > top || pg&(1<<orderFor(np)-1) != 0 {
+			return fmt.Errorf("%w: page %d: allocation of %d pages does not fit", ErrCorrupt, pg, np)
+		}
+		tx.Set8(o+entOrder, 0)
+		tx.Set16(o+entUsed, 0)
+		tx.Set64(o+entNext, 0) // next and prev
+	default:
+		return fmt.Errorf("%w: page %d: entry of kind %d has no stray fields to clear", ErrCorrupt, pg, e.kind)
+	}
+	tx.Set64(o+entBitmap, 0)
+	tx.Set64(o+entBitmap+8, 0)
+	return nil
+}
+
+// EntryOffset is the arena offset of the page-map entry of the page that
+// holds off, for tests that damage the map.
+func (h *Heap) EntryOffset(off pram.Off) pram.Off {
+	return h.g.ent(uint64(off-h.g.dataOff) >> pageShift)
+}

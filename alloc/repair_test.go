@@ -1,0 +1,66 @@
+package alloc
+
+import (
+	"errors"
+	"testing"
+
+	"conquest/pram"
+)
+
+// Stray fields in the entry of a whole-page allocation or of a free block
+// are reported as a *StrayFieldsError, and ClearStrayFields makes the heap
+// consistent again without changing what the block is.
+func TestClearStrayFields(t *testing.T) {
+	a, h, _ := newArena(t, 32<<20)
+	large := mustAlloc(t, h, 3*pageSize) // 3 pages, in an order-2 block
+	other := mustAlloc(t, h, 8*pageSize)
+	mustFree(t, h, other) // a free block of order 3 (or merged into a larger one)
+	if errs := h.Verify(); len(errs) > 0 {
+		t.Fatalf("fresh heap: %v", errs)
+	}
+	lpg := uint64(large-h.g.dataOff) >> pageShift
+	fpg := uint64(other-h.g.dataOff) >> pageShift
+	if h.readEnt(fpg).kind != kindFree {
+		t.Fatalf("page %d is not the head of a free block", fpg)
+	}
+	for _, c := range []struct {
+		name string
+		pg   uint64
+		off  pram.Off // a byte of the entry to set
+		free bool
+	}{
+		{"large: order", lpg, entOrder, false},
+		{"large: used", lpg, entUsed + 1, false},
+		{"large: next link", lpg, entNext + 2, false},
+		{"large: bitmap", lpg, entBitmap + 13, false},
+		{"free: used", fpg, entUsed, true},
+		{"free: page count", fpg, entNPages + 3, true},
+		{"free: bitmap", fpg, entBitmap + 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inTx(t, a, func(tx *pram.Tx) error { tx.Set8(h.g.ent(c.pg)+c.off, 0x5a); return nil })
+			errs := h.Verify()
+			var sf *StrayFieldsError
+			if len(errs) != 1 || !errors.As(errs[0], &sf) || sf.Page != c.pg || sf.Free != c.free || !errors.Is(errs[0], ErrCorrupt) {
+				t.Fatalf("Verify: %v; want one StrayFieldsError for page %d", errs, c.pg)
+			}
+			inTx(t, a, func(tx *pram.Tx) error { return h.ClearStrayFields(tx, c.pg) })
+			if errs := h.Verify(); len(errs) > 0 {
+				t.Fatalf("after ClearStrayFields: %v", errs)
+			}
+			if n, err := h.SizeOf(large); err != nil || n != 3*pageSize {
+				t.Fatalf("the large allocation is now %d bytes, %v", n, err)
+			}
+		})
+	}
+	// An entry whose kind is not sane is refused.
+	inTx(t, a, func(tx *pram.Tx) error { tx.Set8(h.g.ent(lpg)+entKind, 0x77); return nil })
+	tx := a.Begin()
+	if err := h.ClearStrayFields(tx, lpg); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("ClearStrayFields of an entry of unknown kind: %v", err)
+	}
+	tx.Abort()
+	if off := h.EntryOffset(large + 100); off != h.g.ent(lpg) {
+		t.Errorf("EntryOffset: %#x, want %#x", off, h.g.ent(lpg))
+	}
+}
