@@ -210,7 +210,7 @@ func (w *walk) reserved() {
 func (w *walk) interior(pg, n uint64) {
 	for p := pg + 1; p < pg+n; p++ {
 		if !w.c.h.entZero(p) {
-			w.c.corrupt("page %d: inside the block at page %d but its map entry is not zero", p, pg)
+			w.c.add(&StrayFieldsError{Page: p, Inside: true, Head: pg})
 			return
 		}
 	}

@@ -63,14 +63,20 @@ func (e *LeakError) Unwrap() error { return ErrLeak }
 // StrayFieldsError is the ErrCorrupt the consistency walk reports for a
 // page-map entry of a free block or of a whole-page allocation whose unused
 // fields are not zero (the kind, order or size, and the free-list links of
-// a free block, are sane). Heap.ClearStrayFields repairs it. Callers get
-// it with errors.As; errors.Is(err, ErrCorrupt) holds.
+// a free block, are sane), or for a non-zero entry of a page inside such a
+// block. Heap.ClearStrayFields repairs it. Callers get it with errors.As;
+// errors.Is(err, ErrCorrupt) holds.
 type StrayFieldsError struct {
-	Page uint64 // the block's first page
-	Free bool   // a free block (else a whole-page allocation)
+	Page   uint64 // the block's first page, or the page inside it
+	Free   bool   // a free block (else a whole-page allocation)
+	Inside bool   // Page lies inside the block whose first page is Head
+	Head   uint64
 }
 
 func (e *StrayFieldsError) Error() string {
+	if e.Inside {
+		return fmt.Sprintf("%v: page %d: inside the block at page %d but its map entry is not zero", ErrCorrupt, e.Page, e.Head)
+	}
 	if e.Free {
 		return fmt.Sprintf("%v: page %d: free block entry has stray fields", ErrCorrupt, e.Page)
 	}

@@ -12,35 +12,60 @@ import (
 // allocation also the order and the list links), keeping what the block
 // is. It refuses (ErrCorrupt) an entry whose kind, order or size is not
 // sane, since then the stray fields may be the true ones.
-func (h *Heap) ClearStrayFields(tx *pram.Tx, pg uint64) error {
+//
+// With inside, pg is a page inside the block at head, whose entry must be
+// all zero: it is zeroed if the block's entry is sane and covers pg.
+func (h *Heap) ClearStrayFields(tx *pram.Tx, pg uint64, inside bool, head uint64) error {
 	top := h.a.U64(h.g.hdr + hdrTop)
 	if top > h.g.npages || pg >= top {
 		return fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
 	}
+	if inside {
+		n, err := h.blockPages(head, top)
+		if err != nil || head >= pg || pg >= head+n {
+			return fmt.Errorf("%w: page %d is not inside a sane block at page %d (%v)", ErrCorrupt, pg, head, err)
+		}
+		tx.Zero(h.g.ent(pg), EntrySize)
+		return nil
+	}
+	if _, err := h.blockPages(pg, top); err != nil {
+		return err
+	}
 	e := h.readEnt(pg)
 	o := h.g.ent(pg)
-	switch e.kind {
-	case kindFree:
-		j := uint(e.order)
-		if j > MaxOrder || pg&(1<<j-1) != 0 || pg+1<<j > top {
-			return fmt.Errorf("%w: page %d: free block of order %d does not fit", ErrCorrupt, pg, j)
-		}
+	if e.kind == kindFree {
 		tx.Set16(o+entUsed, 0)
 		tx.Set32(o+entNPages, 0)
-	case kindLarge:
-		np := uint64(e.npages)
-		if np == 0 || np > maxBlockPages || pg+np > top || pg&(1<<orderFor(np)-1) != 0 {
-			return fmt.Errorf("%w: page %d: allocation of %d pages does not fit", ErrCorrupt, pg, np)
-		}
+	} else {
 		tx.Set8(o+entOrder, 0)
 		tx.Set16(o+entUsed, 0)
 		tx.Set64(o+entNext, 0) // next and prev
-	default:
-		return fmt.Errorf("%w: page %d: entry of kind %d has no stray fields to clear", ErrCorrupt, pg, e.kind)
 	}
 	tx.Set64(o+entBitmap, 0)
 	tx.Set64(o+entBitmap+8, 0)
 	return nil
+}
+
+// blockPages is the size in pages of the free block or whole-page
+// allocation whose entry is at page pg, if that entry's kind and order or
+// size are sane.
+func (h *Heap) blockPages(pg, top uint64) (uint64, error) {
+	e := h.readEnt(pg)
+	switch e.kind {
+	case kindFree:
+		j := uint(e.order)
+		if j > MaxOrder || pg&(1<<j-1) != 0 || pg+1<<j > top {
+			return 0, fmt.Errorf("%w: page %d: free block of order %d does not fit", ErrCorrupt, pg, j)
+		}
+		return 1 << j, nil
+	case kindLarge:
+		np := uint64(e.npages)
+		if np == 0 || np > maxBlockPages || pg+np > top || pg&(1<<orderFor(np)-1) != 0 {
+			return 0, fmt.Errorf("%w: page %d: allocation of %d pages does not fit", ErrCorrupt, pg, np)
+		}
+		return np, nil
+	}
+	return 0, fmt.Errorf("%w: page %d: entry of kind %d has no stray fields to clear", ErrCorrupt, pg, e.kind)
 }
 
 // EntryOffset is the arena offset of the page-map entry of the page that

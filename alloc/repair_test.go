@@ -44,7 +44,7 @@ func TestClearStrayFields(t *testing.T) {
 			if len(errs) != 1 || !errors.As(errs[0], &sf) || sf.Page != c.pg || sf.Free != c.free || !errors.Is(errs[0], ErrCorrupt) {
 				t.Fatalf("Verify: %v; want one StrayFieldsError for page %d", errs, c.pg)
 			}
-			inTx(t, a, func(tx *pram.Tx) error { return h.ClearStrayFields(tx, c.pg) })
+			inTx(t, a, func(tx *pram.Tx) error { return h.ClearStrayFields(tx, c.pg, false, 0) })
 			if errs := h.Verify(); len(errs) > 0 {
 				t.Fatalf("after ClearStrayFields: %v", errs)
 			}
@@ -53,10 +53,26 @@ func TestClearStrayFields(t *testing.T) {
 			}
 		})
 	}
+	// A non-zero entry of a page inside the large block: zeroed.
+	inTx(t, a, func(tx *pram.Tx) error { tx.Set8(h.g.ent(lpg+2)+entNext, 3); return nil })
+	errs := h.Verify()
+	var sf *StrayFieldsError
+	if len(errs) != 1 || !errors.As(errs[0], &sf) || sf.Page != lpg+2 || !sf.Inside || sf.Head != lpg {
+		t.Fatalf("Verify: %v; want one StrayFieldsError for page %d inside %d", errs, lpg+2, lpg)
+	}
+	tx := a.Begin()
+	if err := h.ClearStrayFields(tx, lpg+2, true, fpg); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("zeroing page %d as if inside the block at %d: %v", lpg+2, fpg, err)
+	}
+	tx.Abort()
+	inTx(t, a, func(tx *pram.Tx) error { return h.ClearStrayFields(tx, lpg+2, true, lpg) })
+	if errs := h.Verify(); len(errs) > 0 {
+		t.Fatalf("after zeroing the inner entry: %v", errs)
+	}
 	// An entry whose kind is not sane is refused.
 	inTx(t, a, func(tx *pram.Tx) error { tx.Set8(h.g.ent(lpg)+entKind, 0x77); return nil })
-	tx := a.Begin()
-	if err := h.ClearStrayFields(tx, lpg); !errors.Is(err, ErrCorrupt) {
+	tx = a.Begin()
+	if err := h.ClearStrayFields(tx, lpg, false, 0); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("ClearStrayFields of an entry of unknown kind: %v", err)
 	}
 	tx.Abort()

@@ -285,6 +285,7 @@ func (ck *checker) diskFile(in inode, report func(string, ...any)) {
 		size := max(in.size(), in.u64(iDiskCur))
 		errs := ck.dk.File(in.seg(), int64(size)) // its errors come back from Finish
 		ck.badBlocks(in.ino, errs)
+		ck.segMagic(in.ino, in.seg(), errs)
 	}
 }
 

@@ -419,6 +419,26 @@ func (ck *checker) badBlocks(ino Ino, errs []error) {
 	}
 }
 
+// segMagic: the segment list of large file ino has a damaged magic (errs
+// are the walk's errors for the file). The magic is rewritten if the list
+// still names ino; the next walk checks the rest of the list.
+func (ck *checker) segMagic(ino Ino, seg pram.Off, errs []error) {
+	for _, err := range errs {
+		if _, ok := errors.AsType[*diskstore.SegMagicError](err); ok {
+			ck.inodeFix(ino, fmt.Sprintf("seg magic %d", ino), "segment list with a damaged magic", 0,
+				func(tx *pram.Tx, in inode) (string, error) {
+					if in.seg() != seg {
+						return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+					}
+					if err := ck.fs.ds.RestoreMagic(tx, seg, uint64(ino)); err != nil {
+						return "", err
+					}
+					return "rewrote the magic (the list names this file)", nil
+				})
+		}
+	}
+}
+
 // leakOffsets returns the offsets of the allocations errs reports as leaked.
 func leakOffsets(errs []error) []pram.Off {
 	var offs []pram.Off
@@ -749,12 +769,15 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 			continue
 		}
 		fd.handled++
-		pg := sf.Page
+		pg, inside, head := sf.Page, sf.Inside, sf.Head
 		fd.add(phaseLinks, finding{
 			key: fmt.Sprintf("alloc entry %d", pg), where: "arena heap", problem: sf.Error(),
 			apply: func(tx *pram.Tx) (string, error) {
-				if err := fs.h.ClearStrayFields(tx, pg); err != nil {
+				if err := fs.h.ClearStrayFields(tx, pg, inside, head); err != nil {
 					return "", err
+				}
+				if inside {
+					return fmt.Sprintf("zeroed page %d's entry", pg), nil
 				}
 				return fmt.Sprintf("cleared the unused fields of page %d's entry", pg), nil
 			},

@@ -610,3 +610,53 @@ func TestRepairDiskLeaksUnsure(t *testing.T) {
 		t.Fatalf("Check after repair: %v", errs)
 	}
 }
+
+// A large file whose segment list lost only its magic gets the magic back,
+// with all its data; a list that names another file is left reported.
+func TestRepairSegListMagic(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+	data := pattern(300<<10, 8)
+	ino := makeFile(t, fs, "large", data)
+	other := makeFile(t, fs, "other", pattern(200<<10, 9))
+	if !isLarge(t, fs, ino) || !isLarge(t, fs, other) {
+		t.Fatal("not on disk")
+	}
+	in, _ := fs.inode(ino)
+	seg := in.seg()
+	corrupt(fs, func(tx *pram.Tx) { tx.Set8(seg+3, 0x61) })
+	if errs := fs.Check(); !strings.Contains(fmt.Sprint(errs), "bad magic") {
+		t.Fatalf("Check: %v", errs)
+	}
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if len(rep.Remaining) > 0 {
+		t.Fatalf("remaining: %v\nfixes:\n%s", rep.Remaining, fixesText(rep))
+	}
+	if !strings.Contains(fixesText(rep), "/large: segment list with a damaged magic: rewrote the magic") {
+		t.Fatalf("fixes:\n%s", fixesText(rep))
+	}
+	wantContent(t, fs, "/large", data)
+
+	// The same damage in a list whose owner field disagrees is not guessed
+	// at: RestoreMagic refuses it.
+	o, _ := fs.inode(other)
+	corrupt(fs, func(tx *pram.Tx) {
+		tx.Set8(o.seg()+3, 0x61)
+		tx.Set64(o.seg()+8, uint64(ino)) // the owner field: another inode
+	})
+	tx := fs.a.Begin()
+	if err := fs.ds.RestoreMagic(tx, o.seg(), uint64(other)); err == nil {
+		t.Error("RestoreMagic of a list naming another file succeeded")
+	}
+	tx.Abort()
+	rep, err = fs.Repair(RepairOptions{})
+	must(t, err)
+	if len(rep.Remaining) == 0 {
+		t.Fatal("a list naming another file was repaired anyway")
+	}
+	// Put it right for the cleanup's Check.
+	corrupt(fs, func(tx *pram.Tx) {
+		tx.Set8(o.seg()+3, 0x51)
+		tx.Set64(o.seg()+8, uint64(other))
+	})
+}

@@ -3,6 +3,8 @@ package diskstore
 import (
 	"errors"
 	"fmt"
+
+	"conquest/pram"
 )
 
 // Sentinel errors. Callers test them with errors.Is; returned errors wrap them
@@ -109,3 +111,18 @@ func (e *FileCountError) Error() string {
 
 // Unwrap returns ErrCorrupt.
 func (e *FileCountError) Unwrap() error { return ErrCorrupt }
+
+// SegMagicError is the ErrCorrupt of a segment list whose magic is wrong
+// (everything else in it may be intact). Store.RestoreMagic repairs it when
+// the list still names its file. Callers get it with errors.As.
+type SegMagicError struct {
+	Seg   pram.Off
+	Magic uint64
+}
+
+func (e *SegMagicError) Error() string {
+	return fmt.Sprintf("%v: segment list %d: bad magic %#x", ErrCorrupt, e.Seg, e.Magic)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *SegMagicError) Unwrap() error { return ErrCorrupt }

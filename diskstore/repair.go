@@ -65,3 +65,22 @@ func (s *Store) quarantineOverlap(x extent) (extent, bool, error) {
 // that the walk reached every segment list (none is leaked in the arena).
 // Extension of DESIGN.md.
 func (s *Store) SetFileCount(tx *pram.Tx, n uint64) { tx.Set64(s.st+stOffFiles, n) }
+
+// RestoreMagic repairs a *SegMagicError: it rewrites the magic of the
+// segment list at seg, an arena allocation large enough for one, when the
+// list records owner (the inode that points at it) as its file, so that
+// the damage was the magic alone. The consistency walk then checks the rest
+// of the list as usual. Otherwise it changes nothing (ErrCorrupt).
+func (s *Store) RestoreMagic(tx *pram.Tx, seg pram.Off, owner uint64) error {
+	if !s.a.InHeap(seg, segListSize) || seg%8 != 0 {
+		return fmt.Errorf("%w: segment list %d out of range", ErrCorrupt, seg)
+	}
+	if n, err := s.h.SizeOf(seg); err != nil || n < segListSize {
+		return fmt.Errorf("%w: segment list %d is not an allocation of %d bytes (%d, %v)", ErrCorrupt, seg, segListSize, n, err)
+	}
+	if got := s.owner(seg); got != owner {
+		return fmt.Errorf("%w: segment list %d belongs to inode %d, not %d", ErrCorrupt, seg, got, owner)
+	}
+	tx.Set64(seg, segListMagic)
+	return nil
+}

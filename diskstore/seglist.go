@@ -64,7 +64,7 @@ func (s *Store) validSeg(seg pram.Off) error {
 		return fmt.Errorf("%w: segment list %d out of range", ErrCorrupt, seg)
 	}
 	if m := s.a.U64(seg); m != segListMagic {
-		return fmt.Errorf("%w: segment list %d: bad magic %#x", ErrCorrupt, seg, m)
+		return &SegMagicError{Seg: seg, Magic: m}
 	}
 	return nil
 }
