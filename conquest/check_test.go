@@ -127,6 +127,19 @@ func TestDamageIsEIO(t *testing.T) {
 	if !found {
 		t.Fatalf("no log of the aborted operation: %q", env.logs)
 	}
+	// Only the first failure is logged with its stack; each says fsck.
+	stacks := 0
+	for _, l := range env.logs {
+		if strings.Contains(l, "goroutine ") {
+			stacks++
+		}
+		if (strings.Contains(l, "aborted") || strings.Contains(l, "failed")) && !strings.Contains(l, "conquest fsck") {
+			t.Errorf("log without the fsck hint: %q", l)
+		}
+	}
+	if stacks != 1 || len(env.logs) < 3 {
+		t.Errorf("%d of %d logs have a stack, want the first only: %q", stacks, len(env.logs), env.logs)
+	}
 	// Damaged xattr blob and symlink.
 	g := create(t, fs, RootIno, "g", nil)
 	must(t, fs.SetXattr(g.Ino, "user.a", []byte("v"), 0))

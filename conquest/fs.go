@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"conquest/alloc"
@@ -32,6 +33,7 @@ type FS struct {
 	logf    func(format string, args ...any)
 	now     func() Timespec
 	noAtime bool
+	stacked atomic.Bool // a damaged-arena panic was logged with its stack (damageLog)
 
 	vol volatile // kernel refs, open counts, handles
 
@@ -294,7 +296,7 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) (err error) {
 			panic(r)
 		}
 		fs.abortTx(tx)
-		fs.logf("%s: operation aborted: %v\n%s", fs.a.Path(), r, debug.Stack())
+		fs.damageLog("operation aborted", r)
 		err = ErrIO
 	}()
 	if err = fn(tx); err != nil {
@@ -337,8 +339,19 @@ func (fs *FS) guard(err *error) {
 	if _, ok := r.(simulatedCrash); ok {
 		panic(r)
 	}
-	fs.logf("%s: read operation failed: %v\n%s", fs.a.Path(), r, debug.Stack())
+	fs.damageLog("read operation failed", r)
 	*err = ErrIO
+}
+
+// damageLog logs an operation that a panic stopped (a damaged arena, or a
+// bug): the first with its stack, the others in one line each, so that a
+// damaged file read over and over does not flood the log.
+func (fs *FS) damageLog(what string, r any) {
+	if fs.stacked.CompareAndSwap(false, true) {
+		fs.logf("%s: %s: %v (run `conquest fsck`)\n%s", fs.a.Path(), what, r, debug.Stack())
+		return
+	}
+	fs.logf("%s: %s: %v (run `conquest fsck`)", fs.a.Path(), what, r)
 }
 
 // mapErr translates errors of the layers below into the core's sentinels.
