@@ -158,7 +158,7 @@ const (
 	DefaultReadaheadMax = 8 << 20
 	// DefaultReadaheadBudget lets about 20 files stream at full window.
 	DefaultReadaheadBudget = 256 << 20
-	DefaultCacheBytes   = 32 << 20
+	DefaultCacheBytes      = 32 << 20
 	// MaxRuns is how many disjoint ranges one file's write buffer holds
 	// before a write that starts a new one flushes it.
 	MaxRuns = 16
