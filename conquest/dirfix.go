@@ -80,7 +80,8 @@ func (fs *FS) rebuildDirLocked(ino Ino) (string, error) {
 	nd := dirhash.Open(fs.h, root)
 	for i := 0; i < len(ents); {
 		if err := fs.update(func(tx *pram.Tx) error {
-			for ; i < len(ents) && tx.Room() > rebuildRoom; i++ {
+			// At least one entry a Tx, so a small journal still progresses.
+			for first := true; i < len(ents) && (first || tx.Room() > rebuildRoom); i, first = i+1, false {
 				e := ents[i]
 				if err := nd.Insert(tx, e.name, e.ino, e.typ); err != nil && !errors.Is(err, dirhash.ErrExists) {
 					return err

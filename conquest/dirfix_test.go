@@ -48,7 +48,10 @@ func TestRepairDirectoryTable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs, _ := newTestFS(t) // the cleanup's Check must be clean too
+			// A journal of 64 KiB: the rebuild takes many transactions
+			// (one entry each once the room is short). The cleanup's Check
+			// must be clean too.
+			fs, _ := newTestFSOpt(t, fsOpt{journalLen: 64 << 10})
 			big := mkdir(t, fs, RootIno, "big")
 			sub := mkdir(t, fs, big.Ino, "sub")
 			create(t, fs, sub.Ino, "inner", []byte("inner"))
