@@ -158,7 +158,7 @@ func (w *walk) pages() {
 		case kindLarge:
 			np := uint64(e.npages)
 			if np == 0 || np > maxBlockPages || pg+np > w.top || pg&(1<<orderFor(np)-1) != 0 {
-				c.corrupt("page %d: allocation of %d pages is misaligned or past top %d", pg, np, w.top)
+				c.add(&BadSizeError{Page: pg, NPages: np, Top: w.top})
 				pg++
 				continue
 			}
@@ -228,7 +228,7 @@ func (w *walk) slabPage(pg uint64, e entry) {
 	for i := range bitmapWords(cl) {
 		word := h.a.U64(h.bitmapWord(pg, cl, i))
 		if word&^slotMask(cl, i) != 0 {
-			c.corrupt("page %d: slab bitmap word %d has bits past slot %d", pg, i, slots)
+			c.add(&StrayFieldsError{Page: pg, Slab: true, Bits: true})
 		}
 		word &= slotMask(cl, i)
 		n += uint64(bits.OnesCount64(word))
@@ -243,7 +243,7 @@ func (w *walk) slabPage(pg uint64, e entry) {
 		c.corrupt("page %d: slab counts %d used but its bitmap has %d", pg, e.used, n)
 	}
 	if e.npages != 0 || (cl == 0 && !w.bitmapZero(pg)) {
-		c.corrupt("page %d: slab entry has stray fields", pg)
+		c.add(&StrayFieldsError{Page: pg, Slab: true})
 	}
 	if n < slots {
 		w.setWant(pg)

@@ -61,19 +61,27 @@ func (e *LeakError) Error() string {
 func (e *LeakError) Unwrap() error { return ErrLeak }
 
 // StrayFieldsError is the ErrCorrupt the consistency walk reports for a
-// page-map entry of a free block or of a whole-page allocation whose unused
-// fields are not zero (the kind, order or size, and the free-list links of
-// a free block, are sane), or for a non-zero entry of a page inside such a
-// block. Heap.ClearStrayFields repairs it. Callers get it with errors.As;
+// page-map entry of a free block, a whole-page allocation or a slab whose
+// unused fields are not zero (the kind, order or size, and the list links,
+// are sane), for bitmap bits of a slab past its last slot, or for a
+// non-zero entry of a page inside a block. Heap.ClearStrayFields repairs it. Callers get it with errors.As;
 // errors.Is(err, ErrCorrupt) holds.
 type StrayFieldsError struct {
 	Page   uint64 // the block's first page, or the page inside it
-	Free   bool   // a free block (else a whole-page allocation)
+	Free   bool   // a free block (else a whole-page allocation or a slab)
 	Inside bool   // Page lies inside the block whose first page is Head
 	Head   uint64
+	Slab   bool // a slab page: its entry, or (Bits) bitmap bits past its last slot
+	Bits   bool
 }
 
 func (e *StrayFieldsError) Error() string {
+	switch {
+	case e.Slab && e.Bits:
+		return fmt.Sprintf("%v: page %d: slab bitmap has bits past its last slot", ErrCorrupt, e.Page)
+	case e.Slab:
+		return fmt.Sprintf("%v: page %d: slab entry has stray fields", ErrCorrupt, e.Page)
+	}
 	if e.Inside {
 		return fmt.Sprintf("%v: page %d: inside the block at page %d but its map entry is not zero", ErrCorrupt, e.Page, e.Head)
 	}
@@ -85,3 +93,20 @@ func (e *StrayFieldsError) Error() string {
 
 // Unwrap returns ErrCorrupt.
 func (e *StrayFieldsError) Unwrap() error { return ErrCorrupt }
+
+// BadSizeError is the ErrCorrupt the consistency walk reports for a
+// whole-page allocation whose page count is zero, too large, misaligned or
+// past top. Heap.RepairSize repairs it when the count can be told from the
+// block the allocation sits in. Callers get it with errors.As.
+type BadSizeError struct {
+	Page   uint64
+	NPages uint64
+	Top    uint64
+}
+
+func (e *BadSizeError) Error() string {
+	return fmt.Sprintf("%v: page %d: allocation of %d pages is misaligned or past top %d", ErrCorrupt, e.Page, e.NPages, e.Top)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *BadSizeError) Unwrap() error { return ErrCorrupt }

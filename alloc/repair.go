@@ -9,8 +9,8 @@ import (
 // ClearStrayFields repairs what a *StrayFieldsError reports: it zeroes the
 // fields of page pg's map entry that its kind leaves unused (for a free
 // block the object count, page count and bitmap; for a whole-page
-// allocation also the order and the list links), keeping what the block
-// is. It refuses (ErrCorrupt) an entry whose kind, order or size is not
+// allocation also the order and the list links; for a slab the page count,
+// and bitmap bits past its last slot), keeping what the block is. It refuses (ErrCorrupt) an entry whose kind, order or size is not
 // sane, since then the stray fields may be the true ones.
 //
 // With inside, pg is a page inside the block at head, whose entry must be
@@ -28,10 +28,13 @@ func (h *Heap) ClearStrayFields(tx *pram.Tx, pg uint64, inside bool, head uint64
 		tx.Zero(h.g.ent(pg), EntrySize)
 		return nil
 	}
+	e := h.readEnt(pg)
+	if e.kind == kindSlab {
+		return h.clearSlabStray(tx, pg, e)
+	}
 	if _, err := h.blockPages(pg, top); err != nil {
 		return err
 	}
-	e := h.readEnt(pg)
 	o := h.g.ent(pg)
 	if e.kind == kindFree {
 		tx.Set16(o+entUsed, 0)
@@ -43,6 +46,29 @@ func (h *Heap) ClearStrayFields(tx *pram.Tx, pg uint64, inside bool, head uint64
 	}
 	tx.Set64(o+entBitmap, 0)
 	tx.Set64(o+entBitmap+8, 0)
+	return nil
+}
+
+// clearSlabStray clears the page count of slab page pg's entry, the
+// entry's bitmap words when the bitmap lives in the page (class 0), and
+// bitmap bits past the last slot. The objects in use stay as they are.
+func (h *Heap) clearSlabStray(tx *pram.Tx, pg uint64, e entry) error {
+	cl := int(e.order)
+	if cl >= NumClasses {
+		return fmt.Errorf("%w: page %d: slab of unknown class %d", ErrCorrupt, pg, cl)
+	}
+	o := h.g.ent(pg)
+	tx.Set32(o+entNPages, 0)
+	if cl == 0 {
+		tx.Set64(o+entBitmap, 0)
+		tx.Set64(o+entBitmap+8, 0)
+	}
+	for i := range bitmapWords(cl) {
+		w := h.bitmapWord(pg, cl, i)
+		if v := h.a.U64(w); v&^slotMask(cl, i) != 0 {
+			tx.Set64(w, v&slotMask(cl, i))
+		}
+	}
 	return nil
 }
 
@@ -72,4 +98,33 @@ func (h *Heap) blockPages(pg, top uint64) (uint64, error) {
 // holds off, for tests that damage the map.
 func (h *Heap) EntryOffset(off pram.Off) pram.Off {
 	return h.g.ent(uint64(off-h.g.dataOff) >> pageShift)
+}
+
+// RepairSize repairs a *BadSizeError: the page count of the whole-page
+// allocation at pg. The pages from pg up to the next non-zero entry (or
+// top) are the allocation and, at most, the unused rest of its aligned
+// block, so their number (the gap) bounds the count from both sides. The
+// count is taken from the damaged value's low bits (a damaged high byte)
+// if it is between the gap and the gap's block and aligned; anything else
+// is ErrCorrupt, with nothing changed.
+func (h *Heap) RepairSize(tx *pram.Tx, pg uint64) error {
+	top := h.a.U64(h.g.hdr + hdrTop)
+	if top > h.g.npages || pg >= top {
+		return fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
+	}
+	e := h.readEnt(pg)
+	if e.kind != kindLarge {
+		return fmt.Errorf("%w: page %d: not a whole-page allocation", ErrCorrupt, pg)
+	}
+	end := pg + 1
+	for end < top && end-pg < maxBlockPages && h.entZero(end) {
+		end++
+	}
+	gap := end - pg
+	np := uint64(e.npages) & (2<<orderFor(gap) - 1)
+	if np == 0 || np > gap || gap > 1<<orderFor(np) || pg&(1<<orderFor(np)-1) != 0 {
+		return fmt.Errorf("%w: page %d: a count of %d pages does not fit the %d pages up to the next block", ErrCorrupt, pg, np, gap)
+	}
+	tx.Set32(h.g.ent(pg)+entNPages, uint32(np))
+	return nil
 }

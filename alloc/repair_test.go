@@ -80,3 +80,77 @@ func TestClearStrayFields(t *testing.T) {
 		t.Errorf("EntryOffset: %#x, want %#x", off, h.g.ent(lpg))
 	}
 }
+
+// A whole-page allocation whose page count lost its high bytes gets it back
+// from the block it sits in; a count that fits no block is refused.
+func TestRepairSize(t *testing.T) {
+	a, h, _ := newArena(t, 32<<20)
+	for _, n := range []uint64{1, 3, 4, 5, 60} {
+		off := mustAlloc(t, h, n*pageSize)
+		pg := uint64(off-h.g.dataOff) >> pageShift
+		inTx(t, a, func(tx *pram.Tx) error { tx.Set8(h.g.ent(pg)+entNPages+2, 0x91); return nil })
+		errs := h.Verify()
+		var bs *BadSizeError
+		if len(errs) == 0 || !errors.As(errs[0], &bs) || bs.Page != pg {
+			t.Fatalf("%d pages: Verify: %v; want a BadSizeError for page %d first", n, errs, pg)
+		}
+		inTx(t, a, func(tx *pram.Tx) error { return h.RepairSize(tx, pg) })
+		if errs := h.Verify(); len(errs) > 0 {
+			t.Fatalf("%d pages: after RepairSize: %v", n, errs)
+		}
+		if got, err := h.SizeOf(off); err != nil || got != n*pageSize {
+			t.Fatalf("%d pages: SizeOf %d, %v", n, got, err)
+		}
+	}
+	// A count whose low bits were damaged too: refused, nothing changed.
+	off := mustAlloc(t, h, 3*pageSize)
+	pg := uint64(off-h.g.dataOff) >> pageShift
+	inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg)+entNPages, 0x77000001); return nil })
+	tx := a.Begin()
+	if err := h.RepairSize(tx, pg); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("RepairSize of a count that fits no block: %v", err)
+	}
+	tx.Abort()
+	inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg)+entNPages, 3); return nil })
+	if errs := h.Verify(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+// A slab page's stray page count and bitmap bits past its last slot are
+// cleared, and its objects stay allocated.
+func TestClearStraySlab(t *testing.T) {
+	a, h, _ := newArena(t, 32<<20)
+	for _, n := range []uint64{16, 100, 2000} { // class 0 keeps its bitmap in the page
+		objs := []pram.Off{mustAlloc(t, h, n), mustAlloc(t, h, n)}
+		pg := uint64(objs[0]-h.g.dataOff) >> pageShift
+		e := h.readEnt(pg)
+		if e.kind != kindSlab {
+			t.Fatalf("%d bytes: page %d is not a slab", n, pg)
+		}
+		cl := int(e.order)
+		last := bitmapWords(cl) - 1
+		inTx(t, a, func(tx *pram.Tx) error {
+			tx.Set32(h.g.ent(pg)+entNPages, 7)
+			if mask := slotMask(cl, last); mask != ^uint64(0) {
+				w := h.bitmapWord(pg, cl, last)
+				tx.Set64(w, h.a.U64(w)|^mask)
+			}
+			return nil
+		})
+		errs := h.Verify()
+		var sf *StrayFieldsError
+		if len(errs) == 0 || !errors.As(errs[0], &sf) || sf.Page != pg || !sf.Slab {
+			t.Fatalf("%d bytes: Verify: %v", n, errs)
+		}
+		inTx(t, a, func(tx *pram.Tx) error { return h.ClearStrayFields(tx, pg, false, 0) })
+		if errs := h.Verify(); len(errs) > 0 {
+			t.Fatalf("%d bytes: after ClearStrayFields: %v", n, errs)
+		}
+		for _, o := range objs {
+			if got, err := h.SizeOf(o); err != nil || got < n {
+				t.Fatalf("%d bytes: object %#x is now %d bytes, %v", n, o, got, err)
+			}
+		}
+	}
+}

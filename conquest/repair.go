@@ -760,10 +760,24 @@ func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
 }
 
 // allocFindings turns the allocator's repairable complaints (a page-map
-// entry with stray fields) into fixes of the link phase, so that leaks can
-// be freed once they are made.
+// entry with stray fields or a damaged page count) into fixes of the link
+// phase, so that leaks can be freed once they are made.
 func (fs *FS) allocFindings(fd *findings, errs []error) {
 	for _, err := range errs {
+		if bs, ok := errors.AsType[*alloc.BadSizeError](err); ok {
+			fd.handled++
+			pg := bs.Page
+			fd.add(phaseLinks, finding{
+				key: fmt.Sprintf("alloc size %d", pg), where: "arena heap", problem: bs.Error(),
+				apply: func(tx *pram.Tx) (string, error) {
+					if err := fs.h.RepairSize(tx, pg); err != nil {
+						return "", err
+					}
+					return "set the count its block allows", nil
+				},
+			})
+			continue
+		}
 		sf, ok := errors.AsType[*alloc.StrayFieldsError](err)
 		if !ok {
 			continue
