@@ -63,15 +63,18 @@ func (c *Checker) corrupt(format string, args ...any) {
 }
 
 // Mark records that the upper layers reach the allocation at off; what
-// names the referrer in error messages.
-func (c *Checker) Mark(off pram.Off, what string) {
+// names the referrer in error messages. It returns the error it recorded
+// (nil if none), so that a caller can tell an allocation reached twice
+// (ErrReachedTwice) from one that is not an allocation.
+func (c *Checker) Mark(off pram.Off, what string) error {
 	l, err := c.h.locate(off)
 	if err == nil && l.free {
 		err = fmt.Errorf("%w: %#x is free", ErrNotAllocated, off)
 	}
 	if err != nil {
-		c.add(fmt.Errorf("%s: %w", what, err))
-		return
+		err = fmt.Errorf("%s: %w", what, err)
+		c.add(err)
+		return err
 	}
 	m := c.marks[l.pg]
 	if m == nil {
@@ -80,10 +83,12 @@ func (c *Checker) Mark(off pram.Off, what string) {
 	}
 	w, b := l.slot/64, uint64(1)<<(l.slot%64)
 	if m[w]&b != 0 {
-		c.add(fmt.Errorf("%s: %w: %#x", what, ErrReachedTwice, off))
-		return
+		err := fmt.Errorf("%s: %w: %#x", what, ErrReachedTwice, off)
+		c.add(err)
+		return err
 	}
 	m[w] |= b
+	return nil
 }
 
 func (c *Checker) marked(pg, slot uint64) bool {

@@ -202,12 +202,15 @@ func (ck *checker) inodeContents(in inode) {
 	switch in.typ() {
 	case S_IFREG:
 		damaged := 0
+		var shared []uint64
 		fs.memCheck(ck.c, in, func(format string, args ...any) {
 			damaged++
 			report(format, args...)
-		})
+		}, func(b uint64) { shared = append(shared, b) })
 		if damaged > 0 && !in.onDisk() {
 			ck.memDamage(in.ino, damaged)
+		} else if len(shared) > 0 && !in.onDisk() {
+			ck.sharedBlocks(in.ino, shared)
 		}
 		ck.diskFile(in, report)
 	case S_IFDIR:

@@ -1,6 +1,7 @@
 package conquest
 
 import (
+	"errors"
 	"fmt"
 
 	"conquest/alloc"
@@ -369,7 +370,10 @@ func (fs *FS) memPunch(tx *pram.Tx, in inode, off, end uint64) (more bool, err e
 
 // memCheck marks the file's storage in the checker and verifies the
 // recorded sizes.
-func (fs *FS) memCheck(c *alloc.Checker, in inode, report func(string, ...any)) {
+//
+// shared (may be nil) hears of each block of the index whose allocation an
+// earlier file (or block) reached too.
+func (fs *FS) memCheck(c *alloc.Checker, in inode, report func(string, ...any), shared func(b uint64)) {
 	data := in.data()
 	if data == 0 {
 		if in.idxLen() != 0 || in.allocd() != 0 || in.small() {
@@ -400,7 +404,9 @@ func (fs *FS) memCheck(c *alloc.Checker, in inode, report func(string, ...any)) 
 		if blk == 0 {
 			continue
 		}
-		c.Mark(blk, fmt.Sprintf("block %d of inode %d", b, in.ino))
+		if err := c.Mark(blk, fmt.Sprintf("block %d of inode %d", b, in.ino)); errors.Is(err, alloc.ErrReachedTwice) && shared != nil {
+			shared(b)
+		}
 		if s, err := fs.h.SizeOf(blk); err != nil || s != BlockSize {
 			report("block %d at %d: size %d, %v", b, blk, s, err)
 		}

@@ -419,6 +419,39 @@ func (ck *checker) badBlocks(ino Ino, errs []error) {
 	}
 }
 
+// sharedBlocks: blocks (indexes into its block index) of arena file ino
+// are allocations another file reached first (a damaged pointer in one of
+// the two). Each gets a copy of its own, so that a write to one file no
+// longer changes the other; one of the two may still hold the other's
+// bytes there, which the fix says.
+func (ck *checker) sharedBlocks(ino Ino, blocks []uint64) {
+	fs := ck.fs
+	ck.inodeFix(ino, fmt.Sprintf("shared blocks %d", ino),
+		fmt.Sprintf("%d blocks shared with another file", len(blocks)), len(blocks),
+		func(tx *pram.Tx, in inode) (string, error) {
+			if in.onDisk() || in.small() || in.data() == 0 {
+				return "", fmt.Errorf("%w: inode %d has no block index now", ErrIO, ino)
+			}
+			for _, b := range blocks {
+				if b >= in.idxLen() {
+					return "", fmt.Errorf("%w: block %d is past inode %d's index", ErrIO, b, ino)
+				}
+				slot := in.data() + pram.Off(8*b)
+				old := pram.Off(fs.a.U64(slot))
+				if n, err := fs.h.SizeOf(old); err != nil || n != BlockSize {
+					return "", fmt.Errorf("%w: block %d of inode %d: %d bytes, %v", ErrIO, b, ino, n, err)
+				}
+				blk, err := fs.h.Alloc(tx, BlockSize)
+				if err != nil {
+					return "", err
+				}
+				tx.SetBytes(blk, fs.a.Bytes(old, BlockSize))
+				tx.Set64(slot, uint64(blk))
+			}
+			return fmt.Sprintf("gave each its own copy (block indexes %v; the data there may be the other file's)", blocks), nil
+		})
+}
+
 // segMagic: the segment list of large file ino has a damaged magic (errs
 // are the walk's errors for the file). The magic is rewritten if the list
 // still names ino; the next walk checks the rest of the list.

@@ -289,6 +289,29 @@ func TestRepairFixesDamage(t *testing.T) {
 		}, []string{"arena heap: alloc: heap state is corrupt: page", "allocation entry has stray fields: cleared the unused fields of page"},
 			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
 
+		{"block shared by two files", func(t *testing.T, fs *FS, r repairTree) {
+			x := create(t, fs, RootIno, "x", pattern(len(bigData), 5))
+			xin, _ := fs.inode(x.Ino)
+			big, _ := fs.inode(r.big.Ino)
+			corrupt(fs, func(tx *pram.Tx) { // /x's block 1 pointer now names /big's block 1
+				tx.Set64(xin.data()+8, fs.a.U64(big.data()+8))
+			})
+		}, []string{"/x: 1 blocks shared with another file: gave each its own copy (block indexes [1]",
+			"is reachable from nothing: freed"},
+			func(t *testing.T, fs *FS, r repairTree) {
+				wantContent(t, fs, "/big", bigData)
+				want := pattern(len(bigData), 5)
+				copy(want[BlockSize:2*BlockSize], bigData[BlockSize:2*BlockSize])
+				wantContent(t, fs, "/x", want)
+				// The two are independent now: a write to /big leaves /x alone.
+				x := lookup(t, fs, RootIno, "x")
+				write(t, fs, r.big.Ino, BlockSize, []byte("changed"))
+				if got := readAll(t, fs, x.Ino); !bytes.Equal(got, want) {
+					t.Fatal("a write to /big changed /x")
+				}
+				write(t, fs, r.big.Ino, BlockSize, bigData[BlockSize:BlockSize+7])
+			}},
+
 		{"counters", func(t *testing.T, fs *FS, r repairTree) {
 			corrupt(fs, func(tx *pram.Tx) {
 				tx.Set64(pram.RootOff(slotInodes), 99)
