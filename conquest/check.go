@@ -281,6 +281,7 @@ func (ck *checker) diskFile(in inode, report func(string, ...any)) {
 		report("large file on a file system without a disk")
 	case in.seg() == 0:
 		report("large file without a segment list")
+		ck.noSegList(in.ino)
 	default:
 		if (in.data() != 0 || in.u64(iDiskCur) != 0) && in.flags()&flagOrphan == 0 {
 			report("large file keeps arena storage or disk data past its end and is not on the orphan list")
@@ -289,6 +290,9 @@ func (ck *checker) diskFile(in inode, report func(string, ...any)) {
 		errs := ck.dk.File(in.seg(), int64(size)) // its errors come back from Finish
 		ck.badBlocks(in.ino, errs)
 		ck.segMagic(in.ino, in.seg(), errs)
+		if !ck.fs.ds.SegAllocation(in.seg()) {
+			ck.noSegList(in.ino) // a pointer that leads nowhere
+		}
 	}
 }
 

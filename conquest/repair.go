@@ -717,7 +717,22 @@ func (fs *FS) leakFindings(fd *findings, errs []error) {
 	for _, off := range rest {
 		off := off
 		if fs.ds != nil {
-			if _, err := fs.ds.DiskBytes(off); err == nil {
+			if owner, err := fs.ds.Owner(off); err == nil {
+				if fs.lostSegOf(Ino(owner)) {
+					// Its file lost the pointer (damaged or zero): give
+					// the list, with all its data, back to it.
+					fd.add(phaseLinks, finding{key: fmt.Sprintf("seg back %#x", off), ino: Ino(owner),
+						problem: fmt.Sprintf("large file lost its segment list (found at %#x)", off),
+						apply: func(tx *pram.Tx) (string, error) {
+							in, err := fs.inode(Ino(owner))
+							if err != nil || !fs.lostSegOf(in.ino) {
+								return "", fmt.Errorf("%w: inode %d changed", ErrIO, owner)
+							}
+							in.set64(tx, iSeg, uint64(off))
+							return "gave it back", nil
+						}})
+					continue
+				}
 				fd.add(phaseSegLeaks, finding{key: fmt.Sprintf("seg %#x", off), where: "disk",
 					problem: fmt.Sprintf("large-file segment list at %#x belongs to no file", off),
 					apply: func(tx *pram.Tx) (string, error) {
@@ -830,6 +845,47 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 			},
 		})
 	}
+}
+
+// lostSegOf reports whether ino is a live large file whose segment list
+// pointer leads to no segment list.
+// Preconditions: fs.mu held; fs.ds != nil.
+func (fs *FS) lostSegOf(ino Ino) bool {
+	in, err := fs.inode(ino)
+	if err != nil || !in.isReg() || !in.onDisk() {
+		return false
+	}
+	_, err = fs.ds.Owner(in.seg())
+	return err != nil
+}
+
+// noSegList: large file ino has no usable segment list and no lost one
+// names it (that one would be given back first, in the link phase). It
+// gets an empty list: its size stays and its data reads as zeros, as what
+// cannot be found cannot be read anyway.
+func (ck *checker) noSegList(ino Ino) {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	ck.fd.add(phaseSegLeaks, finding{key: fmt.Sprintf("new seg %d", ino), ino: ino,
+		problem: "large file without a usable segment list",
+		apply: func(tx *pram.Tx) (string, error) {
+			if !fs.lostSegOf(ino) {
+				return "", fmt.Errorf("%w: inode %d has a segment list now", ErrIO, ino)
+			}
+			seg, err := fs.ds.NewFile(tx, uint64(ino))
+			if err != nil {
+				return "", err
+			}
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			in.set64(tx, iSeg, uint64(seg))
+			return "gave it an empty one: its data reads as zeros", nil
+		}})
 }
 
 // safely runs a read of possibly damaged structures, a panic becoming an

@@ -683,3 +683,60 @@ func TestRepairSegListMagic(t *testing.T) {
 		tx.Set64(o.seg()+8, uint64(other))
 	})
 }
+
+// A large file whose segment list pointer was damaged (or zeroed) gets its
+// list back, found by the owner the list records, with all its data; one
+// whose list cannot be found gets an empty list (its data reads as zeros),
+// and the list nobody owns is freed with its disk blocks.
+func TestRepairLostSegList(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		pointer uint64 // what the inode's pointer becomes
+		orphan  bool   // the list's owner field names no inode: it cannot be given back
+	}{
+		{"pointer outside the heap", 1 << 60, false},
+		{"pointer zeroed", 0, false},
+		{"list cannot be found", 1 << 60, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+			data := pattern(300<<10, 10)
+			ino := makeFile(t, fs, "large", data)
+			keep := pattern(200<<10, 11)
+			makeFile(t, fs, "other", keep)
+			in, _ := fs.inode(ino)
+			seg := in.seg()
+			corrupt(fs, func(tx *pram.Tx) {
+				tx.Set64(in.off+iSeg, c.pointer)
+				if c.orphan {
+					tx.Set64(seg+8, 999999) // the list's owner field
+				}
+			})
+			if errs := fs.Check(); len(errs) == 0 {
+				t.Fatal("the damage was not seen")
+			}
+			rep, err := fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			text := fixesText(rep)
+			t.Logf("fixes:\n%s", text)
+			if len(rep.Remaining) > 0 {
+				t.Fatalf("remaining: %v", rep.Remaining)
+			}
+			wantContent(t, fs, "/other", keep)
+			if !c.orphan {
+				if !strings.Contains(text, "/large: large file lost its segment list (found at") {
+					t.Error("the list was not given back")
+				}
+				wantContent(t, fs, "/large", data)
+				return
+			}
+			for _, want := range []string{"/large: large file without a usable segment list: gave it an empty one",
+				"belongs to no file: freed it and its disk blocks"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("no fix %q", want)
+				}
+			}
+			wantContent(t, fs, "/large", make([]byte, len(data)))
+		})
+	}
+}

@@ -72,15 +72,32 @@ func (s *Store) SetFileCount(tx *pram.Tx, n uint64) { tx.Set64(s.st+stOffFiles, 
 // the damage was the magic alone. The consistency walk then checks the rest
 // of the list as usual. Otherwise it changes nothing (ErrCorrupt).
 func (s *Store) RestoreMagic(tx *pram.Tx, seg pram.Off, owner uint64) error {
-	if !s.a.InHeap(seg, segListSize) || seg%8 != 0 {
-		return fmt.Errorf("%w: segment list %d out of range", ErrCorrupt, seg)
+	if err := s.RestoreCheck(seg, owner); err != nil {
+		return err
 	}
-	if n, err := s.h.SizeOf(seg); err != nil || n < segListSize {
-		return fmt.Errorf("%w: segment list %d is not an allocation of %d bytes (%d, %v)", ErrCorrupt, seg, segListSize, n, err)
+	tx.Set64(seg, segListMagic)
+	return nil
+}
+
+// RestoreCheck reports whether RestoreMagic(seg, owner) would restore the
+// magic (nil) or refuse (ErrCorrupt, why).
+func (s *Store) RestoreCheck(seg pram.Off, owner uint64) error {
+	if !s.SegAllocation(seg) {
+		return fmt.Errorf("%w: segment list %d is not an allocation of %d bytes", ErrCorrupt, seg, segListSize)
 	}
 	if got := s.owner(seg); got != owner {
 		return fmt.Errorf("%w: segment list %d belongs to inode %d, not %d", ErrCorrupt, seg, got, owner)
 	}
-	tx.Set64(seg, segListMagic)
 	return nil
+}
+
+// SegAllocation reports whether seg could hold a segment list: an aligned
+// arena allocation of at least a list's size. A file whose pointer fails it
+// has lost its list for good (fsck gives it an empty one).
+func (s *Store) SegAllocation(seg pram.Off) bool {
+	if !s.a.InHeap(seg, segListSize) || seg%8 != 0 {
+		return false
+	}
+	n, err := s.h.SizeOf(seg)
+	return err == nil && n >= segListSize
 }

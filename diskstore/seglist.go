@@ -91,6 +91,15 @@ func (s *Store) NewFile(tx *pram.Tx, owner uint64) (pram.Off, error) {
 	return seg, nil
 }
 
+// Owner is the inode number the segment list at seg records (fsck uses it
+// to give a lost list back to its file).
+func (s *Store) Owner(seg pram.Off) (uint64, error) {
+	if err := s.validSeg(seg); err != nil {
+		return 0, err
+	}
+	return s.owner(seg), nil
+}
+
 // SetOwner changes the inode number recorded for messages.
 func (s *Store) SetOwner(tx *pram.Tx, seg pram.Off, owner uint64) error {
 	if err := s.validSeg(seg); err != nil {
