@@ -127,6 +127,13 @@ func (s *Server) fsync(r *fuse.FsyncRequest) {
 		s.respondError(r, err)
 		return
 	}
+	if s.opt.WritebackCache && !r.Dir {
+		// The kernel wrote its dirty pages before this FSYNC, so the
+		// allocation (st_blocks) it cached is stale now; with write-through
+		// every WRITE reply already led it to refetch. Before the reply, so
+		// a stat after fsync sees the blocks.
+		s.invalidateAttr(ino(r.Node))
+	}
 	r.Respond()
 }
 

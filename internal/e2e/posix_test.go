@@ -22,12 +22,7 @@ func TestPosix(t *testing.T) {
 
 // knownGapsWriteback are the extra gaps with the kernel's writeback cache,
 // where the kernel, not the daemon, owns mtime and size while data is dirty.
-var knownGapsWriteback = map[string]string{
-	// After pwrite and fsync, fstat still reports the st_blocks cached
-	// before the data reached the daemon (0 for a new file); only a later
-	// attribute refresh shows the blocks.
-	"FallocatePunchHole": "st_blocks stale after write+fsync with the writeback cache",
-}
+var knownGapsWriteback = map[string]string{}
 
 // TestPosixWriteback runs the suite with the kernel writeback cache on
 // (fusefs.Options.WritebackCache, `conquest mount --writeback-cache`).
