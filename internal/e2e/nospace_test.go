@@ -1,0 +1,342 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"conquest/conquest"
+	"conquest/internal/mounttest"
+)
+
+// TestNoSpaceThroughMount fills a small arena, then a small disk, through a
+// real mount, write-through and with the kernel's writeback cache (served
+// by `conquest mount`). A full arena or disk must fail with ENOSPC (never
+// EIO, never a dead daemon); everything written before must be intact after
+// a remount, the file being written when space ran out must hold only its
+// own bytes, and freeing space must make room again. The mount's cleanup
+// runs the full consistency check on the images.
+func TestNoSpaceThroughMount(t *testing.T) {
+	for _, wb := range []bool{false, true} {
+		name := "writethrough"
+		if wb {
+			name = "writeback"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			pram, disk := filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img")
+			if err := conquest.Mkfs(pram, disk, conquest.MkfsOptions{PramSize: 16 << 20, DiskSize: 32 << 20}); err != nil {
+				t.Fatalf("mkfs: %v", err)
+			}
+			var m *mounttest.Mounted
+			if wb {
+				m = mounttest.MountProcess(t, mounttest.WithImages(pram, disk), mounttest.WithArgs("--writeback-cache"))
+			} else {
+				m = mount(t, mounttest.WithImages(pram, disk))
+			}
+			noSpaceArena(t, m)
+			noSpaceDisk(t, m, wb)
+		})
+	}
+}
+
+// isNoSpace fails the test unless err is ENOSPC.
+func isNoSpace(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("%s on a full file system: %v, want ENOSPC", what, err)
+	}
+}
+
+// writeSmall creates path with the 3000 bytes of pattern seed, fsyncs and
+// closes it, and returns the first error.
+func writeSmall(path string, seed uint64) error {
+	p := pattern{seed: seed, size: 3000}
+	buf := make([]byte, p.size)
+	p.fill(buf, 0)
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	err = writeAll(fd, buf)
+	if err == nil {
+		err = unix.Fsync(fd)
+	}
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// checkPrefix checks that path holds pattern p's bytes: exactly p.size of
+// them when exact, else a prefix of them (bytes past synced may also read
+// as zeros: with the writeback cache, data that failed to reach the file
+// system before a crash or ENOSPC is not promised, but it never reads as
+// anything else).
+func checkPrefix(t *testing.T, path string, p pattern, exact bool, synced int64) int64 {
+	t.Helper()
+	data, err := readFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v", path, err)
+	}
+	n := int64(len(data))
+	if exact && n != p.size || n > p.size || n < synced {
+		t.Fatalf("%s holds %d bytes, want %d (exact %v, %d synced)", path, n, p.size, exact, synced)
+	}
+	want := make([]byte, n)
+	p.fill(want, 0)
+	for i := int64(0); i < n; i++ {
+		if data[i] != want[i] && (i < synced || exact || data[i] != 0) {
+			t.Fatalf("%s: byte %d is %#x, want %#x (%d synced)", path, i, data[i], want[i], synced)
+		}
+	}
+	return n
+}
+
+func readFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out bytes.Buffer
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return out.Bytes(), nil
+		}
+		out.Write(buf[:n])
+	}
+}
+
+// noSpaceArena fills the arena with small files, then tries every other
+// kind of object, then frees half and writes again.
+func noSpaceArena(t *testing.T, m *mounttest.Mounted) {
+	n := 0
+	var err error
+	for ; n < 100000; n++ {
+		if err = writeSmall(m.Path(fmt.Sprint("s", n)), uint64(n)); err != nil {
+			break
+		}
+	}
+	isNoSpace(t, "writing small file "+fmt.Sprint(n), err)
+	if n < 1000 {
+		t.Fatalf("only %d small files fit in a 16 MiB arena", n)
+	}
+	// Every other way to take arena space fails the same way (each gets a
+	// few tries: a failed create may have left a little room).
+	tries := map[string]func(i int) error{
+		"mkdir": func(i int) error { return unix.Mkdir(m.Path(fmt.Sprint("d", i)), 0o755) },
+		"symlink": func(i int) error {
+			return unix.Symlink(string(bytes.Repeat([]byte("t"), 200)), m.Path(fmt.Sprint("l", i)))
+		},
+		"link":  func(i int) error { return unix.Link(m.Path("s0"), m.Path(fmt.Sprint("h", i))) },
+		"mknod": func(i int) error { return unix.Mknod(m.Path(fmt.Sprint("p", i)), unix.S_IFIFO|0o644, 0) },
+		"setxattr": func(i int) error {
+			return unix.Setxattr(m.Path(fmt.Sprint("s", i)), "user.big", bytes.Repeat([]byte("x"), 2000), 0)
+		},
+		"append": func(i int) error {
+			fd, err := unix.Open(m.Path(fmt.Sprint("s", i)), unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			err = writeAll(fd, bytes.Repeat([]byte("a"), 8192))
+			if err == nil {
+				err = unix.Fsync(fd)
+			}
+			if cerr := unix.Close(fd); err == nil {
+				err = cerr
+			}
+			return err
+		},
+	}
+	extra := map[string]int{}
+	for what, op := range tries {
+		var err error
+		for i := 0; i < 1000; i++ {
+			if err = op(i); err != nil {
+				break
+			}
+			extra[what]++
+		}
+		isNoSpace(t, what, err)
+	}
+	t.Logf("%d small files filled the arena; then succeeded before ENOSPC: %v", n, extra)
+	// The file whose write failed holds a prefix of its bytes, if it exists.
+	if _, err := readFile(m.Path(fmt.Sprint("s", n))); err == nil {
+		checkPrefix(t, m.Path(fmt.Sprint("s", n)), pattern{seed: uint64(n), size: 3000}, false, 0)
+	}
+	// Free half (none of those touched by the tries above), write again.
+	for i := 1000; i < n; i += 2 {
+		if err := unix.Unlink(m.Path(fmt.Sprint("s", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < (n-1000)/4; i++ {
+		path := m.Path(fmt.Sprint("again", i))
+		err := writeSmall(path, uint64(1e6+i))
+		// The kernel forgets unlinked inodes asynchronously; give it time.
+		for deadline := time.Now().Add(10 * time.Second); errors.Is(err, unix.ENOSPC) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			unix.Unlink(path)
+			err = writeSmall(path, uint64(1e6+i))
+		}
+		if err != nil {
+			t.Fatalf("after freeing half the small files, writing file %d: %v", i, err)
+		}
+	}
+	// Everything written completely is intact after a remount: the files
+	// the appends above reached hold their 3000 bytes, then appended ones
+	// (or, for the append that failed, zeros where its data did not land).
+	m.Remount()
+	for i := 0; i < n; i++ {
+		if i >= 1000 && i%2 == 0 {
+			continue // unlinked
+		}
+		path := m.Path(fmt.Sprint("s", i))
+		if i >= 1000 {
+			checkPrefix(t, path, pattern{seed: uint64(i), size: 3000}, true, 3000)
+			continue
+		}
+		data, err := readFile(path)
+		if err != nil || len(data) < 3000 {
+			t.Fatalf("%s: %d bytes, %v", path, len(data), err)
+		}
+		want := make([]byte, 3000)
+		pattern{seed: uint64(i), size: 3000}.fill(want, 0)
+		if !bytes.Equal(data[:3000], want) || len(bytes.Trim(data[3000:], "a\x00")) != 0 {
+			t.Fatalf("%s: its bytes changed (%d bytes)", path, len(data))
+		}
+	}
+	for i := 0; i < (n-1000)/4; i++ {
+		checkPrefix(t, m.Path(fmt.Sprint("again", i)), pattern{seed: uint64(1e6 + i), size: 3000}, true, 3000)
+	}
+	// Clear the arena for the disk phase.
+	ents, err := readDirNames(m.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := unix.Unlink(m.Path(e)); err != nil && !errors.Is(err, unix.EISDIR) {
+			t.Fatal(err)
+		} else if err != nil {
+			if err := unix.Rmdir(m.Path(e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// readDirNames lists dir without "." and "..".
+func readDirNames(dir string) ([]string, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+// noSpaceDisk writes a large file until the disk is full, fsyncing every 4
+// MiB, then checks it after a remount, frees it and writes again.
+func noSpaceDisk(t *testing.T, m *mounttest.Mounted, wb bool) {
+	const chunk = 1 << 20
+	p := pattern{seed: 7777, size: 1 << 30}
+	path := m.Path("big")
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, chunk)
+	var written, synced int64
+	for written < p.size {
+		p.fill(buf, written)
+		var n int
+		if n, err = unix.Pwrite(fd, buf, written); err != nil {
+			break
+		}
+		written += int64(n)
+		if written%(4<<20) == 0 {
+			if err = unix.Fsync(fd); err != nil {
+				break
+			}
+			synced = written
+		}
+	}
+	isNoSpace(t, fmt.Sprintf("writing a large file at %d", written), err)
+	// An fsync that failed reports its error once (as on every Linux file
+	// system), so a later one that succeeds promises nothing about the data
+	// the failed one lost: only a write that failed leaves fsync meaningful.
+	fsyncFailed := synced != written && written%(4<<20) == 0
+	if err := unix.Fsync(fd); err == nil && !fsyncFailed {
+		synced = written
+	} else if err != nil {
+		isNoSpace(t, "fsync after ENOSPC", err)
+	}
+	if err := unix.Close(fd); err != nil {
+		isNoSpace(t, "close after ENOSPC", err)
+	}
+	if synced < 16<<20 {
+		t.Fatalf("only %d bytes fit on a 32 MiB disk", synced)
+	}
+	t.Logf("disk full after %d bytes written, %d fsync'd", written, synced)
+	m.Remount()
+	// Write-through: every byte whose write returned is there, and nothing
+	// more. Writeback: everything fsync'd, then the file's own bytes or zeros.
+	p.size = written
+	checkPrefix(t, path, p, !wb, synced)
+	if err := unix.Unlink(path); err != nil {
+		t.Fatal(err)
+	}
+	// The freed blocks are reused: a new 8 MiB file fits (after the kernel
+	// has forgotten the unlinked one).
+	q := pattern{seed: 8888, size: 8 << 20}
+	data := make([]byte, q.size)
+	q.fill(data, 0)
+	write := func() error {
+		fd, err := unix.Open(m.Path("again"), unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return err
+		}
+		err = writeAll(fd, data)
+		if err == nil {
+			err = unix.Fsync(fd)
+		}
+		if cerr := unix.Close(fd); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	err = write()
+	for deadline := time.Now().Add(10 * time.Second); errors.Is(err, unix.ENOSPC) && time.Now().Before(deadline); err = write() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("writing 8 MiB after freeing the disk: %v", err)
+	}
+	m.Remount()
+	checkPrefix(t, m.Path("again"), q, true, q.size)
+}
