@@ -37,7 +37,7 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 		if err != nil {
 			return err
 		}
-		changed := false
+		changed := in.Valid&SetTouch != 0
 		if in.Valid&SetSize != 0 {
 			switch n.typ() {
 			case S_IFREG:

@@ -43,6 +43,19 @@ func TestChmodChownUtimens(t *testing.T) {
 	if at.Ctime != ct {
 		t.Fatalf("explicit ctime %v", at.Ctime)
 	}
+	// An empty SetAttr changes nothing; SetTouch (chown(-1, -1)) marks
+	// ctime and nothing else.
+	same, err := fs.SetAttr(f.Ino, SetAttr{}, root)
+	must(t, err)
+	if same != at {
+		t.Fatalf("empty SetAttr changed %+v to %+v", at, same)
+	}
+	touched, err := fs.SetAttr(f.Ino, SetAttr{Valid: SetTouch}, root)
+	must(t, err)
+	if !touched.Ctime.after(ct) || touched.Mtime != at.Mtime || touched.Atime != at.Atime || touched.Mode != at.Mode {
+		t.Fatalf("SetTouch: %+v, was %+v", touched, at)
+	}
+	at = touched
 	// Nanoseconds survive a remount.
 	fs = env.reopen(fs)
 	got, _ := fs.GetAttr(f.Ino)

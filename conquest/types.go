@@ -58,6 +58,7 @@ const (
 	SetMtimeNow                       // mtime = now
 	SetCtime                          // Ctime (otherwise ctime = now on any change)
 	SetKillSUIDGID                    // clear S_ISUID, and S_ISGID if group-exec is set
+	SetTouch                          // ctime = now even if nothing else changes (chown(-1, -1), as ext4)
 )
 
 // Rename flags (the values of renameat2(2)).

@@ -17,6 +17,7 @@ var timeTests = map[string]Test{
 	"TimesOnWrite":     testTimesOnWrite,
 	"TimesOnOpenTrunc": testTimesOnOpenTrunc,
 	"TimesOnChmod":     testTimesOnChmod,
+	"TimesOnChownNoop": testTimesOnChownNoop,
 	"TimesOnLink":      testTimesOnLink,
 	"TimesOnUnlink":    testTimesOnUnlink,
 	"AtimeRelatime":    testAtimeRelatime,
@@ -183,6 +184,47 @@ func testTimesOnChmod(t *testing.T, dir string) {
 	}
 	if !tsEqual(st.Mtim, old) || !tsEqual(st.Atim, old) {
 		t.Fatalf("chmod changed mtime/atime: %v %v", st.Mtim, st.Atim)
+	}
+}
+
+// chown(path, -1, -1) changes no owner, but ext4, xfs and tmpfs mark ctime
+// anyway (the VFS sends it as a ctime-only change); so does fchown, and
+// so does a chown to the owner and group the file already has.
+func testTimesOnChownNoop(t *testing.T, dir string) {
+	p := join(dir, "f")
+	writeFile(t, p, []byte("x"), 0644)
+	ok(t, unix.Mkdir(join(dir, "d"), 0755), "mkdir")
+	ok(t, unix.Symlink("f", join(dir, "l")), "symlink")
+	old := unix.Timespec{Sec: 1000000000, Nsec: 77}
+	for _, c := range []struct {
+		what  string
+		path  string
+		chown func() error
+	}{
+		{"chown(f, -1, -1)", p, func() error { return unix.Chown(p, -1, -1) }},
+		{"lchown(d, -1, -1)", join(dir, "d"), func() error { return unix.Lchown(join(dir, "d"), -1, -1) }},
+		{"lchown(l, -1, -1)", join(dir, "l"), func() error { return unix.Lchown(join(dir, "l"), -1, -1) }},
+		{"fchown(f, -1, -1)", p, func() error {
+			fd := open(t, p, unix.O_RDONLY, 0)
+			defer unix.Close(fd)
+			return unix.Fchown(fd, -1, -1)
+		}},
+		{"chown(f, own uid, own gid)", p, func() error {
+			st := lstat(t, p)
+			return unix.Chown(p, int(st.Uid), int(st.Gid))
+		}},
+	} {
+		setTimes(t, c.path, old, old)
+		st0 := lstat(t, c.path)
+		tickSleep()
+		ok(t, c.chown(), c.what)
+		st := lstat(t, c.path)
+		if !tsAfter(st.Ctim, st0.Ctim) || !tsEqual(st.Mtim, old) || !tsEqual(st.Atim, old) ||
+			st.Uid != st0.Uid || st.Gid != st0.Gid || st.Mode != st0.Mode {
+			t.Fatalf("%s: ctime updated %v, mtime kept %v, atime kept %v, uid %d->%d gid %d->%d mode %o->%o",
+				c.what, tsAfter(st.Ctim, st0.Ctim), tsEqual(st.Mtim, old), tsEqual(st.Atim, old),
+				st0.Uid, st.Uid, st0.Gid, st.Gid, st0.Mode, st.Mode)
+		}
 	}
 }
 
