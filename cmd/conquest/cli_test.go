@@ -364,6 +364,16 @@ func TestDeadMount(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The kernel caches the root's attributes (a stat of the mount point
+	// then never reaches the dead daemon), and a descriptor keeps the mount
+	// busy: umount must still take the dead mount down.
+	if _, err := os.Stat(mp); err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.Open(filepath.Join(mp, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Find and kill the daemon: it holds the arena lock.
 	pram := filepath.Join(c.home, "pram.img")
 	pid := holder(pram)
@@ -375,10 +385,20 @@ func TestDeadMount(t *testing.T) {
 	for inUse(pram) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if _, err := os.Stat(mp); !errors.Is(err, syscall.ENOTCONN) {
-		t.Fatalf("stat of the dead mount: %v, want ENOTCONN", err)
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(mp, &sfs); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("statfs of the dead mount: %v, want ENOTCONN", err)
 	}
-	c.ok("umount", mp)
+	if _, errs := c.ok("umount", mp); !strings.Contains(errs, "daemon had died") || !strings.Contains(errs, "detached") {
+		t.Errorf("umount of a busy dead mount: %q", errs)
+	}
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Fatal("umount left the dead mount on the mount point")
+	}
+	if _, err := held.Read(make([]byte, 1)); !errors.Is(err, syscall.ENOTCONN) {
+		t.Errorf("read from the detached dead mount: %v, want ENOTCONN", err)
+	}
+	held.Close()
 	_, errs := c.ok("mount", mp)
 	if !strings.Contains(errs, "not unmounted cleanly") {
 		t.Errorf("remount after kill -9 did not report recovery: %q", errs)
@@ -388,12 +408,16 @@ func TestDeadMount(t *testing.T) {
 	}
 
 	// Mounting straight over the dead mount clears it first, even while a
-	// process still holds a descriptor into it (the detach is lazy then).
-	held, err := os.Open(filepath.Join(mp, "f"))
+	// process still holds a descriptor into it (the detach is lazy then)
+	// and the mount point's attributes are cached.
+	held, err = os.Open(filepath.Join(mp, "f"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
+	if _, err := os.Stat(mp); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(mp, "g"), []byte("y"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
 	"conquest/fusefs"
@@ -87,20 +88,10 @@ func checkMountpoint(dir string) (abs string, cleared bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	st, err := os.Stat(abs)
-	if errors.Is(err, syscall.ENOTCONN) {
-		if mi, ok := fusefs.Mounted(abs); ok && mi.FSType == "fuse.conquest" {
-			if uerr := fusefs.Unmount(abs, false); uerr != nil {
-				// Busy: processes still hold files or directories of the
-				// dead mount. Detach it; they keep getting ENOTCONN.
-				if uerr = fusefs.Unmount(abs, true); uerr != nil {
-					return "", false, fmt.Errorf("%s: a dead Conquest mount is there and cannot be unmounted: %v", abs, uerr)
-				}
-			}
-			cleared = true
-			st, err = os.Stat(abs)
-		}
+	if cleared, _, err = clearDeadMount(abs); err != nil {
+		return "", false, err
 	}
+	st, err := os.Stat(abs)
 	switch {
 	case os.IsNotExist(err):
 		return "", cleared, fmt.Errorf("%s: mount point does not exist", abs)
@@ -115,6 +106,31 @@ func checkMountpoint(dir string) (abs string, cleared bool, err error) {
 		return "", cleared, fmt.Errorf("%s: a Conquest file system (%s) is already mounted here", abs, strings.TrimPrefix(mi.Source, fsnamePrefix))
 	}
 	return abs, cleared, nil
+}
+
+// clearDeadMount unmounts the Conquest mount on abs if its daemon died (every
+// request fails with ENOTCONN). If processes still hold files or directories
+// of it, it is detached instead (they keep getting ENOTCONN), and detached
+// says so. cleared is false when abs holds no dead Conquest mount.
+//
+// The probe is statfs, which the kernel always asks the daemon: a stat of
+// the mount point may be answered from the attributes the kernel cached
+// before the daemon died.
+func clearDeadMount(abs string) (cleared, detached bool, err error) {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(abs, &sfs); !errors.Is(err, unix.ENOTCONN) {
+		return false, false, nil
+	}
+	if mi, ok := fusefs.Mounted(abs); !ok || mi.FSType != "fuse.conquest" {
+		return false, false, nil
+	}
+	if uerr := fusefs.Unmount(abs, false); uerr == nil {
+		return true, false, nil
+	}
+	if uerr := fusefs.Unmount(abs, true); uerr != nil {
+		return false, false, fmt.Errorf("%s: a dead Conquest mount is there and cannot be unmounted: %v", abs, uerr)
+	}
+	return true, true, nil
 }
 
 // fsnamePrefix + the arena path is the mount's source in /proc/mounts, so

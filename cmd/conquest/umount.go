@@ -37,6 +37,18 @@ func umountCommand() *cli.Command {
 			if mi.FSType != "fuse.conquest" {
 				return fmt.Errorf("%s: not a Conquest file system (it is %s)", mp, mi.FSType)
 			}
+			// A dead mount (its daemon was killed) has nothing to wait
+			// for: take it down even if processes still hold it.
+			if cleared, detached, err := clearDeadMount(mi.Dir); err != nil {
+				return err
+			} else if cleared {
+				how := "unmounted it"
+				if detached {
+					how = "detached it (processes still hold files or directories there; they get ENOTCONN)"
+				}
+				fmt.Fprintf(c.App.ErrWriter, "conquest: %s: its daemon had died: %s; the next mount recovers the arena\n", mi.Dir, how)
+				return nil
+			}
 			if err := fusefs.Unmount(mi.Dir, c.Bool("lazy")); err != nil {
 				return err
 			}
