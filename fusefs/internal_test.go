@@ -536,3 +536,17 @@ func TestParseTmpfile(t *testing.T) {
 		}
 	}
 }
+
+// whyNoFUSE names a missing fusermount3 (bazil's error would only say
+// that the mount failed), and nothing when FUSE is usable.
+func TestWhyNoFUSE(t *testing.T) {
+	if _, err := exec.LookPath("fusermount3"); err == nil && os.Geteuid() == 0 {
+		if why := whyNoFUSE(); why != "" {
+			t.Errorf("root with fusermount3 installed: %q, want nothing", why)
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+	if why := whyNoFUSE(); !strings.Contains(why, "apt-get install fuse3") {
+		t.Errorf("without fusermount3 on PATH: %q", why)
+	}
+}

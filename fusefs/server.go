@@ -54,6 +54,9 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		if errors.As(err, &nx) {
 			return nil, fmt.Errorf("mounting on %s: mount point does not exist", dir)
 		}
+		if why := whyNoFUSE(); why != "" {
+			return nil, fmt.Errorf("mounting on %s: %w (%s)", dir, err, why)
+		}
 		return nil, fmt.Errorf("mounting on %s: %w", dir, err)
 	}
 	s := &Server{fs: fsys, conn: c, dir: dir, opt: o, done: make(chan struct{})}

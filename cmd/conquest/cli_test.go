@@ -611,3 +611,53 @@ func TestBlockDevices(t *testing.T) {
 		t.Errorf("daemon log does not show the disk in O_DIRECT mode: %v\n%s", err, b)
 	}
 }
+
+// A user who cannot open /dev/fuse learns that from mount's error, not only
+// fusermount3's exit status. It runs where /dev/fuse is closed to other
+// users (some containers; this development machine is one); where it
+// has the usual mode 0666 there is nothing to report, and it skips.
+func TestMountWithoutFUSEAccess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch users")
+	}
+	st, err := os.Stat("/dev/fuse")
+	if err != nil {
+		t.Skipf("no /dev/fuse: %v", err)
+	}
+	if st.Mode().Perm()&0o006 == 0o006 {
+		t.Skip("/dev/fuse is open to every user here")
+	}
+	c := newCLI(t)
+	mp := c.mountpoint()
+	home := t.TempDir()
+	// A copy of the binary that nobody may run.
+	bin := filepath.Join(t.TempDir(), "conquest")
+	data, err := os.ReadFile(c.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{mp, home, bin} {
+		if err := os.Chown(p, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		for d := filepath.Dir(p); d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cmd := exec.Command(bin, "mount", mp)
+	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+home)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		fusefs.Unmount(mp, true)
+		t.Fatalf("nobody mounted although /dev/fuse (mode %#o) is closed to it: %s", st.Mode().Perm(), out)
+	}
+	if !strings.Contains(string(out), "cannot open /dev/fuse") {
+		t.Errorf("mount as nobody without access to /dev/fuse: %v, %q; want it to name /dev/fuse", err, out)
+	}
+}
