@@ -32,22 +32,45 @@ func (fs *FS) StatFS() StatFS {
 	}
 }
 
+// Space reports the arena's and the disk's space from the allocators'
+// counters, without walking the tree.
+func (fs *FS) Space() Space {
+	var sp Space
+	_ = fs.read(func() error {
+		sp = fs.spaceLocked()
+		return nil
+	})
+	return sp
+}
+
+// spaceLocked is Space. Preconditions: fs.mu held.
+func (fs *FS) spaceLocked() Space {
+	st := fs.h.Stats()
+	sp := Space{ArenaBytes: fs.a.Size(), HeapBytes: st.TotalBytes, HeapUsed: st.UsedBytes,
+		HeapFree: st.FreeBytes, Inodes: fs.a.Root(slotInodes)}
+	if fs.ds != nil {
+		ds := fs.ds.Stats()
+		sp.DiskBytes = ds.DataBlocks * ds.BlockSize
+		sp.DiskUsed = (ds.UsedBlocks - min(ds.QuarantinedBlocks, ds.UsedBlocks)) * ds.BlockSize
+		sp.DiskFree = ds.FreeBlocks * ds.BlockSize
+	}
+	return sp
+}
+
 // Usage walks the tree and reports arena usage and file counts.
 func (fs *FS) Usage() Usage {
 	var u Usage
 	_ = fs.read(func() error {
-		st := fs.h.Stats()
-		u = Usage{ArenaBytes: fs.a.Size(), HeapBytes: st.TotalBytes, HeapUsed: st.UsedBytes,
-			HeapFree: st.FreeBytes, HeapObjects: st.Objects, Inodes: fs.a.Root(slotInodes)}
+		sp := fs.spaceLocked()
+		u = Usage{ArenaBytes: sp.ArenaBytes, HeapBytes: sp.HeapBytes, HeapUsed: sp.HeapUsed,
+			HeapFree: sp.HeapFree, HeapObjects: fs.h.Stats().Objects, Inodes: sp.Inodes,
+			DiskBytes: sp.DiskBytes, DiskUsed: sp.DiskUsed, DiskFree: sp.DiskFree}
 		if fs.ds != nil {
 			ds := fs.ds.Stats()
 			u.LargeFileThreshold = fs.threshold
 			u.DiskBlockSize = ds.BlockSize
-			u.DiskBytes = ds.DataBlocks * ds.BlockSize
-			u.DiskUsed = (ds.UsedBlocks - min(ds.QuarantinedBlocks, ds.UsedBlocks)) * ds.BlockSize
 			u.DiskQuarantined = ds.QuarantinedBlocks * ds.BlockSize
 			u.DiskUnsynced = ds.UnsyncedBytes
-			u.DiskFree = ds.FreeBlocks * ds.BlockSize
 			u.DiskFreeExtents = ds.FreeExtents
 			u.DiskBuffered = ds.BufferedBytes
 			u.DiskChecksumErrors = ds.ChecksumErrors

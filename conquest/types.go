@@ -139,6 +139,19 @@ type StatFS struct {
 }
 
 // Usage is arena and disk usage and file counts for `conquest df`/`stat`.
+// Space is what the arena and the disk hold, from the allocators' counters
+// (no walk of the tree): what a mounted `conquest df` shows.
+type Space struct {
+	ArenaBytes uint64 // size of the arena
+	HeapBytes  uint64 // bytes the allocator manages
+	HeapUsed   uint64 // capacity of live allocations
+	HeapFree   uint64 // bytes free in the heap
+	Inodes     uint64 // inodes in use
+	DiskBytes  uint64 // bytes of the disk's data blocks (0 without a disk)
+	DiskUsed   uint64 // bytes of disk blocks held by large files
+	DiskFree   uint64 // bytes of free disk blocks
+}
+
 type Usage struct {
 	ArenaBytes    uint64 // size of the arena
 	HeapBytes     uint64 // bytes the allocator manages

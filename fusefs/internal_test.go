@@ -550,3 +550,20 @@ func TestWhyNoFUSE(t *testing.T) {
 		t.Errorf("without fusermount3 on PATH: %q", why)
 	}
 }
+
+// The space attribute's value round-trips, skips lines a newer daemon may
+// add, and refuses a value that lacks a field or has a bad number.
+func TestSpaceFormat(t *testing.T) {
+	sp := conquest.Space{ArenaBytes: 1 << 30, HeapBytes: 1<<30 - 4096, HeapUsed: 12345, HeapFree: 999,
+		Inodes: 7, DiskBytes: 4 << 30, DiskUsed: 3 << 20, DiskFree: 4<<30 - 3<<20}
+	v := FormatSpace(sp)
+	got, err := ParseSpace(append(v, "future_field 1\n"...))
+	if err != nil || got != sp {
+		t.Fatalf("round trip of %q: %+v %v", v, got, err)
+	}
+	for _, bad := range []string{"", "arena_bytes 1\n", strings.Replace(string(v), "inodes 7", "inodes x", 1), "junk"} {
+		if _, err := ParseSpace([]byte(bad)); err == nil {
+			t.Errorf("ParseSpace(%q) accepted", bad)
+		}
+	}
+}

@@ -14,6 +14,10 @@ import (
 // here: it would turn off every xattr for the whole mount.
 
 func (s *Server) getxattr(r *fuse.GetxattrRequest) {
+	if r.Name == SpaceXattr {
+		s.getSpace(r)
+		return
+	}
 	v, err := s.fs.GetXattr(ino(r.Node), r.Name)
 	if err != nil {
 		s.respondError(r, err)

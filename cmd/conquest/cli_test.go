@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"conquest/conquest"
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
 )
@@ -186,9 +189,26 @@ func TestMountLifecycle(t *testing.T) {
 	c.fails(8, "in use", "fsck", "--pram", pram, "--disk", disk)
 	c.fails(1, "in use", "mkfs", "--force", "--pram", pram, "--disk", disk)
 
+	// df of a mount point shows the arena and the disk apart (the daemon
+	// serves them as an extended attribute; statfs adds them together).
+	if err := os.WriteFile(filepath.Join(mp, "large"), bytes.Repeat([]byte("L"), 3<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, _ := c.ok("df", mp)
-	if !strings.Contains(out, mp) || !strings.Contains(out, "is mounted") {
+	if !strings.Contains(out, mp) || !strings.Contains(out, "mounted") || !strings.Contains(out, "arena") || !strings.Contains(out, "disk") {
 		t.Errorf("df of a mount point:\n%s", out)
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.Getxattr(mp, fusefs.SpaceXattr, buf)
+	if err != nil {
+		t.Fatalf("getxattr %s: %v", fusefs.SpaceXattr, err)
+	}
+	live, err := fusefs.ParseSpace(buf[:n])
+	if err != nil {
+		t.Fatalf("%s %q: %v", fusefs.SpaceXattr, buf[:n], err)
+	}
+	if live.DiskUsed < 3<<20 || live.DiskFree+live.DiskUsed > live.DiskBytes || live.HeapUsed == 0 || live.Inodes != 3 {
+		t.Errorf("space of a mount with a 3 MiB file and a small one: %+v", live)
 	}
 	out, _ = c.ok("df", "--pram", pram, "--disk", disk)
 	if !strings.Contains(out, mp) {
@@ -208,9 +228,18 @@ func TestMountLifecycle(t *testing.T) {
 		t.Errorf("fsck: %s", out)
 	}
 	out, _ = c.ok("df", "--pram", pram, "--disk", disk)
-	if !strings.Contains(out, "1 files") || !strings.Contains(out, "arena") {
+	if !strings.Contains(out, "2 files") || !strings.Contains(out, "arena") {
 		t.Errorf("df of images:\n%s", out)
 	}
+	// The same disk figures as the daemon served while mounted.
+	fsys, err := conquest.Open(pram, disk, conquest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := fsys.Usage(); u.DiskUsed != live.DiskUsed || u.DiskBytes != live.DiskBytes {
+		t.Errorf("disk usage after umount %d of %d, while mounted %d of %d", u.DiskUsed, u.DiskBytes, live.DiskUsed, live.DiskBytes)
+	}
+	fsys.Close()
 	out, _ = c.ok("stat", "--pram", pram, "--disk", disk)
 	for _, want := range []string{"uuid:", "arena size:", "heap:", "files:", "directories:"} {
 		if !strings.Contains(out, want) {

@@ -120,15 +120,8 @@ func pct(used, total uint64) string {
 }
 
 func printDF(out io.Writer, name string, u conquest.Usage) {
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\tSize\tUsed\tAvail\tUse%%\t\n")
-	fmt.Fprintf(tw, "arena\t%s\t%s\t%s\t%s\t\n", formatSize(u.ArenaBytes), formatSize(u.HeapUsed), formatSize(u.HeapFree), pct(u.HeapUsed, u.HeapBytes))
-	if u.DiskBytes > 0 {
-		fmt.Fprintf(tw, "disk\t%s\t%s\t%s\t%s\t\n", formatSize(u.DiskBytes), formatSize(u.DiskUsed), formatSize(u.DiskBytes-min(u.DiskUsed, u.DiskBytes)), pct(u.DiskUsed, u.DiskBytes))
-	} else {
-		fmt.Fprintf(tw, "disk\t-\t-\t-\t-\t\n")
-	}
-	tw.Flush()
+	printSpace(out, conquest.Space{ArenaBytes: u.ArenaBytes, HeapBytes: u.HeapBytes, HeapUsed: u.HeapUsed, HeapFree: u.HeapFree,
+		Inodes: u.Inodes, DiskBytes: u.DiskBytes, DiskUsed: u.DiskUsed, DiskFree: u.DiskFree})
 	fmt.Fprintf(out, "%s: %d inodes: %d files (%s of data), %d directories, %d symlinks, %d special, %d orphans\n",
 		name, u.Inodes, u.Files, formatSize(u.FileBytes), u.Dirs, u.Symlinks, u.Specials, u.Orphans)
 }
@@ -167,8 +160,33 @@ func thresholdText(v uint64) string {
 	return formatSize(v)
 }
 
-// reportMounted prints what statfs(2) tells about a mounted file system.
+// printSpace prints the arena and disk rows of df.
+func printSpace(out io.Writer, sp conquest.Space) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\tSize\tUsed\tAvail\tUse%%\t\n")
+	fmt.Fprintf(tw, "arena\t%s\t%s\t%s\t%s\t\n", formatSize(sp.ArenaBytes), formatSize(sp.HeapUsed), formatSize(sp.HeapFree), pct(sp.HeapUsed, sp.HeapBytes))
+	if sp.DiskBytes > 0 {
+		fmt.Fprintf(tw, "disk\t%s\t%s\t%s\t%s\t\n", formatSize(sp.DiskBytes), formatSize(sp.DiskUsed), formatSize(sp.DiskFree), pct(sp.DiskUsed, sp.DiskBytes))
+	} else {
+		fmt.Fprintf(tw, "disk\t-\t-\t-\t-\t\n")
+	}
+	tw.Flush()
+}
+
+// reportMounted prints the arena's and the disk's space of a mounted file
+// system, which its daemon serves as an extended attribute
+// (fusefs.SpaceXattr); from a daemon that does not, what statfs(2) tells
+// (the two added together).
 func reportMounted(out io.Writer, mi fusefs.MountInfo) error {
+	buf := make([]byte, 4096)
+	if n, err := unix.Getxattr(mi.Dir, fusefs.SpaceXattr, buf); err == nil {
+		if sp, err := fusefs.ParseSpace(buf[:n]); err == nil {
+			printSpace(out, sp)
+			fmt.Fprintf(out, "%s (arena %s, mounted): %d inodes in use; unmount for the per-kind file counts\n",
+				mi.Dir, strings.TrimPrefix(mi.Source, fsnamePrefix), sp.Inodes)
+			return nil
+		}
+	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(mi.Dir, &st); err != nil {
 		return fmt.Errorf("%s: statfs: %v", mi.Dir, err)

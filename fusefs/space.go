@@ -1,0 +1,81 @@
+package fusefs
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"bazil.org/fuse"
+
+	"conquest/conquest"
+)
+
+// SpaceXattr is a read-only extended attribute of every file on the mount
+// (not listed): the arena's and the disk's space, which statfs(2) can only
+// report added together. `conquest df MOUNTPOINT` reads it (getfattr -n
+// system.conquest.space does too). It is in the system namespace, which
+// the VFS leaves to the file system for every user, and which the core
+// never stores (ENOTSUP), so it cannot shadow a real attribute.
+const SpaceXattr = "system.conquest.space"
+
+// spaceFields name the lines of the SpaceXattr value, "name value\n" each.
+var spaceFields = []struct {
+	name string
+	get  func(*conquest.Space) *uint64
+}{
+	{"arena_bytes", func(s *conquest.Space) *uint64 { return &s.ArenaBytes }},
+	{"heap_bytes", func(s *conquest.Space) *uint64 { return &s.HeapBytes }},
+	{"heap_used", func(s *conquest.Space) *uint64 { return &s.HeapUsed }},
+	{"heap_free", func(s *conquest.Space) *uint64 { return &s.HeapFree }},
+	{"inodes", func(s *conquest.Space) *uint64 { return &s.Inodes }},
+	{"disk_bytes", func(s *conquest.Space) *uint64 { return &s.DiskBytes }},
+	{"disk_used", func(s *conquest.Space) *uint64 { return &s.DiskUsed }},
+	{"disk_free", func(s *conquest.Space) *uint64 { return &s.DiskFree }},
+}
+
+// FormatSpace encodes sp as the SpaceXattr value.
+func FormatSpace(sp conquest.Space) []byte {
+	var b strings.Builder
+	for _, f := range spaceFields {
+		fmt.Fprintf(&b, "%s %d\n", f.name, *f.get(&sp))
+	}
+	return []byte(b.String())
+}
+
+// ParseSpace decodes a SpaceXattr value; unknown lines are skipped (a newer
+// daemon may add some), missing ones are an error.
+func ParseSpace(v []byte) (conquest.Space, error) {
+	var sp conquest.Space
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(v)), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			return sp, fmt.Errorf("malformed line %q", line)
+		}
+		for _, f := range spaceFields {
+			if f.name == name {
+				n, err := strconv.ParseUint(val, 10, 64)
+				if err != nil {
+					return sp, fmt.Errorf("%s: %v", name, err)
+				}
+				*f.get(&sp) = n
+				seen++
+			}
+		}
+	}
+	if seen != len(spaceFields) {
+		return sp, fmt.Errorf("%d of %d fields", seen, len(spaceFields))
+	}
+	return sp, nil
+}
+
+// getSpace answers getxattr of SpaceXattr.
+func (s *Server) getSpace(r *fuse.GetxattrRequest) {
+	v := FormatSpace(s.fs.Space())
+	if r.Size != 0 && uint32(len(v)) > r.Size {
+		r.RespondError(syscall.ERANGE)
+		return
+	}
+	r.Respond(&fuse.GetxattrResponse{Xattr: v})
+}
