@@ -490,3 +490,82 @@ func TestReadaheadBudget(t *testing.T) {
 		t.Errorf("%d bytes still held after every handle closed", h)
 	}
 }
+
+// TestReadaheadReorderedWindows: with the mount's read_ahead_kb raised, the
+// kernel sends a whole window (here 2 MiB, sixteen 128 KiB requests) in
+// parallel and the daemon's threads may take them in any order. A handle
+// that has seen that many reads in flight at once still takes a window
+// that arrives last request first for a sequential stream and keeps
+// prefetching; a handle that never had reads in parallel does not accept
+// such jumps (they are random reads there).
+func TestReadaheadReorderedWindows(t *testing.T) {
+	const size, chunk, window = 32 << 20, 128 << 10, 2 << 20
+	run := func(parallel bool) (ReadaheadStats, int64) {
+		cd := &countDevice{Device: NewMemDevice(64 << 20)}
+		e := newEnv(t, envOpts{dev: cd})
+		seg, data, ra := streamFile(e, size)
+		if parallel {
+			ra.mu.Lock()
+			ra.noteConcurrency(window/chunk, chunk) // as read() notes it
+			ra.mu.Unlock()
+		}
+		cd.reads.Store(0)
+		for w := int64(0); w < size; w += window {
+			for o := w + window - chunk; o >= w; o -= chunk {
+				p := make([]byte, chunk)
+				if _, err := e.s.ReadAt(seg, p, o, ra); err != nil || !bytes.Equal(p, data[o:o+chunk]) {
+					t.Fatalf("read at %d: %v", o, err)
+				}
+			}
+		}
+		return ra.Stats(), cd.reads.Load()
+	}
+	reads := int64(size / chunk)
+	st, dr := run(true)
+	if st.Hits < reads*7/10 || dr > reads/4 {
+		t.Fatalf("windows in reverse after %d reads in flight: %d of %d reads hit, %d device reads: %+v",
+			window/chunk, st.Hits, reads, dr, st)
+	}
+	st, _ = run(false)
+	if st.Prefetches != 0 {
+		t.Fatalf("one read at a time, windows in reverse (jumps of %d bytes) prefetched: %+v", window, st)
+	}
+}
+
+// read() counts the reads in flight on a handle: parallel readers raise
+// its reorder tolerance, one reader at a time leaves it at one read.
+func TestReadaheadCountsReadsInFlight(t *testing.T) {
+	cd := &countDevice{Device: NewMemDevice(64 << 20), delay: 20 * time.Millisecond}
+	e := newEnv(t, envOpts{dev: cd})
+	const chunk = 128 << 10
+	seg, _, ra := streamFile(e, 8<<20)
+	p := make([]byte, chunk)
+	for o := int64(0); o < 4*chunk; o += chunk {
+		if _, err := e.s.ReadAt(seg, p, 5<<20+o*3, ra); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ra.mu.Lock()
+	one := ra.reorder
+	ra.mu.Unlock()
+	if one != chunk {
+		t.Fatalf("one reader at a time: reorder %d, want %d", one, chunk)
+	}
+	var wg sync.WaitGroup
+	for i := int64(0); i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := make([]byte, chunk)
+			if _, err := e.s.ReadAt(seg, q, i*chunk, ra); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if ra.reorder < 2*chunk {
+		t.Fatalf("8 parallel readers (device reads of 20 ms): reorder %d", ra.reorder)
+	}
+}
