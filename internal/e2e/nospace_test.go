@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -53,17 +54,14 @@ func isNoSpace(t *testing.T, what string, err error) {
 	}
 }
 
-// writeSmall creates path with the 3000 bytes of pattern seed, fsyncs and
-// closes it, and returns the first error.
-func writeSmall(path string, seed uint64) error {
-	p := pattern{seed: seed, size: 3000}
-	buf := make([]byte, p.size)
-	p.fill(buf, 0)
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+// writeSynced opens path with flags (and O_WRONLY|O_CREAT), writes data,
+// fsyncs and closes it, and returns the first error.
+func writeSynced(path string, flags int, data []byte) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC|flags, 0o644)
 	if err != nil {
 		return err
 	}
-	err = writeAll(fd, buf)
+	err = writeAll(fd, data)
 	if err == nil {
 		err = unix.Fsync(fd)
 	}
@@ -73,6 +71,15 @@ func writeSmall(path string, seed uint64) error {
 	return err
 }
 
+// writeSmall creates path with the 3000 bytes of pattern seed, fsyncs and
+// closes it, and returns the first error.
+func writeSmall(path string, seed uint64) error {
+	p := pattern{seed: seed, size: 3000}
+	buf := make([]byte, p.size)
+	p.fill(buf, 0)
+	return writeSynced(path, unix.O_EXCL, buf)
+}
+
 // checkPrefix checks that path holds pattern p's bytes: exactly p.size of
 // them when exact, else a prefix of them (bytes past synced may also read
 // as zeros: with the writeback cache, data that failed to reach the file
@@ -80,7 +87,7 @@ func writeSmall(path string, seed uint64) error {
 // anything else).
 func checkPrefix(t *testing.T, path string, p pattern, exact bool, synced int64) int64 {
 	t.Helper()
-	data, err := readFile(path)
+	data, err := readAllRaw(path)
 	if err != nil {
 		t.Fatalf("reading %s: %v", path, err)
 	}
@@ -96,29 +103,6 @@ func checkPrefix(t *testing.T, path string, p pattern, exact bool, synced int64)
 		}
 	}
 	return n
-}
-
-func readFile(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	var out bytes.Buffer
-	buf := make([]byte, 1<<20)
-	for {
-		n, err := unix.Read(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return out.Bytes(), nil
-		}
-		out.Write(buf[:n])
-	}
 }
 
 // noSpaceArena fills the arena with small files, then tries every other
@@ -148,18 +132,7 @@ func noSpaceArena(t *testing.T, m *mounttest.Mounted) {
 			return unix.Setxattr(m.Path(fmt.Sprint("s", i)), "user.big", bytes.Repeat([]byte("x"), 2000), 0)
 		},
 		"append": func(i int) error {
-			fd, err := unix.Open(m.Path(fmt.Sprint("s", i)), unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0)
-			if err != nil {
-				return err
-			}
-			err = writeAll(fd, bytes.Repeat([]byte("a"), 8192))
-			if err == nil {
-				err = unix.Fsync(fd)
-			}
-			if cerr := unix.Close(fd); err == nil {
-				err = cerr
-			}
-			return err
+			return writeSynced(m.Path(fmt.Sprint("s", i)), unix.O_APPEND, bytes.Repeat([]byte("a"), 8192))
 		},
 	}
 	extra := map[string]int{}
@@ -175,7 +148,7 @@ func noSpaceArena(t *testing.T, m *mounttest.Mounted) {
 	}
 	t.Logf("%d small files filled the arena; then succeeded before ENOSPC: %v", n, extra)
 	// The file whose write failed holds a prefix of its bytes, if it exists.
-	if _, err := readFile(m.Path(fmt.Sprint("s", n))); err == nil {
+	if _, err := readAllRaw(m.Path(fmt.Sprint("s", n))); err == nil {
 		checkPrefix(t, m.Path(fmt.Sprint("s", n)), pattern{seed: uint64(n), size: 3000}, false, 0)
 	}
 	// Free half (none of those touched by the tries above), write again.
@@ -210,7 +183,7 @@ func noSpaceArena(t *testing.T, m *mounttest.Mounted) {
 			checkPrefix(t, path, pattern{seed: uint64(i), size: 3000}, true, 3000)
 			continue
 		}
-		data, err := readFile(path)
+		data, err := readAllRaw(path)
 		if err != nil || len(data) < 3000 {
 			t.Fatalf("%s: %d bytes, %v", path, len(data), err)
 		}
@@ -224,39 +197,14 @@ func noSpaceArena(t *testing.T, m *mounttest.Mounted) {
 		checkPrefix(t, m.Path(fmt.Sprint("again", i)), pattern{seed: uint64(1e6 + i), size: 3000}, true, 3000)
 	}
 	// Clear the arena for the disk phase.
-	ents, err := readDirNames(m.Dir)
+	ents, err := os.ReadDir(m.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if err := unix.Unlink(m.Path(e)); err != nil && !errors.Is(err, unix.EISDIR) {
+		if err := os.Remove(m.Path(e.Name())); err != nil {
 			t.Fatal(err)
-		} else if err != nil {
-			if err := unix.Rmdir(m.Path(e)); err != nil {
-				t.Fatal(err)
-			}
 		}
-	}
-}
-
-// readDirNames lists dir without "." and "..".
-func readDirNames(dir string) ([]string, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	var names []string
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := unix.ReadDirent(fd, buf)
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return names, nil
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
 }
 
@@ -316,20 +264,7 @@ func noSpaceDisk(t *testing.T, m *mounttest.Mounted, wb bool) {
 	q := pattern{seed: 8888, size: 8 << 20}
 	data := make([]byte, q.size)
 	q.fill(data, 0)
-	write := func() error {
-		fd, err := unix.Open(m.Path("again"), unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			return err
-		}
-		err = writeAll(fd, data)
-		if err == nil {
-			err = unix.Fsync(fd)
-		}
-		if cerr := unix.Close(fd); err == nil {
-			err = cerr
-		}
-		return err
-	}
+	write := func() error { return writeSynced(m.Path("again"), unix.O_TRUNC, data) }
 	err = write()
 	for deadline := time.Now().Add(10 * time.Second); errors.Is(err, unix.ENOSPC) && time.Now().Before(deadline); err = write() {
 		time.Sleep(20 * time.Millisecond)
