@@ -112,16 +112,9 @@ func checkMountpoint(dir string) (abs string, cleared bool, err error) {
 // request fails with ENOTCONN). If processes still hold files or directories
 // of it, it is detached instead (they keep getting ENOTCONN), and detached
 // says so. cleared is false when abs holds no dead Conquest mount.
-//
-// The probe is statfs, which the kernel always asks the daemon: a stat of
-// the mount point may be answered from the attributes the kernel cached
-// before the daemon died.
 func clearDeadMount(abs string) (cleared, detached bool, err error) {
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(abs, &sfs); !errors.Is(err, unix.ENOTCONN) {
-		return false, false, nil
-	}
-	if mi, ok := fusefs.Mounted(abs); !ok || mi.FSType != "fuse.conquest" {
+	mi, ok := fusefs.Mounted(abs)
+	if !ok || mi.FSType != "fuse.conquest" || !mountDead(mi) {
 		return false, false, nil
 	}
 	if uerr := fusefs.Unmount(abs, false); uerr == nil {
@@ -131,6 +124,20 @@ func clearDeadMount(abs string) (cleared, detached bool, err error) {
 		return false, false, fmt.Errorf("%s: a dead Conquest mount is there and cannot be unmounted: %v", abs, uerr)
 	}
 	return true, true, nil
+}
+
+// mountDead reports whether the Conquest mount mi has lost its daemon. A
+// daemon holds its arena's lock while it serves, so a free lock means it is
+// gone, and finding that out asks nothing of the mount (a hung daemon cannot
+// hang umount). A mount whose source names no arena here is probed with
+// statfs(2), which the kernel always passes to the daemon (a stat may be
+// answered from attributes it cached before the daemon died).
+func mountDead(mi fusefs.MountInfo) bool {
+	if arena, ok := strings.CutPrefix(mi.Source, fsnamePrefix); ok && exists(arena) {
+		return !inUse(arena)
+	}
+	var sfs unix.Statfs_t
+	return errors.Is(unix.Statfs(mi.Dir, &sfs), unix.ENOTCONN)
 }
 
 // fsnamePrefix + the arena path is the mount's source in /proc/mounts, so
