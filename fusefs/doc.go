@@ -46,7 +46,12 @@
 //   - the caller's group membership for HANDLE_KILLPRIV_V2 (killpriv.go): a
 //     write or truncate by a non-member without CAP_FSETID clears an
 //     S_ISGID without group exec (Linux >= 6.2), which the core, knowing no
-//     groups, keeps.
+//     groups, keeps;
+//   - the space attribute (space.go): getxattr of system.conquest.space on
+//     any file answers the arena's and the disk's space (FS.Space), which
+//     statfs can only add together; `conquest df` of a mount reads it;
+//   - naming why a mount failed in fusermount3 (nofuse.go): /dev/fuse closed
+//     to the user, or fuse3 not installed.
 //
 // STATFS waits briefly for the RELEASEs and FORGETs that were in progress or
 // queued when it arrived (frees.go), so that space freed by a close and
