@@ -30,7 +30,7 @@
 //
 //  1. FS.mu (sync.RWMutex). Mutations, including writes of file data and the
 //     atime update after a read, hold it exclusively; Lookup, GetAttr, Read,
-//     ReadDir, Readlink, xattr reads, StatFS, Usage and Check hold it shared.
+//     ReadDir, Readlink, xattr reads, StatFS, Space, Usage and Check hold it shared.
 //     A read that finds atime due releases the shared lock and then takes the
 //     exclusive one (never upgrades in place).
 //  2. The pram transaction mutex (Arena.Begin), only under FS.mu held
