@@ -428,3 +428,21 @@ func TestNoAtimeOpen(t *testing.T) {
 		})
 	}
 }
+
+// A mount raises the kernel's read-ahead of its files to 1 MiB (bdi.go), or
+// to what Options ask, or leaves the kernel's default (128 KiB) alone.
+func TestReadaheadKB(t *testing.T) {
+	for _, c := range []struct {
+		set, want int
+	}{{0, 1024}, {512, 512}, {-1, 128}} {
+		m := mounttest.Mount(t, mounttest.WithFuseOptions(fusefs.Options{ReadaheadKB: c.set}))
+		got, err := fusefs.ReadaheadKB(m.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("ReadaheadKB %d: the mount's read_ahead_kb is %d, want %d", c.set, got, c.want)
+		}
+		m.Unmount()
+	}
+}

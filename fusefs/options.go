@@ -29,6 +29,12 @@ type Options struct {
 	Readers    int
 	MaxReaders int
 
+	// ReadaheadKB is how far ahead the kernel reads a file sequentially
+	// read (the mount's bdi read_ahead_kb; bdi.go). Zero means 1024; a
+	// negative value leaves the kernel's default (128). Setting it needs
+	// root; other mounts keep the default.
+	ReadaheadKB int
+
 	// EntryTTL, AttrTTL and NegativeTTL are how long the kernel may cache a
 	// name, an inode's attributes and the absence of a name. Zero means the
 	// default (one hour each: every change passes through this daemon, which
@@ -73,6 +79,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxReaders < o.Readers {
 		o.MaxReaders = max(defaultMaxReaders, o.Readers)
+	}
+	if o.ReadaheadKB == 0 {
+		o.ReadaheadKB = defaultReadaheadKB
 	}
 	o.EntryTTL = ttl(o.EntryTTL)
 	o.AttrTTL = ttl(o.AttrTTL)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -80,6 +81,14 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		}
 		close(s.done)
 	}()
+	if o.ReadaheadKB > 0 {
+		// Now that requests are served (finding the mount looks the mount
+		// point up) and before Mount returns: an open file keeps the
+		// read-ahead it was opened with.
+		if err := setReadaheadKB(dir, o.ReadaheadKB); err != nil && !errors.Is(err, fs.ErrPermission) {
+			o.Logf("fusefs: setting the read-ahead to %d KiB: %v", o.ReadaheadKB, err)
+		}
+	}
 	if !primePollOnMount {
 		return s, nil
 	}

@@ -55,6 +55,9 @@ type MountInfo struct {
 	Source string // e.g. "conquest"
 	// Options are the super options, e.g. "rw,user_id=0,...,allow_other".
 	Options string
+	// Device is the mount's device number as "major:minor" (for FUSE, 0 and
+	// the connection number: also the name of its bdi in /sys/class/bdi).
+	Device string
 }
 
 // Mounted reports the mount on dir, if dir is a mount point.
@@ -90,7 +93,7 @@ func Mounted(dir string) (MountInfo, bool) {
 		}
 		if unescapeMount(fields[4]) == abs {
 			// The last mount on a point hides earlier ones.
-			found = MountInfo{Dir: abs, FSType: fields[sep+1], Source: unescapeMount(fields[sep+2])}
+			found = MountInfo{Dir: abs, FSType: fields[sep+1], Source: unescapeMount(fields[sep+2]), Device: fields[2]}
 			if sep+3 < len(fields) {
 				found.Options = fields[sep+3]
 			}
