@@ -25,8 +25,8 @@
 //     KeepCache on open, except that when a read would update atime
 //     (FS.KeepCache false: the first read after a change must reach the
 //     core) a file of up to 128 KiB drops its pages and a larger one only
-//     its first page (file.go, atimeCache), readahead and async
-//     reads, HANDLE_KILLPRIV_V2, and invalidation of the attributes the
+//     its first page (file.go, atimeCache), readahead (raised to 1 MiB
+//     through the mount's bdi, bdi.go) and async reads, HANDLE_KILLPRIV_V2, and invalidation of the attributes the
 //     kernel cannot know changed (see invalidate notes in file.go). The
 //     writeback cache is opt-in (Options.WritebackCache): it makes large
 //     writes several times faster but small-file work ~20% slower (a SETATTR
