@@ -148,6 +148,8 @@ func Format(path string, opts Options) (*Arena, error) {
 	encodeSuper(m[:PageSize], g)
 	binary.LittleEndian.PutUint64(m[offState:], StateDirty)
 	binary.LittleEndian.PutUint64(m[offMounts:], 1)
+	boot := bootID()
+	copy(m[offBoot:offBoot+16], boot[:])
 	if err := a.Persist(0, PageSize); err != nil {
 		a.unmap()
 		return nil, err
@@ -193,6 +195,7 @@ func Open(path string) (*Arena, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	a.recovered = n
+	a.noteBoot()
 	a.PutU64(offState, StateDirty)
 	a.PutU64(offMounts, a.U64(offMounts)+1)
 	if err := a.Persist(0, PageSize); err != nil {

@@ -8,7 +8,9 @@
 //     daemon per arena;
 //   - the superblock at offset 0: magic, version, UUID, sizes, feature flags,
 //     clean/dirty state and a farm-hash checksum (Validate, sentinel errors in
-//     errors.go), plus a small array of root slots for the layers above;
+//     errors.go), plus a small array of root slots for the layers above, and
+//     the boot ID of the kernel that opened the arena, from which Open tells a
+//     crash of the whole system from one of the daemon (boot.go, CheckDue);
 //   - the undo journal (Tx): every metadata store goes through a Tx, which
 //     records the old bytes before it changes them; Commit drops the record
 //     with one 8-byte store, and recovery on the next Open rolls back any Tx

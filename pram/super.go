@@ -32,6 +32,8 @@ const (
 
 	offState      = 512 // uint64: StateClean or StateDirty
 	offMounts     = 520 // uint64: mount counter
+	offBoot       = 528 // [16]byte: boot ID of the kernel that last opened the arena (zeros: unknown)
+	offCheckDue   = 544 // uint64: non-zero when a full consistency check is due (boot.go)
 	offRoots      = 576 // [NumRoots]uint64
 	NumRoots      = 32
 	superDynEnd   = offRoots + 8*NumRoots

@@ -21,6 +21,7 @@ func TestSuperblockLayoutPinned(t *testing.T) {
 		{"offJournalLen", offJournalLen, 48}, {"offHeap", offHeap, 56}, {"offCreated", offCreated, 64},
 		{"offParams", offParams, 72}, {"NumParams", NumParams, 8}, {"offChecksum", offChecksum, 136},
 		{"superStatic", superStatic, 144}, {"offState", offState, 512}, {"offMounts", offMounts, 520},
+		{"offBoot", offBoot, 528}, {"offCheckDue", offCheckDue, 544},
 		{"offRoots", offRoots, 576}, {"NumRoots", NumRoots, 32}, {"superDynEnd", superDynEnd, 832},
 		{"journalHeader", journalHeader, 64}, {"MinSize", MinSize, 1 << 20}, {"PageSize", PageSize, 4096},
 		{"Version", int(Version), 1}, {"StateClean", int(StateClean), 1}, {"StateDirty", int(StateDirty), 2},
@@ -35,7 +36,7 @@ func TestSuperblockLayoutPinned(t *testing.T) {
 		t.Errorf("Magic = %q", Magic)
 	}
 	if offParams+8*NumParams != offChecksum || offChecksum+8 != superStatic || superStatic > offState ||
-		offMounts+8 > offRoots || superDynEnd > PageSize {
+		offMounts+8 > offBoot || offBoot+16 > offCheckDue || offCheckDue+8 > offRoots || superDynEnd > PageSize {
 		t.Error("superblock fields overlap or overflow the page")
 	}
 }

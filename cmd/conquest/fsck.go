@@ -74,6 +74,13 @@ func fsckCommand() *cli.Command {
 				errs = fsys.CheckWith(conquest.CheckOptions{VerifyData: true, Progress: bar.update})
 			}
 			bar.done()
+			due := fsys.Arena().CheckDue()
+			if due && err == nil && len(rep.Remaining) == 0 && (c.Bool("repair") || len(errs) == 0) {
+				// Consistent now: a mount need not walk it again.
+				if e := fsys.Arena().ClearCheckDue(); e != nil {
+					err = fmt.Errorf("recording the check: %w", e)
+				}
+			}
 			if e := fsys.Close(); e != nil && err == nil {
 				err = fmt.Errorf("closing: %w", e)
 			}
@@ -87,6 +94,9 @@ func fsckCommand() *cli.Command {
 			if dirty {
 				fmt.Fprintf(out, "%s: was not unmounted cleanly: recovered (%d journal records rolled back)\n", im.pram, rolled)
 				code = fsckCorrected
+			}
+			if due {
+				fmt.Fprintf(out, "%s: was open when the system went down (a power loss or a kernel crash): checked in full\n", im.pram)
 			}
 			for _, e := range errs {
 				fmt.Fprintf(out, "%s: %v\n", im.pram, e)

@@ -173,6 +173,10 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 	if a := fsys.Arena(); a.WasDirty() {
 		rep.infof("%s was not unmounted cleanly: recovered (%d journal records rolled back)", im.pram, a.Recovered())
 	}
+	if err := checkAfterSystemCrash(fsys, im, rep); err != nil {
+		fsys.Close()
+		return err
+	}
 	o.FSName = fsnamePrefix + im.pram
 	o.Logf = rep.logf
 	stopProfile := startProfile(rep)

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"conquest/fusefs"
+	"conquest/internal/mounttest"
+)
+
+// pretendSystemCrash makes the arena look as if the kernel that last opened
+// it was another boot: what a power loss or a kernel crash with the arena
+// open leaves (pram/boot.go). The boot ID is at byte 528 of the superblock.
+func pretendSystemCrash(t *testing.T, pram string) {
+	t.Helper()
+	f, err := os.OpenFile(pram, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0x5a}, 16), 528); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replaceInImage replaces every occurrence of old by new (same length) in
+// the image file and reports how many it replaced.
+func replaceInImage(t *testing.T, path, old, new string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := bytes.Count(b, []byte(old))
+	if err := os.WriteFile(path, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// After the system went down with the arena open, mount walks the whole file
+// system before serving it: a consistent one is mounted (once checked, later
+// mounts do not walk it again), a damaged one is refused, again at every
+// mount, until fsck --repair has fixed it.
+func TestMountAfterSystemCrash(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
+	const name = "canary-named-file-of-the-crash-test"
+	m := mounttest.MountProcess(t, mounttest.WithImages(pram, disk))
+	if err := os.WriteFile(m.Path(name), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("large file data "), 1<<17) // 2 MiB: on the disk
+	if err := os.WriteFile(m.Path("big"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Kill()
+
+	// A consistent arena: checked, then mounted.
+	pretendSystemCrash(t, pram)
+	mp := c.mountpoint()
+	out, errs := c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	if said := out + errs; !strings.Contains(said, "went down") || !strings.Contains(said, "checked, consistent") {
+		t.Errorf("mount after a system crash said %q; want it to name the crash and the check", said)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, name)); err != nil || string(b) != "kept" {
+		t.Errorf("after the check: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "big")); err != nil || !bytes.Equal(b, big) {
+		t.Errorf("large file after the check: %d bytes, %v", len(b), err)
+	}
+	c.ok("umount", mp)
+	out, errs = c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	if strings.Contains(out+errs, "went down") {
+		t.Errorf("a checked arena was checked again: %q", out+errs)
+	}
+	c.ok("umount", mp)
+
+	// A damaged one: one name's bytes changed (its entry no longer matches
+	// its hash), as a torn write-back could leave.
+	m = mounttest.MountProcess(t, mounttest.WithImages(pram, disk))
+	if _, err := os.Stat(m.Path(name)); err != nil {
+		t.Fatal(err)
+	}
+	m.Kill()
+	pretendSystemCrash(t, pram)
+	if n := replaceInImage(t, pram, name, strings.Replace(name, "canary", "CANARY", 1)); n == 0 {
+		t.Fatalf("the name %q is not in the arena image", name)
+	}
+	for range 2 { // refused at every mount until repaired
+		c.fails(1, "went down and is damaged", "mount", "--pram", pram, "--disk", disk, mp)
+		if _, ok := fusefs.Mounted(mp); ok {
+			t.Fatal("a damaged arena was mounted")
+		}
+	}
+	c.fails(4, "errors found", "fsck", "--pram", pram, "--disk", disk)
+	out, errs, code := c.run("fsck", "--repair", "--pram", pram, "--disk", disk)
+	if code != 1 {
+		t.Fatalf("fsck --repair: exit %d, want 1 (repaired)\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	t.Logf("fsck --repair said:\n%s", out)
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	if b, err := os.ReadFile(filepath.Join(mp, "big")); err != nil || !bytes.Equal(b, big) {
+		t.Errorf("large file after the repair: %d bytes, %v", len(b), err)
+	}
+	c.ok("umount", mp)
+	c.ok("fsck", "--pram", pram, "--disk", disk)
+}
