@@ -70,7 +70,7 @@ func TestCheckDueAfterSystemCrash(t *testing.T) {
 	a = reopen("close")
 	want("clean close, then a reboot", false)
 
-	a = reopen("crash") // open under boot B
+	a = reopen("crash")    // open under boot B
 	setBoot(t, dir, bootA) // the system went down with the arena open
 	a = reopen("crash")
 	want("open across a reboot", true)
