@@ -38,12 +38,16 @@ demo: deps build
 	mnt=$$(mktemp -d /tmp/conquest-demo.XXXXXX); \
 	trap 'bin/conquest umount "$$mnt" 2>/dev/null || true; rmdir "$$mnt" 2>/dev/null || true' EXIT; \
 	echo "+ conquest mount $$mnt"; bin/conquest mount "$$mnt"; \
-	echo "+ write and read files"; \
-	echo "hello from Conquest" > "$$mnt/hello.txt"; cat "$$mnt/hello.txt"; \
-	mkdir -p "$$mnt/demo"; for i in $$(seq 1 1000); do echo "file $$i" > "$$mnt/demo/f$$i"; done; \
-	echo "1000 small files: $$(ls "$$mnt/demo" | wc -l) listed, f500 says: $$(cat "$$mnt/demo/f500")"; \
-	ln -s hello.txt "$$mnt/link"; ln "$$mnt/hello.txt" "$$mnt/hard"; ls -li "$$mnt"; \
-	rm -r "$$mnt/demo"; \
+	echo "+ write and read files in $$mnt/demo"; \
+	d="$$mnt/demo"; rm -rf "$$d"; mkdir "$$d"; \
+	echo "hello from Conquest" > "$$d/hello.txt"; cat "$$d/hello.txt"; \
+	mkdir "$$d/small"; for i in $$(seq 1 1000); do echo "file $$i" > "$$d/small/f$$i"; done; \
+	echo "1000 small files: $$(ls "$$d/small" | wc -l) listed, f500 says: $$(cat "$$d/small/f500")"; \
+	src=$$(mktemp); head -c 3M /dev/urandom > "$$src"; cp "$$src" "$$d/large"; \
+	cmp "$$src" "$$d/large"; rm -f "$$src"; echo "a 3 MiB file (its data on the disk) reads back the same"; \
+	ln -s hello.txt "$$d/link"; ln "$$d/hello.txt" "$$d/hard"; rm -r "$$d/small"; ls -li "$$d"; \
+	echo "+ conquest df $$mnt (with the demo files)"; bin/conquest df "$$mnt"; \
+	rm -r "$$d"; \
 	echo "+ conquest df $$mnt"; bin/conquest df "$$mnt"; \
 	echo "+ conquest umount $$mnt"; bin/conquest umount "$$mnt"; \
 	echo "+ conquest fsck"; bin/conquest fsck; \
