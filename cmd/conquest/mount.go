@@ -310,6 +310,17 @@ func (r *reporter) infof(format string, args ...any) {
 	r.sendLocked("info", msg)
 }
 
+// busyf is infof for the start of work whose length has no bound known in
+// advance (the full check after a system crash): the waiting parent prints
+// it and stops applying readyTimeout, since the daemon is alive and working.
+func (r *reporter) busyf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	msg := fmt.Sprintf(format, args...)
+	r.logLocked(msg)
+	r.sendLocked("busy", msg)
+}
+
 func (r *reporter) sendLocked(kind, msg string) {
 	if r.pipe != nil {
 		fmt.Fprintf(r.pipe, "%s %s\n", kind, strings.ReplaceAll(msg, "\n", " "))
@@ -386,31 +397,8 @@ func daemonize(c *cli.Context, im images, mp string, o fusefs.Options) error {
 	}
 	w.Close()
 
-	type result struct {
-		ready  bool
-		errMsg string
-	}
-	done := make(chan result, 1)
-	go func() {
-		var res result
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			kind, msg, _ := strings.Cut(sc.Text(), " ")
-			switch kind {
-			case "info":
-				fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", msg)
-			case "ready":
-				res.ready = true
-			case "error":
-				res.errMsg = msg
-			}
-		}
-		done <- res
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(readyTimeout):
+	res, ok := awaitDaemon(r, c.App.ErrWriter, readyTimeout)
+	if !ok {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return fmt.Errorf("the daemon did not become ready within %v; see %s", readyTimeout, logPath)
@@ -423,4 +411,54 @@ func daemonize(c *cli.Context, im images, mp string, o fusefs.Options) error {
 		return errors.New(res.errMsg)
 	}
 	return fmt.Errorf("the daemon exited before the file system was ready (%v); see %s", werr, logPath)
+}
+
+// daemonReport is what the daemon said on its readiness pipe.
+type daemonReport struct {
+	ready  bool
+	errMsg string
+}
+
+// awaitDaemon reads the daemon's readiness pipe until it closes (the daemon
+// is ready, or failed, or died), printing its info and busy lines to out.
+// ok is false when timeout passed first; a busy line lifts the timeout (the
+// daemon said it is working on something long, such as the full check after
+// a system crash), and the wait then lasts until the pipe closes.
+func awaitDaemon(r io.Reader, out io.Writer, timeout time.Duration) (rep daemonReport, ok bool) {
+	done := make(chan daemonReport, 1)
+	busy := make(chan struct{}, 1)
+	go func() {
+		var res daemonReport
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			kind, msg, _ := strings.Cut(sc.Text(), " ")
+			switch kind {
+			case "info", "busy":
+				fmt.Fprintf(out, "conquest: %s\n", msg)
+				if kind == "busy" {
+					select {
+					case busy <- struct{}{}:
+					default:
+					}
+				}
+			case "ready":
+				res.ready = true
+			case "error":
+				res.errMsg = msg
+			}
+		}
+		done <- res
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case rep = <-done:
+			return rep, true
+		case <-busy:
+			t.Stop()
+		case <-t.C:
+			return rep, false
+		}
+	}
 }

@@ -20,7 +20,7 @@ func checkAfterSystemCrash(fsys *conquest.FS, im images, rep *reporter) error {
 	if !a.CheckDue() {
 		return nil
 	}
-	rep.infof("%s was open when the system went down (a power loss or a kernel crash): checking it before mounting", im.pram)
+	rep.busyf("%s was open when the system went down (a power loss or a kernel crash): checking it before mounting", im.pram)
 	errs := fsys.CheckWith(conquest.CheckOptions{})
 	if len(errs) > 0 {
 		return fmt.Errorf("%s was open when the system went down and is damaged (%s): refusing to mount it; run `conquest fsck --repair %s`",

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -222,4 +224,47 @@ func TestUserAllowOther(t *testing.T) {
 	if got, _ := allowOther(false, false); os.Geteuid() == 0 && !got {
 		t.Error("root mounts are not open to other users by default")
 	}
+}
+
+// The parent of a daemonized mount gives up after its timeout unless the
+// daemon said it is busy (the full check after a system crash), and then
+// waits for the daemon's verdict however long it takes.
+func TestAwaitDaemon(t *testing.T) {
+	const timeout = 30 * time.Millisecond
+	t.Run("silent daemon times out", func(t *testing.T) {
+		r, w := io.Pipe()
+		defer w.Close()
+		if _, ok := awaitDaemon(r, io.Discard, timeout); ok {
+			t.Error("a daemon that said nothing did not time out")
+		}
+	})
+	t.Run("busy lifts the timeout", func(t *testing.T) {
+		r, w := io.Pipe()
+		var out bytes.Buffer
+		go func() {
+			fmt.Fprintln(w, "info recovered")
+			fmt.Fprintln(w, "busy checking it before mounting")
+			time.Sleep(5 * timeout)
+			fmt.Fprintln(w, "ready mounted")
+			w.Close()
+		}()
+		rep, ok := awaitDaemon(r, &out, timeout)
+		if !ok || !rep.ready {
+			t.Fatalf("busy daemon: ok %v, ready %v", ok, rep.ready)
+		}
+		if want := "conquest: recovered\nconquest: checking it before mounting\n"; out.String() != want {
+			t.Errorf("printed %q, want %q", out.String(), want)
+		}
+	})
+	t.Run("error", func(t *testing.T) {
+		r, w := io.Pipe()
+		go func() {
+			fmt.Fprintln(w, "error the arena is damaged")
+			w.Close()
+		}()
+		rep, ok := awaitDaemon(r, io.Discard, timeout)
+		if !ok || rep.ready || rep.errMsg != "the arena is damaged" {
+			t.Errorf("got %+v, %v", rep, ok)
+		}
+	})
 }
