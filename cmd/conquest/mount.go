@@ -302,23 +302,20 @@ func (r *reporter) logLocked(msg string) {
 }
 
 // infof is logf that the waiting parent also prints.
-func (r *reporter) infof(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	msg := fmt.Sprintf(format, args...)
-	r.logLocked(msg)
-	r.sendLocked("info", msg)
-}
+func (r *reporter) infof(format string, args ...any) { r.tell("info", format, args...) }
 
 // busyf is infof for the start of work whose length has no bound known in
 // advance (the full check after a system crash): the waiting parent prints
 // it and stops applying readyTimeout, since the daemon is alive and working.
-func (r *reporter) busyf(format string, args ...any) {
+func (r *reporter) busyf(format string, args ...any) { r.tell("busy", format, args...) }
+
+// tell logs a message and sends it to the waiting parent as kind.
+func (r *reporter) tell(kind, format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	msg := fmt.Sprintf(format, args...)
 	r.logLocked(msg)
-	r.sendLocked("busy", msg)
+	r.sendLocked(kind, msg)
 }
 
 func (r *reporter) sendLocked(kind, msg string) {
