@@ -40,7 +40,7 @@ func (fs *FS) CheckWith(o CheckOptions) (errs []error) {
 // fix (repair.go).
 // Preconditions: fs.mu held, shared or exclusively.
 func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
-	ck := &checker{fs: fs, c: fs.h.NewChecker(), seen: make(map[Ino]*checkInfo), fd: fd}
+	ck := &checker{fs: fs, c: fs.h.NewChecker(), seen: make(map[Ino]*checkInfo), fd: fd, crashed: o.crashed}
 	if fd != nil {
 		fd.seen = ck.seen
 	}
@@ -77,12 +77,13 @@ type checkInfo struct {
 }
 
 type checker struct {
-	fs   *FS
-	c    *alloc.Checker
-	dk   *diskstore.Checker // nil without a disk
-	seen map[Ino]*checkInfo
-	errs []error
-	fd   *findings // nil unless repairing
+	fs      *FS
+	crashed bool // CheckOptions.crashed
+	c       *alloc.Checker
+	dk      *diskstore.Checker // nil without a disk
+	seen    map[Ino]*checkInfo
+	errs    []error
+	fd      *findings // nil unless repairing
 }
 
 func (ck *checker) errorf(format string, args ...any) {
@@ -326,10 +327,12 @@ func (ck *checker) orphans() {
 			report("on the orphan list twice")
 			return
 		case in.nlink() != 0:
-			report("has %d links (an unfinished truncate?)", in.nlink())
+			if !ck.crashed { // else a truncate the crash interrupted
+				report("has %d links (an unfinished truncate?)", in.nlink())
+			}
 		case info != nil:
 			report("has no links but is in a directory")
-		case !fs.vol.inUse(in.ino):
+		case !fs.vol.inUse(in.ino) && !ck.crashed: // else open at the crash
 			report("unlinked, not open and not referenced, yet not freed")
 			defer ck.stuckOrphan(in.ino) // after the fixes of its contents
 		}

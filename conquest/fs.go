@@ -163,8 +163,10 @@ func createDisk(path string, size uint64) (diskstore.Device, error) {
 // Open opens the file system in pramPath and its disk diskPath (or
 // o.Device): the arena is mapped (an interrupted transaction is rolled
 // back), the allocator, the root and the disk's superblock are validated
-// (a disk of another file system is refused), and every orphan left by a
-// crash is freed.
+// (a disk of another file system is refused), the whole file system is
+// checked first if the system went down with the arena open and
+// Options.OnCrashCheck asks for it, and every orphan left by a crash is
+// freed.
 func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	a, err := pram.Open(pramPath)
 	if err != nil {
@@ -198,6 +200,11 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	}
 	if err := fs.checkRoot(); err != nil {
 		return fail(fmt.Errorf("%s: %w", pramPath, err))
+	}
+	if o.OnCrashCheck != nil && a.CheckDue() {
+		if err := fs.crashCheck(o.OnCrashCheck); err != nil {
+			return fail(fmt.Errorf("%s: %w", pramPath, err))
+		}
 	}
 	fs.mu.Lock()
 	n, stuck, err := fs.reapOrphansLocked()

@@ -194,6 +194,11 @@ type CheckOptions struct {
 	// number done and the total (used blocks). It runs with the file
 	// system's shared lock held: it must not call back into the FS.
 	Progress func(done, total uint64)
+	// crashed: the arena was just recovered from a crash and its orphans
+	// are not freed yet (Open's check after a system crash, which runs
+	// before that): unlinked files that were open at the crash and
+	// truncates in progress are expected on the orphan list.
+	crashed bool
 }
 
 // MkfsOptions tunes Mkfs.
@@ -244,4 +249,12 @@ type Options struct {
 	// extent size); zero values pick diskstore's defaults. Its Logf is
 	// replaced by Logf.
 	Disk diskstore.Options
+	// OnCrashCheck, if set, makes Open walk the whole file system when its
+	// arena was open when the system went down (pram.Arena.CheckDue: a
+	// power loss or a kernel crash), before anything is changed (orphans
+	// are freed after it), and refuse it with a *CrashDamageError if the
+	// walk finds problems; a consistent one is marked checked. It is
+	// called with a message as the walk begins (the mount reports it).
+	// fsck leaves it nil: it must open damaged file systems to repair them.
+	OnCrashCheck func(msg string)
 }

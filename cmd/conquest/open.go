@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 
+	"conquest/conquest"
 	"conquest/diskstore"
 	"conquest/pram"
 )
@@ -12,6 +13,7 @@ import (
 // explainOpen turns an error from opening im into a message that says what
 // to do. The core's errors already name the path.
 func explainOpen(im images, err error) error {
+	var crash *conquest.CrashDamageError
 	switch {
 	case errors.Is(err, pram.ErrLocked):
 		return fmt.Errorf("%s: arena is in use by another process (already mounted? unmount it with `conquest umount MOUNTPOINT`)", im.pram)
@@ -23,6 +25,8 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%w: %s and %s were not formatted together; refusing to mount a mismatched pair", err, im.pram, im.disk)
 	case errors.Is(err, diskstore.ErrNotConquestDisk):
 		return fmt.Errorf("%w (%s; format the pair with `conquest mkfs`)", err, im.disk)
+	case errors.As(err, &crash):
+		return fmt.Errorf("%w; refusing to mount it: run `conquest fsck --repair --pram %s --disk %s`", err, im.pram, im.disk)
 	case isDamage(err):
 		return fmt.Errorf("%w: the image is damaged; refusing to use it", err)
 	case errors.Is(err, pram.ErrVersion), errors.Is(err, pram.ErrSizeMismatch), errors.Is(err, pram.ErrTooSmall):

@@ -1,0 +1,47 @@
+package conquest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// CrashDamageError is Open's refusal of a file system whose arena was open
+// when the system went down and that the check found damaged
+// (Options.OnCrashCheck). It wraps ErrCorrupt; `conquest fsck --repair`
+// repairs it and clears the arena's check-due mark.
+type CrashDamageError struct {
+	Problems []error // what the check found
+}
+
+func (e *CrashDamageError) Error() string {
+	const show = 3
+	var parts []string
+	for i, p := range e.Problems {
+		if i == show {
+			parts = append(parts, fmt.Sprintf("and %d more", len(e.Problems)-show))
+			break
+		}
+		parts = append(parts, p.Error())
+	}
+	return fmt.Sprintf("was open when the system went down (a power loss or a kernel crash) and is damaged: %d problems: %s",
+		len(e.Problems), strings.Join(parts, "; "))
+}
+
+func (e *CrashDamageError) Unwrap() error { return ErrCorrupt }
+
+// crashCheck is Open's walk of an arena that was open when the system went
+// down (pram/boot.go explains why the journal cannot be trusted then). It
+// reads metadata only: the data blocks written since the disk's last sync
+// were verified by the store's Open (the unsynced list), and the rest were
+// synced before. A consistent file system has its mark cleared; a damaged
+// one keeps it, so every later mount refuses it too until fsck repairs it.
+func (fs *FS) crashCheck(begin func(msg string)) error {
+	begin("was open when the system went down (a power loss or a kernel crash): checking it before use")
+	if errs := fs.CheckWith(CheckOptions{crashed: true}); len(errs) > 0 {
+		return &CrashDamageError{Problems: errs}
+	}
+	if err := fs.a.ClearCheckDue(); err != nil {
+		return fmt.Errorf("recording the check: %w", err)
+	}
+	return nil
+}
