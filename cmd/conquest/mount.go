@@ -35,7 +35,9 @@ func mountCommand() *cli.Command {
 			"the daemon logs to conquest.log in the data directory ($CONQUEST_HOME, else\n" +
 			"~/.local/share/conquest). With no --pram/--disk the embedded default images in the data\n" +
 			"directory are used, and formatted on first use. With --foreground the daemon stays\n" +
-			"attached and unmounts cleanly on SIGINT or SIGTERM. Like any mounted file system it is open\n" +
+			"attached and unmounts cleanly on SIGINT or SIGTERM. An arena left open by a crash of the\n" +
+			"whole system (power loss, kernel crash) is checked in full first, and refused if damaged\n" +
+			"(`conquest fsck --repair` repairs it). Like any mounted file system it is open\n" +
 			"to every user, with permission bits enforced by the kernel (allow_other, when root mounts\n" +
 			"or /etc/fuse.conf has user_allow_other); --private keeps it to the mounting user.",
 		Flags: append(deviceFlags(),
