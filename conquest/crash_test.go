@@ -359,7 +359,17 @@ func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 				// kept, reordered or torn.
 				rdev = rdev.Crash(diskstore.CrashMode(r.Intn(3)), uint64(r.Int63()))
 			}
+			// Also as after a crash of the whole system: Open's check, which
+			// runs before the crash's orphans are freed, must accept every
+			// state a crash can leave.
+			markCheckDue(t, R)
+			checked := false
+			opts.OnCrashCheck = func(string) { checked = true }
 			fr, _ = open(R, rdev)
+			opts.OnCrashCheck = nil
+			if !checked {
+				t.Fatalf("step %d %s, crash at store %d/%d: Open did not run the check after a system crash", step, op.desc, n, k)
+			}
 			if errs := fr.Check(); len(errs) > 0 {
 				t.Fatalf("step %d %s, crash at store %d/%d: Check: %v", step, op.desc, n, k, errs)
 			}
@@ -412,4 +422,18 @@ func readImage(t *testing.T, path string) []byte {
 	img, err := os.ReadFile(path)
 	must(t, err)
 	return img
+}
+
+// markCheckDue sets the arena's check-due mark (pram/boot.go) in the image
+// at path, as an Open after a crash of the whole system does; the offset is
+// pram's offCheckDue, pinned by pram's TestSuperblockLayoutPinned.
+func markCheckDue(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	must(t, err)
+	var one [8]byte
+	one[0] = 1
+	_, err = f.WriteAt(one[:], 544)
+	must(t, err)
+	must(t, f.Close())
 }
