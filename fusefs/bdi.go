@@ -12,8 +12,8 @@ import (
 // bdi starts at 128 KiB, so a sequential reader has at most two 128 KiB READs
 // in flight and waits for each round trip. Raised to 1 MiB, a cold 1 GiB
 // read in 1 MiB requests (the benchmark, which checks every byte) measured
-// 1.07-1.17 GiB/s against 0.80-0.93 at 128 KiB, and 1 MiB random reads 0.61-0.67
-// against 0.41-0.50 (512 KiB and 2 MiB measured alike to 1 MiB); see
+// 1,067-1,167 MiB/s against 796-928 at 128 KiB, and 1 MiB random reads
+// 546-670 against 405-497 (512 KiB and 2 MiB measured alike to 1 MiB); see
 // docs/DESIGN.md, "Session 7". Only root may write the setting; other
 // mounts keep the kernel's default.
 
