@@ -214,16 +214,28 @@ func testTimesOnChownNoop(t *testing.T, dir string) {
 			return unix.Chown(p, int(st.Uid), int(st.Gid))
 		}},
 	} {
-		setTimes(t, c.path, old, old)
-		st0 := lstat(t, c.path)
-		tickSleep()
-		ok(t, c.chown(), c.what)
-		st := lstat(t, c.path)
-		if !tsAfter(st.Ctim, st0.Ctim) || !tsEqual(st.Mtim, old) || !tsEqual(st.Atim, old) ||
-			st.Uid != st0.Uid || st.Gid != st0.Gid || st.Mode != st0.Mode {
-			t.Fatalf("%s: ctime updated %v, mtime kept %v, atime kept %v, uid %d->%d gid %d->%d mode %o->%o",
-				c.what, tsAfter(st.Ctim, st0.Ctim), tsEqual(st.Mtim, old), tsEqual(st.Atim, old),
-				st0.Uid, st.Uid, st0.Gid, st.Gid, st0.Mode, st.Mode)
+		// An atime that alone changed gets two more tries: on the host's
+		// file systems (the suite's reference runs) a reader outside the
+		// test can touch a directory's atime in the window (seen once, on
+		// tmpfs, under a loaded CI run); a chown that moves atime does it
+		// every time.
+		for try := 1; ; try++ {
+			setTimes(t, c.path, old, old)
+			st0 := lstat(t, c.path)
+			tickSleep()
+			ok(t, c.chown(), c.what)
+			st := lstat(t, c.path)
+			rest := tsAfter(st.Ctim, st0.Ctim) && tsEqual(st.Mtim, old) &&
+				st.Uid == st0.Uid && st.Gid == st0.Gid && st.Mode == st0.Mode
+			if rest && tsEqual(st.Atim, old) {
+				break
+			}
+			if !rest || try == 3 {
+				t.Fatalf("%s: ctime updated %v, mtime kept %v, atime kept %v, uid %d->%d gid %d->%d mode %o->%o",
+					c.what, tsAfter(st.Ctim, st0.Ctim), tsEqual(st.Mtim, old), tsEqual(st.Atim, old),
+					st0.Uid, st.Uid, st0.Gid, st.Gid, st0.Mode, st.Mode)
+			}
+			t.Logf("%s: atime moved (try %d of 3); trying again", c.what, try)
 		}
 	}
 }
