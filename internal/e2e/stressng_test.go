@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -28,6 +29,11 @@ var stressGroups = map[string][]string{
 		"--chmod", "1", "--chown", "1", "--mknod", "1"},
 	"locks": {"--lockf", "2", "--fcntl", "2", "--flock", "2"},
 }
+
+// stressMetricsUntrustworthy is stress-ng's exit code 7,
+// EXIT_METRICS_UNTRUSTWORTHY: every stressor passed, but a bogo-ops counter
+// was not in its ready state when counted.
+const stressMetricsUntrustworthy = 7
 
 // TestStressNG runs stress-ng's file-system stressors through a mount (with
 // the kernel's writeback cache off, the default, and on), as an
@@ -66,6 +72,15 @@ func stressNG(t *testing.T, bin string, m *mounttest.Mounted) {
 				if strings.Contains(line, " fail: ") || strings.Contains(line, "unsuccessful") {
 					t.Errorf("stress-ng: %s", line)
 				}
+			}
+			var ee *exec.ExitError
+			if errors.As(err, &ee) && ee.ExitCode() == stressMetricsUntrustworthy {
+				// Only stress-ng's own bookkeeping: a stressor was stopped
+				// before it marked its counter ready (seen on flock under a
+				// loaded CI run). Its checks still ran; failures show as
+				// "fail:" lines above and as other exit codes.
+				t.Logf("stress-ng: exit %d (its metrics are untrustworthy), not a failure", ee.ExitCode())
+				err = nil
 			}
 			if err != nil {
 				t.Fatalf("stress-ng %s: %v\n%s", strings.Join(args, " "), err, out)
