@@ -235,11 +235,13 @@ func (ck *checker) inodeContents(in inode) {
 		n, d := in.size(), in.data()
 		if n == 0 || n > MaxSymlink || d == 0 {
 			report("symlink of %d bytes at %d", n, d)
+			ck.badSymlink(in.ino)
 			break
 		}
 		ck.c.Mark(d, fmt.Sprintf("symlink target of inode %d", in.ino))
 		if sz, err := fs.h.SizeOf(d); err != nil || sz < n {
 			report("symlink target allocation of %d bytes for %d: %v", sz, n, err)
+			ck.badSymlink(in.ino)
 		}
 	case S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK:
 		if in.data() != 0 {

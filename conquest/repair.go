@@ -330,6 +330,39 @@ func (ck *checker) badXattrs(ino Ino) {
 		})
 }
 
+// LostSymlinkTarget is the target Repair gives a symlink whose own target
+// could not be read back: the link keeps its name, and following it fails
+// with ENOENT.
+const LostSymlinkTarget = "#target-lost-by-fsck"
+
+// badSymlink: ino's target cannot be read back (no pointer, an impossible
+// length, or a pointer that is not an allocation large enough). The inode
+// stops pointing at it (an allocation there is freed as a leak by a later
+// pass); a symlink that still has names gets LostSymlinkTarget, and an
+// unlinked one is then freed by the stuck-orphan fix of the same pass.
+func (ck *checker) badSymlink(ino Ino) {
+	fs := ck.fs
+	ck.inodeFix(ino, fmt.Sprintf("symlink %d", ino), "unreadable symlink target", 1,
+		func(tx *pram.Tx, in inode) (string, error) {
+			if in.typ() != S_IFLNK {
+				return "", fmt.Errorf("%w: inode %d is not a symlink", ErrIO, ino)
+			}
+			if in.nlink() == 0 {
+				in.set64(tx, iData, 0)
+				in.set64(tx, iSize, 0)
+				return "dropped the target of the unlinked symlink", nil
+			}
+			off, err := fs.h.Alloc(tx, uint64(len(LostSymlinkTarget)))
+			if err != nil {
+				return "", err
+			}
+			copy(fs.a.Bytes(off, uint64(len(LostSymlinkTarget))), LostSymlinkTarget) // fresh: unlogged
+			in.set64(tx, iData, uint64(off))
+			in.set64(tx, iSize, uint64(len(LostSymlinkTarget)))
+			return fmt.Sprintf("set its target to %q", LostSymlinkTarget), nil
+		})
+}
+
 // stuckOrphan: ino has no links and no user, yet is still on the orphan
 // list: freeing it failed (Open logged why, damaged storage that an earlier
 // fix of this pass may have dropped). One step of the free is tried here. An

@@ -141,6 +141,36 @@ func TestRepairFixesDamage(t *testing.T) {
 				}
 			}},
 
+		{"damaged symlink target", func(t *testing.T, fs *FS, r repairTree) {
+			at, err := fs.Symlink(RootIno, "sl", "f", user)
+			must(t, err)
+			in, _ := fs.inode(at.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, 0xff0000) }) // not an allocation
+		}, []string{"/sl: unreadable symlink target: set its target to \"" + LostSymlinkTarget + "\""},
+			func(t *testing.T, fs *FS, r repairTree) {
+				at := lookup(t, fs, RootIno, "sl")
+				if got, err := fs.Readlink(at.Ino); err != nil || got != LostSymlinkTarget {
+					t.Fatalf("readlink after repair: %q, %v", got, err)
+				}
+			}},
+
+		{"unlinked symlink that cannot be freed", func(t *testing.T, fs *FS, r repairTree) {
+			// Found by corrupting random bytes of an image: an unlinked
+			// symlink the kernel still knew, whose target pointer was
+			// damaged, stayed on the orphan list and repair could not free
+			// it (nor, therefore, the leaks its damage hid).
+			at, err := fs.Symlink(RootIno, "sl", "f", user)
+			must(t, err)
+			must(t, fs.Unlink(RootIno, "sl"))
+			in, _ := fs.inode(at.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, 0x96000041_55f0) }) // outside the heap
+			fs.Forget(at.Ino, 1)
+			if _, err := fs.GetAttr(at.Ino); err != nil {
+				t.Fatalf("the damaged orphan was freed: %v", err)
+			}
+		}, []string{"unreadable symlink target: dropped the target of the unlinked symlink",
+			"unlinked file that was never freed: freed it", "is reachable from nothing: freed"}, nil},
+
 		{"unlinked file that cannot be freed", func(t *testing.T, fs *FS, r repairTree) {
 			// Its xattr pointer is damaged while it is open and unlinked:
 			// the free at its last close fails and leaves it on the list.

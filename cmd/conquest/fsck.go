@@ -103,7 +103,7 @@ func fsckCommand() *cli.Command {
 			}
 			if !c.Bool("repair") {
 				if len(errs) > 0 {
-					return cli.Exit(fmt.Sprintf("%s: %d errors found (run `conquest fsck --repair` to repair them)", im.pram, len(errs)), fsckUncorrected)
+					return cli.Exit(fmt.Sprintf("%s: %s found (run `conquest fsck --repair` to repair them)", im.pram, plural(len(errs), "error")), fsckUncorrected)
 				}
 				fmt.Fprintf(out, "%s: clean\n", im.pram)
 				return exitCode(code)
@@ -115,11 +115,11 @@ func fsckCommand() *cli.Command {
 				fmt.Fprintf(out, "%s: not repaired: %v\n", im.pram, e)
 			}
 			if len(rep.Remaining) > 0 {
-				return cli.Exit(fmt.Sprintf("%s: %d errors found, %d repairs made, %d errors left uncorrected",
-					im.pram, len(errs), len(rep.Fixes), len(rep.Remaining)), fsckUncorrected)
+				return cli.Exit(fmt.Sprintf("%s: %s found, %s made, %s left uncorrected",
+					im.pram, plural(len(errs), "error"), plural(len(rep.Fixes), "repair"), plural(len(rep.Remaining), "error")), fsckUncorrected)
 			}
 			if len(errs) > 0 || len(rep.Fixes) > 0 {
-				fmt.Fprintf(out, "%s: %d errors found, %d repairs made: clean now\n", im.pram, len(errs), len(rep.Fixes))
+				fmt.Fprintf(out, "%s: %s found, %s made: clean now\n", im.pram, plural(len(errs), "error"), plural(len(rep.Fixes), "repair"))
 				code = fsckCorrected
 			} else {
 				fmt.Fprintf(out, "%s: clean\n", im.pram)
@@ -190,4 +190,12 @@ func isDamage(err error) bool {
 		}
 	}
 	return false
+}
+
+// plural is "1 error", "2 errors".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -114,7 +114,7 @@ func TestMountAfterSystemCrash(t *testing.T) {
 			t.Fatal("a damaged arena was mounted")
 		}
 	}
-	c.fails(4, "errors found", "fsck", "--pram", pram, "--disk", disk)
+	c.fails(4, "found (run `conquest fsck --repair`", "fsck", "--pram", pram, "--disk", disk)
 	out, errs, code := c.run("fsck", "--repair", "--pram", pram, "--disk", disk)
 	if code != 1 {
 		t.Fatalf("fsck --repair: exit %d, want 1 (repaired)\nstdout: %s\nstderr: %s", code, out, errs)
