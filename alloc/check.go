@@ -197,15 +197,27 @@ func (w *walk) bitmapZero(pg uint64) bool {
 	return w.c.h.a.U64(o)|w.c.h.a.U64(o+8) == 0
 }
 
+// reservedRanges are the unused words of the header page, [from, to).
+var reservedRanges = [...]struct{ from, to int }{{hdrChecksum + 8, hdrTop}, {hdrUsedBytes + 8, hdrFreeHeads},
+	{hdrFreeHeads + 8*(MaxOrder+1), hdrPartial}, {hdrPartial + 8*NumClasses, pageSize}}
+
+// reservedWord reports whether off is the offset of an unused header word.
+func reservedWord(off int) bool {
+	for _, r := range reservedRanges {
+		if off >= r.from && off < r.to && (off-r.from)%8 == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // reserved checks that the unused words of the header page are zero.
 func (w *walk) reserved() {
 	h := w.c.h
-	for _, r := range [...]struct{ from, to int }{{hdrChecksum + 8, hdrTop}, {hdrUsedBytes + 8, hdrFreeHeads},
-		{hdrFreeHeads + 8*(MaxOrder+1), hdrPartial}, {hdrPartial + 8*NumClasses, pageSize}} {
+	for _, r := range reservedRanges {
 		for off := r.from; off < r.to; off += 8 {
 			if h.a.U64(h.g.hdr+pram.Off(off)) != 0 {
-				w.c.corrupt("heap header: reserved word at %d is not zero", off)
-				return
+				w.c.add(&ReservedWordError{Off: off})
 			}
 		}
 	}

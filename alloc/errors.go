@@ -94,6 +94,20 @@ func (e *StrayFieldsError) Error() string {
 // Unwrap returns ErrCorrupt.
 func (e *StrayFieldsError) Unwrap() error { return ErrCorrupt }
 
+// ReservedWordError is the ErrCorrupt the consistency walk reports for an
+// unused word of the heap's header page that is not zero (nothing reads
+// it). Heap.ClearReserved repairs it. Callers get it with errors.As.
+type ReservedWordError struct {
+	Off int // offset in the header page
+}
+
+func (e *ReservedWordError) Error() string {
+	return fmt.Sprintf("%v: heap header: reserved word at %d is not zero", ErrCorrupt, e.Off)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *ReservedWordError) Unwrap() error { return ErrCorrupt }
+
 // BadSizeError is the ErrCorrupt the consistency walk reports for a
 // whole-page allocation whose page count is zero, too large, misaligned or
 // past top. Heap.RepairSize repairs it when the count can be told from the

@@ -6,6 +6,16 @@ import (
 	"conquest/pram"
 )
 
+// ClearReserved repairs what a *ReservedWordError reports: it zeroes the
+// unused word at off of the header page (and refuses any other offset).
+func (h *Heap) ClearReserved(tx *pram.Tx, off int) error {
+	if !reservedWord(off) {
+		return fmt.Errorf("%w: offset %d of the heap header is not a reserved word", ErrCorrupt, off)
+	}
+	tx.Set64(h.g.hdr+pram.Off(off), 0)
+	return nil
+}
+
 // ClearStrayFields repairs what a *StrayFieldsError reports: it zeroes the
 // fields of page pg's map entry that its kind leaves unused (for a free
 // block the object count, page count and bitmap; for a whole-page

@@ -841,10 +841,25 @@ func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
 }
 
 // allocFindings turns the allocator's repairable complaints (a page-map
-// entry with stray fields or a damaged page count) into fixes of the link
+// entry with stray fields, a damaged page count or a non-zero reserved
+// header word) into fixes of the link
 // phase, so that leaks can be freed once they are made.
 func (fs *FS) allocFindings(fd *findings, errs []error) {
 	for _, err := range errs {
+		if rw, ok := errors.AsType[*alloc.ReservedWordError](err); ok {
+			fd.handled++
+			off := rw.Off
+			fd.add(phaseLinks, finding{
+				key: fmt.Sprintf("alloc reserved %d", off), where: "arena heap", problem: rw.Error(),
+				apply: func(tx *pram.Tx) (string, error) {
+					if err := fs.h.ClearReserved(tx, off); err != nil {
+						return "", err
+					}
+					return "zeroed it", nil
+				},
+			})
+			continue
+		}
 		if bs, ok := errors.AsType[*alloc.BadSizeError](err); ok {
 			fd.handled++
 			pg := bs.Page

@@ -141,6 +141,10 @@ func TestRepairFixesDamage(t *testing.T) {
 				}
 			}},
 
+		{"reserved word of the heap header", func(t *testing.T, fs *FS, r repairTree) {
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.Off(fs.a.Root(0))+56, 0xdead) })
+		}, []string{"reserved word at 56 is not zero: zeroed it"}, nil},
+
 		{"damaged symlink target", func(t *testing.T, fs *FS, r repairTree) {
 			at, err := fs.Symlink(RootIno, "sl", "f", user)
 			must(t, err)
