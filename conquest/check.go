@@ -293,6 +293,7 @@ func (ck *checker) diskFile(in inode, report func(string, ...any)) {
 		errs := ck.dk.File(in.seg(), int64(size)) // its errors come back from Finish
 		ck.badBlocks(in.ino, errs)
 		ck.segMagic(in.ino, in.seg(), errs)
+		ck.straySums(in.ino, in.seg(), errs)
 		if !ck.fs.ds.SegAllocation(in.seg()) {
 			ck.noSegList(in.ino) // a pointer that leads nowhere
 		}

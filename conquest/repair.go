@@ -505,6 +505,28 @@ func (ck *checker) segMagic(ino Ino, seg pram.Off, errs []error) {
 	}
 }
 
+// straySums: checksums recorded for blocks of ino's file that map no disk
+// block are zeroed (nothing could read them).
+func (ck *checker) straySums(ino Ino, seg pram.Off, errs []error) {
+	for _, err := range errs {
+		ss, ok := errors.AsType[*diskstore.StraySumError](err)
+		if !ok {
+			continue
+		}
+		fb := ss.Block
+		ck.inodeFix(ino, fmt.Sprintf("stray sum %d %d", ino, fb), fmt.Sprintf("checksum recorded for file block %d, which has no disk block", fb), 1,
+			func(tx *pram.Tx, in inode) (string, error) {
+				if in.seg() != seg {
+					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+				}
+				if err := ck.fs.ds.ClearStraySum(tx, seg, fb); err != nil {
+					return "", err
+				}
+				return "cleared it", nil
+			})
+	}
+}
+
 // leakOffsets returns the offsets of the allocations errs reports as leaked.
 func leakOffsets(errs []error) []pram.Off {
 	var offs []pram.Off

@@ -142,11 +142,12 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 				continue
 			}
 			fb := p.base + i
+			if sp, err := s.lookup(seg, fb); err != nil || sp.disk == 0 {
+				k.errs = append(k.errs, &StraySumError{Owner: owner, Seg: seg, Block: fb, BeyondEnd: fb >= eof})
+				continue
+			}
 			if fb >= eof {
 				k.add("inode %d: file block %d beyond the end (size %d) holds data", owner, fb, size)
-			}
-			if sp, err := s.lookup(seg, fb); err != nil || sp.disk == 0 {
-				k.add("inode %d: file block %d has a checksum but no disk block", owner, fb)
 			}
 		}
 		return true

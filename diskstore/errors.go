@@ -112,6 +112,28 @@ func (e *FileCountError) Error() string {
 // Unwrap returns ErrCorrupt.
 func (e *FileCountError) Unwrap() error { return ErrCorrupt }
 
+// StraySumError is the ErrCorrupt of a checksum recorded for a file block
+// that maps no disk block (a hole, or past the last segment): nothing
+// reads it, and Store.ClearStraySum zeroes it. Callers get it with
+// errors.As.
+type StraySumError struct {
+	Owner     uint64 // the inode
+	Seg       pram.Off
+	Block     uint64 // the file block
+	BeyondEnd bool   // the block also lies past the file's end
+}
+
+func (e *StraySumError) Error() string {
+	msg := fmt.Sprintf("%v: inode %d: file block %d has a checksum but no disk block", ErrCorrupt, e.Owner, e.Block)
+	if e.BeyondEnd {
+		msg += " (and lies beyond the end)"
+	}
+	return msg
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *StraySumError) Unwrap() error { return ErrCorrupt }
+
 // SegMagicError is the ErrCorrupt of a segment list whose magic is wrong
 // (everything else in it may be intact). Store.RestoreMagic repairs it when
 // the list still names its file. Callers get it with errors.As.

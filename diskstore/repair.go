@@ -66,6 +66,23 @@ func (s *Store) quarantineOverlap(x extent) (extent, bool, error) {
 // Extension of DESIGN.md.
 func (s *Store) SetFileCount(tx *pram.Tx, n uint64) { tx.Set64(s.st+stOffFiles, n) }
 
+// ClearStraySum repairs a *StraySumError: it zeroes the checksum of file
+// block fb of seg, which must map no disk block (else ErrCorrupt, nothing
+// changed).
+func (s *Store) ClearStraySum(tx *pram.Tx, seg pram.Off, fb uint64) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	sp, err := s.lookup(seg, fb)
+	if err != nil {
+		return err
+	}
+	if sp.disk != 0 {
+		return fmt.Errorf("%w: inode %d: file block %d maps disk block %d", ErrCorrupt, s.owner(seg), fb, sp.disk)
+	}
+	return s.clearSums(tx, seg, fb, fb+1)
+}
+
 // RestoreMagic repairs a *SegMagicError: it rewrites the magic of the
 // segment list at seg, an arena allocation large enough for one, when the
 // list records owner (the inode that points at it) as its file, so that
