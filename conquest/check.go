@@ -294,6 +294,8 @@ func (ck *checker) diskFile(in inode, report func(string, ...any)) {
 		ck.badBlocks(in.ino, errs)
 		ck.segMagic(in.ino, in.seg(), errs)
 		ck.straySums(in.ino, in.seg(), errs)
+		ck.badUnsynced(in.ino, in.seg(), errs)
+		ck.badSumPages(in.ino, in.seg(), errs)
 		if !ck.fs.ds.SegAllocation(in.seg()) {
 			ck.noSegList(in.ino) // a pointer that leads nowhere
 		}

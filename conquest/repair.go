@@ -131,6 +131,7 @@ type findings struct {
 	aborted   bool // the walk panicked: reachability is unknown
 	seen      map[Ino]*checkInfo
 	leakCount int
+	zeroBad   bool // RepairOptions.ZeroBadBlocks
 }
 
 func (fd *findings) add(phase int, f finding) {
@@ -527,6 +528,55 @@ func (ck *checker) straySums(ino Ino, seg pram.Off, errs []error) {
 	}
 }
 
+// badSumPages: a damaged record of a checksum page of ino's file is
+// dropped, with ZeroBadBlocks only: the blocks it covers then read as zeros
+// (see diskstore.Store.DropSumPage); without it they fail with EIO.
+func (ck *checker) badSumPages(ino Ino, seg pram.Off, errs []error) {
+	if ck.fd == nil || !ck.fd.zeroBad {
+		return
+	}
+	for _, err := range errs {
+		bp, ok := errors.AsType[*diskstore.BadSumPageError](err)
+		if !ok {
+			continue
+		}
+		base := bp.Base
+		ck.inodeFix(ino, fmt.Sprintf("sum page %d %d", ino, base), fmt.Sprintf("damaged checksum page record for file blocks from %d", base), 1,
+			func(tx *pram.Tx, in inode) (string, error) {
+				if in.seg() != seg {
+					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+				}
+				if err := ck.fs.ds.DropSumPage(tx, seg, base); err != nil {
+					return "", err
+				}
+				return "dropped it: the blocks it covered read as zeros (their data is lost)", nil
+			})
+	}
+}
+
+// badUnsynced: unsynced records of ino's file that are damaged or name an
+// unmapped block are dropped (they only guide recovery after a power
+// failure; see diskstore.Store.DropUnsynced).
+func (ck *checker) badUnsynced(ino Ino, seg pram.Off, errs []error) {
+	for _, err := range errs {
+		bu, ok := errors.AsType[*diskstore.BadUnsyncedError](err)
+		if !ok {
+			continue
+		}
+		fb := bu.Block
+		ck.inodeFix(ino, fmt.Sprintf("unsynced %d %d", ino, fb), fmt.Sprintf("damaged unsynced-block record for file block %d", fb), 1,
+			func(tx *pram.Tx, in inode) (string, error) {
+				if in.seg() != seg {
+					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+				}
+				if err := ck.fs.ds.DropUnsynced(tx, seg, fb); err != nil {
+					return "", err
+				}
+				return "dropped it (it only guides recovery after a power failure)", nil
+			})
+	}
+}
+
 // leakOffsets returns the offsets of the allocations errs reports as leaked.
 func leakOffsets(errs []error) []pram.Off {
 	var offs []pram.Off
@@ -581,7 +631,7 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 	var bad []badBlock
 	var failed []error
 	for pass := 0; pass < maxRepairPasses; pass++ {
-		fd := &findings{}
+		fd := &findings{zeroBad: o.ZeroBadBlocks}
 		co := CheckOptions{}
 		if pass == 0 {
 			co = CheckOptions{VerifyData: o.VerifyData, Progress: o.Progress}
@@ -640,6 +690,11 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 	// still bad unless a hole replaced them.
 	fd := &findings{}
 	rep.Remaining = fs.checkLocked(CheckOptions{}, fd)
+	for i, err := range rep.Remaining {
+		if _, ok := errors.AsType[*diskstore.BadSumPageError](err); ok {
+			rep.Remaining[i] = fmt.Errorf("%w: left alone: dropping it makes the blocks it covers read as zeros (allowed with ZeroBadBlocks)", err)
+		}
+	}
 	for _, b := range bad {
 		if !b.fixed {
 			rep.Remaining = append(rep.Remaining, fmt.Errorf("%s: data at offset %d (disk block %d) fails its checksum: cannot be repaired (zeroing the block would lose it for good): %w",

@@ -13,11 +13,13 @@ import (
 // and runs Repair: it must never panic, a second Repair must find nothing
 // new to fix, every file still reachable must read without a panic, and
 // most damaged file systems must come out clean (fsck --repair measured 31
-// of 32 with 100 flipped bytes; the threshold here only guards against a
-// collapse).
+// of 32 with 100 flipped bytes; here 10 of 12 since repairs of reserved heap
+// words, symlink targets and unsynced records, 8 before; the threshold only
+// guards against a collapse). What is left is then repaired again with
+// ZeroBadBlocks, which must not panic either.
 func TestRepairRandomDamage(t *testing.T) {
 	const seeds, flips = 12, 60
-	clean := 0
+	clean, zeroed := 0, 0
 	for seed := range uint64(seeds) {
 		fs, _ := newTestFSOpt(t, fsOpt{noCheck: true, disk: true, size: 16 << 20})
 		rng := rand.New(rand.NewPCG(seed, 99))
@@ -56,13 +58,24 @@ func TestRepairRandomDamage(t *testing.T) {
 		readEverything(t, fs)
 		if len(rep.Remaining) == 0 {
 			clean++
+			continue
+		}
+		t.Logf("seed %d: left %d problems, the first: %v", seed, len(rep.Remaining), rep.Remaining[0])
+		// What data loss can fix (ZeroBadBlocks) must not break anything.
+		z, err := fs.Repair(RepairOptions{VerifyData: true, ZeroBadBlocks: true})
+		if err != nil {
+			t.Fatalf("seed %d: Repair with ZeroBadBlocks: %v", seed, err)
+		}
+		readEverything(t, fs)
+		if len(z.Remaining) == 0 {
+			zeroed++
 		} else {
-			t.Logf("seed %d: left %d problems, the first: %v", seed, len(rep.Remaining), rep.Remaining[0])
+			t.Logf("seed %d: with ZeroBadBlocks, left %d problems, the first: %v", seed, len(z.Remaining), z.Remaining[0])
 		}
 	}
-	t.Logf("%d of %d damaged file systems clean after one Repair", clean, seeds)
-	if clean < seeds/2 {
-		t.Errorf("only %d of %d damaged file systems came out clean", clean, seeds)
+	t.Logf("%d of %d damaged file systems clean after one Repair, %d more with ZeroBadBlocks", clean, seeds, zeroed)
+	if clean < seeds*3/4 || clean+zeroed < seeds*5/6 {
+		t.Errorf("only %d of %d damaged file systems came out clean, %d more with ZeroBadBlocks", clean, seeds, zeroed)
 	}
 }
 

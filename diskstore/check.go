@@ -133,7 +133,7 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	err = sm.walk(func(r rec) bool {
 		p := sumPage{r[0], pram.Off(r[1]), r[2]}
 		if p.base%sumsPerPage != 0 || p.cap < 1 || p.cap > sumsPerPage || !s.a.InHeap(p.page, p.cap*8) || p.page%8 != 0 {
-			k.add("inode %d: checksum page for file block %d at %d, capacity %d", owner, p.base, p.page, p.cap)
+			k.errs = append(k.errs, &BadSumPageError{Owner: owner, Seg: seg, Base: p.base, Page: p.page, Cap: p.cap})
 			return true
 		}
 		k.c.Mark(p.page, "diskstore checksum page")
@@ -174,11 +174,12 @@ func (k *Checker) fileUnsynced(seg pram.Off, owner uint64) {
 		n++
 		e, err := s.uentryOf(seg, r)
 		if err != nil {
-			k.errs = append(k.errs, err)
+			k.errs = append(k.errs, &BadUnsyncedError{Owner: owner, Seg: seg, Block: r[0], Err: err})
 			return true
 		}
 		if sp, err := s.lookup(seg, e.fb); err != nil || sp.disk == 0 {
-			k.add("inode %d: unsynced record for file block %d, which is not mapped", owner, e.fb)
+			k.errs = append(k.errs, &BadUnsyncedError{Owner: owner, Seg: seg, Block: e.fb,
+				Err: fmt.Errorf("%w: inode %d: unsynced record for file block %d, which is not mapped", ErrCorrupt, owner, e.fb)})
 		}
 		if e.epoch == cur && e.old != 0 {
 			k.liveOld = append(k.liveOld, oldRef{owner, e.fb, e.old})

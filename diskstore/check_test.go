@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"conquest/alloc"
 	"conquest/pram"
 )
 
@@ -228,5 +229,131 @@ func TestStraySum(t *testing.T) {
 	copy(want[8<<20:], pattern(1, 8<<20, 16<<10))
 	if !slices.Equal(got, want) {
 		t.Fatal("data changed")
+	}
+}
+
+// TestDropUnsynced: a damaged unsynced record, or one naming an unmapped
+// block, is a *BadUnsyncedError (with today's text), and DropUnsynced
+// removes it; once a file's last record goes, the file leaves the list of
+// files with records, and the walk is clean with the data intact. (Found by
+// corrupting random bytes of an arena: fsck --repair could not fix it.)
+func TestDropUnsynced(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096})
+	seg := e.newFile(7)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, pattern(1, 0, 64<<10)) })
+	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, seg, 64<<10) })
+	data := pattern(2, 0, 8<<10)
+	if err := e.write(seg, 0, data); err != nil { // two blocks, published unsynced
+		t.Fatal(err)
+	}
+	l := e.s.unsyncedOf(seg)
+	if n, err := l.length(); err != nil || n != 2 {
+		t.Fatalf("%d unsynced records, %v; want 2", n, err)
+	}
+	e.must(func(tx *pram.Tx) error {
+		c, ok, err := l.seekLE(0)
+		if err != nil || !ok {
+			return fmt.Errorf("no record of block 0: %v", err)
+		}
+		r := l.get(c)
+		r[4] = 0 // keep: impossible
+		if err := l.set(tx, c, r); err != nil {
+			return err
+		}
+		c, ok, err = l.seekLE(1)
+		if err != nil || !ok {
+			return fmt.Errorf("no record of block 1: %v", err)
+		}
+		r = l.get(c)
+		if err := l.remove(tx, c); err != nil {
+			return err
+		}
+		r[0] = 40 // a block the file does not map
+		return l.insert(tx, r)
+	})
+	const size = 64 << 10
+	errs := e.checkErrs(map[pram.Off]int64{seg: size}, true)
+	var blocks []uint64
+	for _, err := range errs {
+		if bu, ok := errors.AsType[*BadUnsyncedError](err); ok && bu.Owner == 7 && bu.Seg == seg && errors.Is(err, ErrCorrupt) {
+			blocks = append(blocks, bu.Block)
+		}
+	}
+	if !slices.Equal(blocks, []uint64{0, 40}) || !strings.Contains(fmt.Sprint(errs), "unsynced record for file block 40, which is not mapped") {
+		t.Fatalf("fsck: %v; want BadUnsyncedErrors for blocks 0 and 40", errs)
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.DropUnsynced(tx, seg, 0) })
+	e.must(func(tx *pram.Tx) error { return e.s.DropUnsynced(tx, seg, 40) })
+	if n, _ := e.s.unsyncedFiles().length(); n != 0 {
+		t.Errorf("%d files still listed with unsynced records", n)
+	}
+	e.check(map[pram.Off]int64{seg: size})
+	want := pattern(1, 0, size)
+	copy(want, data)
+	got := make([]byte, size)
+	if _, err := e.s.ReadAt(seg, got, 0, nil); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("data after repair: %v (equal %v)", err, slices.Equal(got, want))
+	}
+}
+
+// TestDropSumPage: a damaged checksum page record is a *BadSumPageError;
+// DropSumPage refuses a sound one and removes a damaged one, after which the
+// blocks it covered read as zeros, the rest of the file is intact and the
+// walk is clean but for the page's allocation, now leaked.
+func TestDropSumPage(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096})
+	seg := e.newFile(9)
+	size := int64(2 * sumsPerPage * 4096) // two checksum pages
+	data := pattern(1, 0, int(size))
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, data) })
+	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, seg, size) })
+	if err := e.do(func(tx *pram.Tx) error { return e.s.DropSumPage(tx, seg, sumsPerPage) }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("DropSumPage of a sound page: %v", err)
+	}
+	l := e.s.sums(seg)
+	var page pram.Off
+	e.must(func(tx *pram.Tx) error {
+		c, ok, err := l.seekLE(sumsPerPage)
+		if err != nil || !ok {
+			return fmt.Errorf("no second page: %v", err)
+		}
+		r := l.get(c)
+		page = pram.Off(r[1])
+		r[2] = sumsPerPage + 1 // capacity: impossible
+		return l.set(tx, c, r)
+	})
+	errs := e.checkErrs(map[pram.Off]int64{seg: size}, false)
+	var bp *BadSumPageError
+	for _, err := range errs {
+		if b, ok := errors.AsType[*BadSumPageError](err); ok {
+			bp = b
+		}
+	}
+	if bp == nil || *bp != (BadSumPageError{Owner: 9, Seg: seg, Base: sumsPerPage, Page: page, Cap: sumsPerPage + 1}) {
+		t.Fatalf("fsck: %v; want a BadSumPageError for the second page", errs)
+	}
+	if _, err := e.s.ReadAt(seg, make([]byte, 4096), size-4096, nil); err == nil {
+		t.Fatal("a block of the damaged page read without error")
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.DropSumPage(tx, seg, sumsPerPage) })
+	var leaked []pram.Off
+	for _, err := range e.checkErrs(map[pram.Off]int64{seg: size}, true) {
+		le, ok := errors.AsType[*alloc.LeakError](err)
+		if !ok {
+			t.Fatalf("after DropSumPage: %v", err)
+		}
+		leaked = append(leaked, le.Off)
+	}
+	if !slices.Equal(leaked, []pram.Off{page}) {
+		t.Fatalf("leaks after DropSumPage: %v; want the page at %d", leaked, page)
+	}
+	got := make([]byte, size)
+	if _, err := e.s.ReadAt(seg, got, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(data)
+	clear(want[size/2:])
+	if !slices.Equal(got, want) {
+		t.Fatal("after DropSumPage the first page's blocks changed or the second's do not read as zeros")
 	}
 }

@@ -134,6 +134,41 @@ func (e *StraySumError) Error() string {
 // Unwrap returns ErrCorrupt.
 func (e *StraySumError) Unwrap() error { return ErrCorrupt }
 
+// BadSumPageError is the ErrCorrupt of a damaged record of a file's
+// checksum page (its base, pointer or capacity is impossible): the blocks
+// it covers cannot be verified, so reads of them fail. Store.DropSumPage
+// removes it, after which they read as zeros. Callers get it with
+// errors.As.
+type BadSumPageError struct {
+	Owner uint64 // the inode
+	Seg   pram.Off
+	Base  uint64 // the first file block of the page, as recorded
+	Page  pram.Off
+	Cap   uint64
+}
+
+func (e *BadSumPageError) Error() string {
+	return fmt.Sprintf("%v: inode %d: checksum page for file block %d at %d, capacity %d", ErrCorrupt, e.Owner, e.Base, e.Page, e.Cap)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *BadSumPageError) Unwrap() error { return ErrCorrupt }
+
+// BadUnsyncedError is the ErrCorrupt of an unsynced record (unsynced.go)
+// that is not sane, or that names a file block mapping no disk block.
+// Store.DropUnsynced removes it. Callers get it with errors.As.
+type BadUnsyncedError struct {
+	Owner uint64 // the inode
+	Seg   pram.Off
+	Block uint64 // the file block the record is keyed by
+	Err   error  // what is wrong (wraps ErrCorrupt)
+}
+
+func (e *BadUnsyncedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns what is wrong, which wraps ErrCorrupt.
+func (e *BadUnsyncedError) Unwrap() error { return e.Err }
+
 // SegMagicError is the ErrCorrupt of a segment list whose magic is wrong
 // (everything else in it may be intact). Store.RestoreMagic repairs it when
 // the list still names its file. Callers get it with errors.As.

@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"fmt"
+	"math"
 
 	"conquest/pram"
 )
@@ -81,6 +82,53 @@ func (s *Store) ClearStraySum(tx *pram.Tx, seg pram.Off, fb uint64) error {
 		return fmt.Errorf("%w: inode %d: file block %d maps disk block %d", ErrCorrupt, s.owner(seg), fb, sp.disk)
 	}
 	return s.clearSums(tx, seg, fb, fb+1)
+}
+
+// DropSumPage repairs a *BadSumPageError: it removes seg's record of the
+// checksum page for file blocks from base, which must be damaged (else
+// ErrCorrupt, nothing changed). The blocks it covered then have no
+// checksum, which means never written: they read as zeros, and their disk
+// blocks stay with the file until it is truncated or deleted. (Taking the
+// checksums from the disk instead could bless another file's old bytes in a
+// block that was allocated but never written.) The page itself, if it was
+// an allocation, is left for the leak pass.
+func (s *Store) DropSumPage(tx *pram.Tx, seg pram.Off, base uint64) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	l := s.sums(seg)
+	c, ok, err := l.seekLE(base)
+	if err != nil {
+		return err
+	}
+	if !ok || l.get(c)[0] != base {
+		return fmt.Errorf("%w: inode %d has no checksum page record for file block %d", ErrCorrupt, s.owner(seg), base)
+	}
+	if _, err := s.sumPageAt(l, c); err == nil {
+		return fmt.Errorf("%w: inode %d: the checksum page for file block %d is sound", ErrCorrupt, s.owner(seg), base)
+	}
+	if err := l.remove(tx, c); err != nil {
+		return err
+	}
+	s.bump(seg) // cached reads of the file are stale
+	return nil
+}
+
+// DropUnsynced repairs a *BadUnsyncedError: it removes seg's unsynced
+// record of file block fb (and takes seg off the list of files with
+// records if it was the last). A record only guides Open's recovery after
+// a power failure: without it, a block lost or torn by one fails its
+// checksum (EIO) instead of going back to its synced contents. A
+// quarantined old block the record named stays quarantined until the next
+// sync frees it.
+func (s *Store) DropUnsynced(tx *pram.Tx, seg pram.Off, fb uint64) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	if fb == math.MaxUint64 {
+		return fmt.Errorf("%w: file block %d", ErrCorrupt, fb)
+	}
+	return s.dropUnsynced(tx, seg, fb, fb+1)
 }
 
 // RestoreMagic repairs a *SegMagicError: it rewrites the magic of the
