@@ -213,7 +213,7 @@ func (ck *checker) inodeContents(in inode) {
 		} else if len(shared) > 0 && !in.onDisk() {
 			ck.sharedBlocks(in.ino, shared)
 		}
-		ck.diskFile(in, report)
+		ck.diskFile(in, report, damaged)
 	case S_IFDIR:
 		if in.nlink() == 0 {
 			if in.data() != 0 {
@@ -273,13 +273,21 @@ func (ck *checker) inodeContents(in inode) {
 }
 
 // diskFile checks the large-file state of a regular inode.
-func (ck *checker) diskFile(in inode, report func(string, ...any)) {
+// memDamaged is how many problems memCheck reported in the arena storage
+// a large file should not have.
+func (ck *checker) diskFile(in inode, report func(string, ...any), memDamaged int) {
 	switch {
 	case !in.onDisk():
 		if in.seg() != 0 || in.u64(iDiskCur) != 0 {
 			report("arena file with a segment list at %d (shrink cursor %d)", in.seg(), in.u64(iDiskCur))
 			ck.strayDiskFields(in.ino, in.seg(), in.u64(iDiskCur))
 		}
+	case in.seg() == 0 && in.u64(iDiskCur) == 0 && (in.data() != 0 || in.size() == 0):
+		// Arena storage and nothing of the disk: an arena file whose disk
+		// flag was set by damage (its storage's own problems, if any, are
+		// repaired once it is an arena file again).
+		report("large file without a segment list, with arena storage")
+		ck.strayDiskFlag(in.ino, memDamaged)
 	case ck.dk == nil:
 		report("large file on a file system without a disk")
 	case in.seg() == 0:
@@ -288,6 +296,7 @@ func (ck *checker) diskFile(in inode, report func(string, ...any)) {
 	default:
 		if (in.data() != 0 || in.u64(iDiskCur) != 0) && in.flags()&flagOrphan == 0 {
 			report("large file keeps arena storage or disk data past its end and is not on the orphan list")
+			ck.diskLeftovers(in.ino, in.u64(iDiskCur), memDamaged)
 		}
 		size := max(in.size(), in.u64(iDiskCur))
 		errs := ck.dk.File(in.seg(), int64(size)) // its errors come back from Finish

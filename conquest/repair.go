@@ -304,6 +304,68 @@ func (ck *checker) strayDiskFields(ino Ino, seg pram.Off, cur uint64) {
 		})
 }
 
+// diskLeftovers: a large file not on the orphan list still has what only
+// an unfinished job may leave (orphan.go): arena storage from its move to
+// disk, or disk data past its end from a truncate (iDiskCur, cur here).
+// The arena storage is dropped (the inode stops pointing at it, and the
+// leak pass frees what it held: the data is on disk); the truncate is
+// finished, within one transaction's journal room, the next pass going on
+// if more is left (the key names the cursor). memDamaged counts the arena
+// storage's own problems, which dropping it addresses too.
+func (ck *checker) diskLeftovers(ino Ino, cur uint64, memDamaged int) {
+	fs := ck.fs
+	ck.inodeFix(ino, fmt.Sprintf("disk leftovers %d %d", ino, cur), "large file with leftovers of an unfinished move or truncate", 1+memDamaged,
+		func(tx *pram.Tx, in inode) (string, error) {
+			if !in.onDisk() || in.flags()&flagOrphan != 0 {
+				return "", fmt.Errorf("%w: inode %d is not a large file off the orphan list", ErrIO, ino)
+			}
+			var did []string
+			if in.data() != 0 || in.idxLen() != 0 || in.allocd() != 0 || in.small() {
+				in.set64(tx, iData, 0)
+				in.set64(tx, iIdxLen, 0)
+				in.set64(tx, iAllocd, 0)
+				in.set32(tx, iFlags, in.flags()&^flagSmall)
+				did = append(did, "dropped its leftover arena storage (its data is on disk)")
+			}
+			if cur := in.u64(iDiskCur); cur != 0 {
+				end, err := fs.ds.MappedEnd(in.seg())
+				if err != nil {
+					return "", err
+				}
+				// A damaged cursor may lie far beyond the data.
+				in.set64(tx, iDiskCur, max(min(cur, uint64(end)), fs.roundUp(in.size())))
+				for more := true; more && in.u64(iDiskCur) != 0; {
+					if more, err = fs.diskShrinkStep(tx, in); err != nil {
+						return "", err
+					}
+					if more && fs.journalLow(tx) {
+						did = append(did, "released part of its disk data past the end (the next pass goes on)")
+						return strings.Join(did, "; "), nil
+					}
+				}
+				did = append(did, "released its disk data past the end")
+			}
+			return strings.Join(did, "; "), nil
+		})
+}
+
+// strayDiskFlag: ino is flagged as a large file but names no segment list
+// or shrink cursor, and holds arena storage (or is empty): the flag is
+// cleared, and the file reads its data from the arena again; damage to that
+// storage (memDamaged problems) is repaired by the next pass, as for any
+// arena file. (Giving it an empty segment list instead would make its data
+// read as zeros, and the leftover fix then drop it.)
+func (ck *checker) strayDiskFlag(ino Ino, memDamaged int) {
+	ck.inodeFix(ino, fmt.Sprintf("disk flag %d", ino), "file kept in the arena is flagged as a large file", 1+memDamaged,
+		func(tx *pram.Tx, in inode) (string, error) {
+			if !in.onDisk() || in.seg() != 0 || in.u64(iDiskCur) != 0 {
+				return "", fmt.Errorf("%w: inode %d is no longer a large file without a segment list", ErrIO, ino)
+			}
+			in.set32(tx, iFlags, in.flags()&^flagDisk)
+			return "cleared the flag: its data is read from the arena again", nil
+		})
+}
+
 // badFlags: ino's flags hold bits no version sets, or the small-file or
 // disk flag on an inode that is not a regular file. The bits that do not
 // belong are cleared.

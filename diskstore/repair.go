@@ -67,6 +67,16 @@ func (s *Store) quarantineOverlap(x extent) (extent, bool, error) {
 // Extension of DESIGN.md.
 func (s *Store) SetFileCount(tx *pram.Tx, n uint64) { tx.Set64(s.st+stOffFiles, n) }
 
+// MappedEnd is the end, in bytes, of the last file block seg maps (0 if
+// none): no disk data of the file lies beyond it.
+func (s *Store) MappedEnd(seg pram.Off) (int64, error) {
+	if err := s.validSeg(seg); err != nil {
+		return 0, err
+	}
+	fb, err := s.mappedEnd(seg)
+	return int64(fb * s.bs), err
+}
+
 // ClearStraySum repairs a *StraySumError: it zeroes the checksum of file
 // block fb of seg, which must map no disk block (else ErrCorrupt, nothing
 // changed).
