@@ -246,6 +246,7 @@ func (ck *checker) inodeContents(in inode) {
 	case S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK:
 		if in.data() != 0 {
 			report("special file has data at %d", in.data())
+			ck.specialData(in.ino)
 		}
 	default:
 		report("bad mode %#o", in.mode())

@@ -349,6 +349,22 @@ func (ck *checker) diskLeftovers(ino Ino, cur uint64, memDamaged int) {
 		})
 }
 
+// specialData: a device, FIFO or socket points at data, which it never
+// has. The pointer is cleared (an allocation there is freed as a leak by a
+// later pass).
+func (ck *checker) specialData(ino Ino) {
+	ck.inodeFix(ino, fmt.Sprintf("special data %d", ino), "special file pointing at data", 1,
+		func(tx *pram.Tx, in inode) (string, error) {
+			switch in.typ() {
+			case S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK:
+			default:
+				return "", fmt.Errorf("%w: inode %d is not a special file", ErrIO, ino)
+			}
+			in.set64(tx, iData, 0)
+			return "cleared the pointer", nil
+		})
+}
+
 // strayDiskFlag: ino is flagged as a large file but names no segment list
 // or shrink cursor, and holds arena storage (or is empty): the flag is
 // cleared, and the file reads its data from the arena again; damage to that

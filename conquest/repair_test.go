@@ -146,6 +146,13 @@ func TestRepairFixesDamage(t *testing.T) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.Off(fs.a.Root(0))+56, 0xdead) })
 		}, []string{"reserved word at 56 is not zero: zeroed it"}, nil},
 
+		{"special file pointing at data", func(t *testing.T, fs *FS, r repairTree) {
+			at, err := fs.Mknod(RootIno, "fifo", S_IFIFO|0o644, 0, user)
+			must(t, err)
+			in, _ := fs.inode(at.Ino)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, uint64(fs.a.Root(0))) })
+		}, []string{"/fifo: special file pointing at data: cleared the pointer"}, nil},
+
 		{"arena file flagged as a large file", func(t *testing.T, fs *FS, r repairTree) {
 			// Found by corrupting random bytes of an image: the file was
 			// given an empty segment list and its arena data was dropped.
