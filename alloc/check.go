@@ -62,6 +62,11 @@ func (c *Checker) corrupt(format string, args ...any) {
 	c.add(fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...))
 }
 
+// derived records damage to what RebuildLists recomputes.
+func (c *Checker) derived(format string, args ...any) {
+	c.add(&DerivedStateError{What: fmt.Sprintf(format, args...)})
+}
+
 // Mark records that the upper layers reach the allocation at off; what
 // names the referrer in error messages. It returns the error it recorded
 // (nil if none), so that a caller can tell an allocation reached twice
@@ -257,7 +262,7 @@ func (w *walk) slabPage(pg uint64, e entry) {
 		}
 	}
 	if n != uint64(e.used) {
-		c.corrupt("page %d: slab counts %d used but its bitmap has %d", pg, e.used, n)
+		c.derived("page %d: slab counts %d used but its bitmap has %d", pg, e.used, n)
 	}
 	if e.npages != 0 || (cl == 0 && !w.bitmapZero(pg)) {
 		c.add(&StrayFieldsError{Page: pg, Slab: true})
@@ -265,7 +270,7 @@ func (w *walk) slabPage(pg uint64, e entry) {
 	if n < slots {
 		w.setWant(pg)
 	} else if e.next != 0 || e.prev != 0 {
-		c.corrupt("page %d: full slab has list links", pg)
+		c.derived("page %d: full slab has list links", pg)
 	}
 	w.slab++
 	w.objects += n
@@ -290,7 +295,7 @@ func (w *walk) lists() {
 		for ; word != 0; word &= word - 1 {
 			pg := uint64(64*i + bits.TrailingZeros64(word))
 			e := h.readEnt(pg)
-			w.c.corrupt("page %d (kind %d, order/class %d) is on no list", pg, e.kind, e.order)
+			w.c.derived("page %d (kind %d, order/class %d) is on no list", pg, e.kind, e.order)
 		}
 	}
 }
@@ -300,21 +305,21 @@ func (w *walk) list(head pram.Off, name string, ok func(entry) bool) {
 	prev := uint64(0)
 	for v := h.a.U64(head); v != 0; {
 		if v > w.top {
-			c.corrupt("%s: link to page %d past top %d", name, v-1, w.top)
+			c.derived("%s: link to page %d past top %d", name, v-1, w.top)
 			return
 		}
 		pg := v - 1
 		e := h.readEnt(pg)
 		if !ok(e) {
-			c.corrupt("%s: page %d does not belong there (kind %d, order/class %d)", name, pg, e.kind, e.order)
+			c.derived("%s: page %d does not belong there (kind %d, order/class %d)", name, pg, e.kind, e.order)
 			return
 		}
 		if !w.takeWant(pg) {
-			c.corrupt("%s: page %d reached twice (a cycle or on two lists)", name, pg)
+			c.derived("%s: page %d reached twice (a cycle or on two lists)", name, pg)
 			return
 		}
 		if uint64(e.prev) != prev {
-			c.corrupt("%s: page %d has back link %d, want %d", name, pg, e.prev, prev)
+			c.derived("%s: page %d has back link %d, want %d", name, pg, e.prev, prev)
 		}
 		prev, v = v, uint64(e.next)
 	}
@@ -329,7 +334,7 @@ func (w *walk) counters() {
 	}{{"top", s.top, w.free + w.slab + w.large}, {"free pages", s.free, w.free}, {"slab pages", s.slab, w.slab},
 		{"large pages", s.large, w.large}, {"objects", s.objects, w.objects}, {"used bytes", s.used, w.used}} {
 		if x.hdr != x.walk {
-			w.c.corrupt("header counts %d %s, the walk found %d", x.hdr, x.name, x.walk)
+			w.c.derived("header counts %d %s, the walk found %d", x.hdr, x.name, x.walk)
 		}
 	}
 }

@@ -94,6 +94,20 @@ func (e *StrayFieldsError) Error() string {
 // Unwrap returns ErrCorrupt.
 func (e *StrayFieldsError) Unwrap() error { return ErrCorrupt }
 
+// DerivedStateError is the ErrCorrupt of damage to what follows from the
+// page map: a free or partial-slab list (its head, a link, a member that
+// does not belong or is missing), a slab's count of objects in use, or a
+// header counter. Heap.RebuildLists repairs it. Callers get it with
+// errors.As.
+type DerivedStateError struct {
+	What string
+}
+
+func (e *DerivedStateError) Error() string { return fmt.Sprintf("%v: %s", ErrCorrupt, e.What) }
+
+// Unwrap returns ErrCorrupt.
+func (e *DerivedStateError) Unwrap() error { return ErrCorrupt }
+
 // ReservedWordError is the ErrCorrupt the consistency walk reports for an
 // unused word of the heap's header page that is not zero (nothing reads
 // it). Heap.ClearReserved repairs it. Callers get it with errors.As.

@@ -116,6 +116,14 @@ func Open(a *pram.Arena) (*Heap, error) {
 
 // checkHeader validates the whole header against the cached layout.
 func (h *Heap) checkHeader() error {
+	if err := h.checkStatic(); err != nil {
+		return err
+	}
+	return h.checkCounters()
+}
+
+// checkStatic validates the header's static part: what Format writes once.
+func (h *Heap) checkStatic() error {
 	b := h.a.Bytes(h.g.hdr, HeaderSize)
 	le := binary.LittleEndian
 	switch {
@@ -133,7 +141,7 @@ func (h *Heap) checkHeader() error {
 		le.Uint64(b[hdrNPages:]) != h.g.npages:
 		return fmt.Errorf("%w: heap layout in header does not match the arena", ErrCorrupt)
 	}
-	return h.checkCounters()
+	return nil
 }
 
 // checkCounters validates the dynamic header words: every carved page is in
@@ -142,24 +150,24 @@ func (h *Heap) checkHeader() error {
 func (h *Heap) checkCounters() error {
 	s := h.counters()
 	if s.top > h.g.npages {
-		return fmt.Errorf("%w: top %d beyond %d pages", ErrCorrupt, s.top, h.g.npages)
+		return derivedf("top %d beyond %d pages", s.top, h.g.npages)
 	}
 	if s.free > s.top || s.slab > s.top || s.large > s.top || s.free+s.slab+s.large != s.top {
-		return fmt.Errorf("%w: page counts free %d + slab %d + large %d != carved %d",
-			ErrCorrupt, s.free, s.slab, s.large, s.top)
+		return derivedf("page counts free %d + slab %d + large %d != carved %d",
+			s.free, s.slab, s.large, s.top)
 	}
 	if s.used > (s.slab+s.large)*pageSize || s.objects > s.slab*tinySlots+s.large {
-		return fmt.Errorf("%w: %d objects of %d bytes do not fit %d slab and %d large pages",
-			ErrCorrupt, s.objects, s.used, s.slab, s.large)
+		return derivedf("%d objects of %d bytes do not fit %d slab and %d large pages",
+			s.objects, s.used, s.slab, s.large)
 	}
 	for i := range MaxOrder + 1 {
 		if v := h.a.U64(h.freeHead(i)); v > s.top {
-			return fmt.Errorf("%w: free list %d starts at page %d of %d", ErrCorrupt, i, v-1, s.top)
+			return derivedf("free list %d starts at page %d of %d", i, v-1, s.top)
 		}
 	}
 	for c := range NumClasses {
 		if v := h.a.U64(h.partialHead(c)); v > s.top {
-			return fmt.Errorf("%w: partial list of class %d starts at page %d of %d", ErrCorrupt, c, v-1, s.top)
+			return derivedf("partial list of class %d starts at page %d of %d", c, v-1, s.top)
 		}
 	}
 	return nil
@@ -232,4 +240,9 @@ func (h *Heap) SizeOf(off pram.Off) (uint64, error) {
 		return 0, fmt.Errorf("%w: %#x is free", ErrNotAllocated, off)
 	}
 	return l.size, nil
+}
+
+// derivedf is a *DerivedStateError.
+func derivedf(format string, args ...any) error {
+	return &DerivedStateError{What: fmt.Sprintf(format, args...)}
 }

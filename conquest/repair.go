@@ -996,10 +996,30 @@ func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
 }
 
 // allocFindings turns the allocator's repairable complaints (a page-map
-// entry with stray fields, a damaged page count or a non-zero reserved
-// header word) into fixes of the link
+// entry with stray fields, a damaged page count, a non-zero reserved header
+// word, damaged lists or counters) into fixes of the link
 // phase, so that leaks can be freed once they are made.
 func (fs *FS) allocFindings(fd *findings, errs []error) {
+	derived := 0
+	for _, err := range errs {
+		if _, ok := errors.AsType[*alloc.DerivedStateError](err); ok {
+			derived++
+		}
+	}
+	if derived > 0 {
+		fd.handled += derived
+		fd.add(phaseLinks, finding{
+			key: "alloc rebuild", where: "arena heap",
+			problem: fmt.Sprintf("%d problem(s) in the allocator's lists or counters", derived),
+			run: func() (string, error) {
+				rep, err := fs.h.RebuildLists()
+				if err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("rebuilt them from its page map (%d word(s) rewritten)", rep.Words), nil
+			},
+		})
+	}
 	for _, err := range errs {
 		if rw, ok := errors.AsType[*alloc.ReservedWordError](err); ok {
 			fd.handled++
@@ -1184,4 +1204,27 @@ func typeName(t uint32) string {
 		return "symlink"
 	}
 	return "special file"
+}
+
+// RebuildAllocator recomputes the allocator's lists and counters in the
+// arena at pramPath from its page map (alloc.Heap.RebuildLists), for
+// `conquest fsck --repair` when Open refuses the arena because they are
+// damaged (an *alloc.DerivedStateError). Nothing else is read or changed.
+func RebuildAllocator(pramPath string) (alloc.RebuildReport, error) {
+	a, err := pram.Open(pramPath)
+	if err != nil {
+		return alloc.RebuildReport{}, err
+	}
+	h, err := alloc.OpenForRepair(a)
+	var rep alloc.RebuildReport
+	if err == nil {
+		rep, err = h.RebuildLists()
+	}
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return rep, fmt.Errorf("%s: %w", pramPath, err)
+	}
+	return rep, nil
 }

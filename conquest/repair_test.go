@@ -142,6 +142,11 @@ func TestRepairFixesDamage(t *testing.T) {
 				}
 			}},
 
+		{"allocator counter", func(t *testing.T, fs *FS, r repairTree) {
+			objects := pram.Off(fs.a.Root(0)) + 96 // alloc/layout.go: hdrObjects
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(objects, fs.a.U64(objects)+1) })
+		}, []string{"arena heap: 1 problem(s) in the allocator's lists or counters: rebuilt them from its page map (1 word(s) rewritten)"}, nil},
+
 		{"reserved word of the heap header", func(t *testing.T, fs *FS, r repairTree) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.Off(fs.a.Root(0))+56, 0xdead) })
 		}, []string{"reserved word at 56 is not zero: zeroed it"}, nil},

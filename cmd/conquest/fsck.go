@@ -55,7 +55,20 @@ func fsckCommand() *cli.Command {
 			}
 			out := c.App.Writer
 			var logs []string
-			fsys, err := coreOpen(im, conquest.Options{Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }})
+			opts := conquest.Options{Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }}
+			fsys, err := coreOpen(im, opts)
+			var rebuilt []string // fixes made before the file system could be opened
+			if _, ok := errors.AsType[*alloc.DerivedStateError](err); ok && c.Bool("repair") {
+				// The allocator's lists or counters are damaged: they follow
+				// from its page map, so rebuild them and open again.
+				rep, rerr := conquest.RebuildAllocator(im.pram)
+				if rerr != nil {
+					return cli.Exit(fmt.Sprintf("%v\n%s: rebuilding the allocator's lists and counters failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
+				}
+				rebuilt = append(rebuilt, fmt.Sprintf("arena heap: %v: rebuilt the allocator's lists and counters from its page map (%d words rewritten)",
+					err, rep.Words))
+				fsys, err = coreOpen(im, opts)
+			}
 			if err != nil {
 				code := fsckOperational
 				if isDamage(err) {
@@ -108,6 +121,9 @@ func fsckCommand() *cli.Command {
 				fmt.Fprintf(out, "%s: clean\n", im.pram)
 				return exitCode(code)
 			}
+			for _, f := range rebuilt {
+				fmt.Fprintf(out, "%s: fixed: %s\n", im.pram, f)
+			}
 			for _, f := range rep.Fixes {
 				fmt.Fprintf(out, "%s: fixed: %s\n", im.pram, f)
 			}
@@ -116,10 +132,10 @@ func fsckCommand() *cli.Command {
 			}
 			if len(rep.Remaining) > 0 {
 				return cli.Exit(fmt.Sprintf("%s: %s found, %s made, %s left uncorrected",
-					im.pram, plural(len(errs), "error"), plural(len(rep.Fixes), "repair"), plural(len(rep.Remaining), "error")), fsckUncorrected)
+					im.pram, plural(len(errs)+len(rebuilt), "error"), plural(len(rep.Fixes)+len(rebuilt), "repair"), plural(len(rep.Remaining), "error")), fsckUncorrected)
 			}
-			if len(errs) > 0 || len(rep.Fixes) > 0 {
-				fmt.Fprintf(out, "%s: %s found, %s made: clean now\n", im.pram, plural(len(errs), "error"), plural(len(rep.Fixes), "repair"))
+			if len(errs) > 0 || len(rep.Fixes)+len(rebuilt) > 0 {
+				fmt.Fprintf(out, "%s: %s found, %s made: clean now\n", im.pram, plural(len(errs)+len(rebuilt), "error"), plural(len(rep.Fixes)+len(rebuilt), "repair"))
 				code = fsckCorrected
 			} else {
 				fmt.Fprintf(out, "%s: clean\n", im.pram)

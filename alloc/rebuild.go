@@ -1,0 +1,238 @@
+package alloc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"conquest/pram"
+)
+
+// Rebuilding the heap's derived state (for `conquest fsck --repair`).
+//
+// The page map says what every block is: free (and its order), a slab (its
+// class and slot bitmap) or a whole-page allocation (its size). Everything
+// else in the heap follows from it: the free list of each order, the
+// partial-slab list of each class, every entry's list links, a slab's count
+// of objects in use, and the header's counters (top, pages by kind,
+// objects, bytes in use). Damage there makes Open refuse the heap (a list
+// head past top, counters that do not add up) or the walk report lists that
+// disagree with the map; RebuildLists computes it all again from the map.
+
+// OpenForRepair is Open for a heap whose derived state may be damaged: it
+// validates the static part of the header (magic, version, checksum, shape
+// and layout) but not the counters and list heads, which RebuildLists
+// recomputes. Only for repair of an image no one else has open.
+func OpenForRepair(a *pram.Arena) (*Heap, error) {
+	h := &Heap{a: a}
+	r := a.Root(0)
+	if r == 0 {
+		return nil, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
+	}
+	g, ok := layoutFor(a.Geometry())
+	if !ok || r != uint64(g.hdr) {
+		return nil, fmt.Errorf("%w: heap header at %#x, want %#x", ErrCorrupt, r, g.hdr)
+	}
+	h.g = g
+	if err := h.checkStatic(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// RebuildReport says what RebuildLists changed.
+type RebuildReport struct {
+	Words int // header and entry words rewritten because they differed
+}
+
+// RebuildLists recomputes the heap's derived state from its page map (see
+// above) and writes what differs. It refuses, with ErrCorrupt and nothing
+// written, a map it cannot walk: an entry of unknown kind, a block that is
+// misaligned or runs past the heap, a slab of unknown class, or a page in no
+// block below pages in use. Top is the end of the last block (pages past it
+// have all-zero entries).
+//
+// The writes bypass the journal: a fragmented heap can need more of them
+// than a transaction holds. If they are interrupted, the heap is left half
+// rebuilt, and running RebuildLists again (fsck --repair) completes it; the
+// page map itself, and so every allocation, is never changed, except a
+// slab's count of objects in use, which is set to what its bitmap holds.
+func (h *Heap) RebuildLists() (RebuildReport, error) {
+	var rep RebuildReport
+	// Top is where the walk of the map meets a page in no block. The
+	// header's top, if sane, must not lie above that (pages below it in no
+	// block are lost pages: refused); and if the walk fails past it, on
+	// entries that were never carved but damaged, the header's top is used.
+	st, err := h.scanMap(h.g.npages)
+	headerTop := h.a.U64(h.g.hdr + hdrTop)
+	valid := headerTop <= h.g.npages
+	if err == nil && valid && st.c.top < headerTop {
+		return rep, fmt.Errorf("%w: page %d is in no block, below top %d", ErrCorrupt, st.c.top, headerTop)
+	}
+	if err != nil && valid {
+		if st2, err2 := h.scanMap(headerTop); err2 == nil && st2.c.top == headerTop {
+			st, err = st2, nil
+		}
+	}
+	if err != nil {
+		return rep, err
+	}
+	c := st.c
+	put := func(off pram.Off, v uint64) {
+		if h.a.U64(off) != v {
+			h.a.PutU64(off, v)
+			rep.Words++
+		}
+	}
+	for _, f := range st.fixes {
+		o := h.g.ent(f.pg)
+		w := h.a.U64(o)
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], w)
+		binary.LittleEndian.PutUint16(b[entUsed:], f.used)
+		put(o, binary.LittleEndian.Uint64(b[:]))
+	}
+	// Links: each list in page order; every other block head has none.
+	link := func(head pram.Off, list []uint64) {
+		first := uint64(0)
+		if len(list) > 0 {
+			first = list[0] + 1
+		}
+		put(head, first)
+		for i, p := range list {
+			next, prev := uint64(0), uint64(0)
+			if i+1 < len(list) {
+				next = list[i+1] + 1
+			}
+			if i > 0 {
+				prev = list[i-1] + 1
+			}
+			put(h.g.ent(p)+entNext, next|prev<<32)
+		}
+	}
+	for j := range st.free {
+		link(h.freeHead(j), st.free[j])
+	}
+	for cl := range st.partial {
+		link(h.partialHead(cl), st.partial[cl])
+	}
+	for p := uint64(0); p < c.top; {
+		e := h.readEnt(p)
+		if !st.onList[p] && (e.next != 0 || e.prev != 0) {
+			put(h.g.ent(p)+entNext, 0)
+		}
+		switch e.kind {
+		case kindFree:
+			p += 1 << e.order
+		case kindLarge:
+			p += uint64(e.npages)
+		default:
+			p++
+		}
+	}
+	// Entries past top are never read, and a block carved there later
+	// expects its pages' entries to be zero.
+	for p := c.top; p < h.g.npages; p++ {
+		for w := pram.Off(0); w < EntrySize; w += 8 {
+			put(h.g.ent(p)+w, 0)
+		}
+	}
+	o := h.g.hdr
+	put(o+hdrTop, c.top)
+	put(o+hdrFreePages, c.free)
+	put(o+hdrSlabPages, c.slab)
+	put(o+hdrLargePgs, c.large)
+	put(o+hdrObjects, c.objects)
+	put(o+hdrUsedBytes, c.used)
+	return rep, nil
+}
+
+// mapScan is what scanMap found.
+type mapScan struct {
+	free    [MaxOrder + 1][]uint64 // heads of free blocks, by order
+	partial [NumClasses][]uint64   // slabs with free slots, by class
+	onList  map[uint64]bool
+	fixes   []slabFix // slabs whose count of objects in use is wrong
+	c       counters  // recomputed
+}
+
+type slabFix struct {
+	pg   uint64
+	used uint16
+}
+
+// scanMap walks the page map block by block from page 0 until a page in
+// no block (top) or limit; a block running past limit, an entry of unknown
+// kind, a slab of unknown class or a block covering another's head is
+// ErrCorrupt.
+func (h *Heap) scanMap(limit uint64) (mapScan, error) {
+	st := mapScan{onList: make(map[uint64]bool)}
+	c := &st.c
+	// interior: a block's other pages must have all-zero entries, or the
+	// block's size is wrong and covers other blocks.
+	interior := func(pg, n uint64) error {
+		for q := pg + 1; q < pg+n; q++ {
+			if !h.entZero(q) {
+				return fmt.Errorf("%w: the block at page %d (%d pages) covers page %d, whose entry is in use", ErrCorrupt, pg, n, q)
+			}
+		}
+		return nil
+	}
+	pg := uint64(0)
+	for pg < limit {
+		e := h.readEnt(pg)
+		switch e.kind {
+		case kindFree:
+			j := uint(e.order)
+			if j > MaxOrder || pg&(1<<j-1) != 0 || pg+1<<j > limit {
+				return st, fmt.Errorf("%w: page %d: free block of order %d is misaligned or past page %d", ErrCorrupt, pg, j, limit)
+			}
+			if err := interior(pg, 1<<j); err != nil {
+				return st, err
+			}
+			st.free[j] = append(st.free[j], pg)
+			st.onList[pg] = true
+			c.free += 1 << j
+			pg += 1 << j
+		case kindLarge:
+			np := uint64(e.npages)
+			if np == 0 || np > maxBlockPages || pg+np > limit || pg&(1<<orderFor(np)-1) != 0 {
+				return st, fmt.Errorf("%w: page %d: allocation of %d pages is misaligned or past page %d", ErrCorrupt, pg, np, limit)
+			}
+			if err := interior(pg, np); err != nil {
+				return st, err
+			}
+			c.large += np
+			c.objects++
+			c.used += np << pageShift
+			pg += np
+		case kindSlab:
+			cl := int(e.order)
+			if cl >= NumClasses {
+				return st, fmt.Errorf("%w: page %d: slab of unknown class %d", ErrCorrupt, pg, cl)
+			}
+			var n uint64
+			for i := range bitmapWords(cl) {
+				n += uint64(bits.OnesCount64(h.a.U64(h.bitmapWord(pg, cl, i)) & slotMask(cl, i)))
+			}
+			if n != uint64(e.used) {
+				st.fixes = append(st.fixes, slabFix{pg, uint16(n)})
+			}
+			if n < slotsOf(cl) {
+				st.partial[cl] = append(st.partial[cl], pg)
+				st.onList[pg] = true
+			}
+			c.slab++
+			c.objects += n
+			c.used += n * uint64(classSizes[cl])
+			pg++
+		case kindNone:
+			c.top = pg
+			return st, nil
+		default:
+			return st, fmt.Errorf("%w: page %d: unknown kind %d", ErrCorrupt, pg, e.kind)
+		}
+	}
+	c.top = pg
+	return st, nil
+}
