@@ -68,6 +68,7 @@ func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
 type checkInfo struct {
 	parent  Ino    // with findings: the directory of the first name found
 	name    string // and that name
+	dtype   uint8  // and the type that entry records
 	refs    uint32 // directory entries naming it
 	subdirs uint32 // for directories: entries that are directories
 	dir     bool
@@ -128,7 +129,9 @@ func (ck *checker) walk() {
 				ck.badEntry(d.ino, name, e.Ino, fmt.Sprintf("names inode %d, which is not a live inode", e.Ino))
 				return true
 			}
-			if e.Type != in.dtype() {
+			// An inode of no valid type (bad mode) takes its type from the
+			// entry (badMode), not the other way round.
+			if e.Type != in.dtype() && in.dtype() != DT_UNKNOWN {
 				ck.errorf("directory %d: entry %q has type %d, inode %d is type %d", d.ino, name, e.Type, in.ino, in.dtype())
 				ck.wrongType(d.ino, name, in.ino, e.Type, in.dtype())
 			}
@@ -150,7 +153,7 @@ func (ck *checker) walk() {
 			}
 			info := &checkInfo{refs: 1, dir: in.isDir(), nlink: in.nlink(), gen: in.gen()}
 			if ck.fd != nil {
-				info.parent, info.name = d.ino, name
+				info.parent, info.name, info.dtype = d.ino, name, e.Type
 			}
 			ck.seen[in.ino] = info
 			ck.inodeContents(in)
@@ -250,6 +253,9 @@ func (ck *checker) inodeContents(in inode) {
 		}
 	default:
 		report("bad mode %#o", in.mode())
+		if info := ck.seen[in.ino]; info != nil {
+			ck.badMode(in.ino, info.dtype)
+		}
 	}
 	if x := in.xattr(); x != 0 {
 		ck.c.Mark(x, fmt.Sprintf("xattrs of inode %d", in.ino))
@@ -306,6 +312,9 @@ func (ck *checker) diskFile(in inode, report func(string, ...any), memDamaged in
 		ck.straySums(in.ino, in.seg(), errs)
 		ck.badUnsynced(in.ino, in.seg(), errs)
 		ck.badSumPages(in.ino, in.seg(), errs)
+		if in.u64(iDiskCur) == 0 {
+			ck.sizeBelowData(in.ino, in.seg(), errs)
+		}
 		if !ck.fs.ds.SegAllocation(in.seg()) {
 			ck.noSegList(in.ino) // a pointer that leads nowhere
 		}

@@ -349,6 +349,40 @@ func (ck *checker) diskLeftovers(ino Ino, cur uint64, memDamaged int) {
 		})
 }
 
+// badMode: ino's mode has no valid file type; the directory entry that
+// names it records dt. The inode takes that type, keeping its permission
+// bits (a directory's table, a file's data, ... are then checked as usual
+// by the next pass). An entry of unknown type leaves it reported.
+func (ck *checker) badMode(ino Ino, dt uint8) {
+	types := map[uint8]uint32{DT_REG: S_IFREG, DT_DIR: S_IFDIR, DT_LNK: S_IFLNK, DT_FIFO: S_IFIFO,
+		DT_SOCK: S_IFSOCK, DT_CHR: S_IFCHR, DT_BLK: S_IFBLK}
+	typ, ok := types[dt]
+	if !ok {
+		return
+	}
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.handled++
+	fs := ck.fs
+	// In the first phase: until the type is right, the walk sees the tree
+	// wrong (a directory's subtree as leaked, link counts off by one).
+	ck.fd.add(phaseDirs, finding{key: fmt.Sprintf("mode %d", ino), ino: ino,
+		problem: "mode of no valid file type",
+		apply: func(tx *pram.Tx) (string, error) {
+			in, err := fs.inode(ino)
+			if err != nil {
+				return "", err
+			}
+			if in.dtype() != DT_UNKNOWN {
+				return "", fmt.Errorf("%w: inode %d has a valid type now", ErrIO, ino)
+			}
+			mode := typ | in.mode()&0o7777
+			in.set32(tx, iMode, mode)
+			return fmt.Sprintf("set it to %#o, the type its directory entry records", mode), nil
+		}})
+}
+
 // specialData: a device, FIFO or socket points at data, which it never
 // has. The pointer is cleared (an allocation there is freed as a leak by a
 // later pass).
@@ -630,6 +664,38 @@ func (ck *checker) badSumPages(ino Ino, seg pram.Off, errs []error) {
 				return "dropped it: the blocks it covered read as zeros (their data is lost)", nil
 			})
 	}
+}
+
+// sizeBelowData: ino's file holds written data past its size (and no
+// truncate is pending: that case is diskLeftovers'). As e2fsck does, the
+// size is taken to be what is damaged: it is raised to the end of the last
+// block holding data (the bytes after the old end in it read as zeros).
+func (ck *checker) sizeBelowData(ino Ino, seg pram.Off, errs []error) {
+	var end int64
+	n := 0
+	for _, err := range errs {
+		if be, ok := errors.AsType[*diskstore.BeyondEndError](err); ok {
+			end = max(end, int64(be.Block+1)*int64(ck.fs.ds.BlockSize()))
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	fs := ck.fs
+	ck.inodeFix(ino, fmt.Sprintf("size %d %d", ino, end), "data past the end of the file", n,
+		func(tx *pram.Tx, in inode) (string, error) {
+			if !in.onDisk() || in.seg() != seg || in.u64(iDiskCur) != 0 {
+				return "", fmt.Errorf("%w: inode %d is not the large file it was", ErrIO, ino)
+			}
+			if uint64(end) <= in.size() {
+				return "", fmt.Errorf("%w: inode %d is %d bytes now", ErrIO, ino, in.size())
+			}
+			old := in.size()
+			in.set64(tx, iSize, uint64(end))
+			fs.setLsize(ino, 0)
+			return fmt.Sprintf("set its size from %d to %d, the end of the data it holds", old, end), nil
+		})
 }
 
 // badUnsynced: unsynced records of ino's file that are damaged or name an

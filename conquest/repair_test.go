@@ -151,6 +151,23 @@ func TestRepairFixesDamage(t *testing.T) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.Off(fs.a.Root(0))+56, 0xdead) })
 		}, []string{"reserved word at 56 is not zero: zeroed it"}, nil},
 
+		{"mode of no valid type", func(t *testing.T, fs *FS, r repairTree) {
+			// Found by corrupting random bytes of an image: the damaged
+			// directory's whole subtree looked leaked, and nothing was
+			// repaired.
+			d, _ := fs.inode(r.d.Ino)
+			f, _ := fs.inode(r.f.Ino)
+			corrupt(fs, func(tx *pram.Tx) {
+				tx.Set32(d.off+iMode, 0o110000|d.mode()&0o7777)
+				tx.Set32(f.off+iMode, 0o150000|f.mode()&0o7777)
+			})
+		}, []string{"/d: mode of no valid file type: set it to 040", "/f: mode of no valid file type: set it to 0100"},
+			func(t *testing.T, fs *FS, r repairTree) {
+				wantContent(t, fs, "/d/g", gData)
+				wantContent(t, fs, "/d/e/k", kData)
+				wantContent(t, fs, "/f", fData)
+			}},
+
 		{"special file pointing at data", func(t *testing.T, fs *FS, r repairTree) {
 			at, err := fs.Mknod(RootIno, "fifo", S_IFIFO|0o644, 0, user)
 			must(t, err)
@@ -461,20 +478,23 @@ func TestRepairLostLargeFile(t *testing.T) {
 }
 
 // TestRepairDiskLeftovers: a large file off the orphan list that still
-// has arena storage (from its move to disk) loses it to the leak pass, and
-// one with a truncate's shrink cursor (here one block past its data) has the
-// truncate finished; the data stays intact. (Found
+// has arena storage (from its move to disk) loses it to the leak pass, one
+// with a truncate's shrink cursor (one block past its data, or far past
+// it) has the truncate finished, and one whose size is below data it holds
+// has its size raised; the data stays intact. (Found
 // by corrupting random bytes of an image: fsck --repair could not fix it.)
 func TestRepairDiskLeftovers(t *testing.T) {
 	fs, env := newTestFSOpt(t, fsOpt{disk: true})
 	data := pattern(300<<10, 7)
 	a, b, c := makeFile(t, fs, "a", data), makeFile(t, fs, "b", data), makeFile(t, fs, "c", data)
-	if !isLarge(t, fs, a) || !isLarge(t, fs, b) || !isLarge(t, fs, c) {
+	d := makeFile(t, fs, "d", data)
+	if !isLarge(t, fs, a) || !isLarge(t, fs, b) || !isLarge(t, fs, c) || !isLarge(t, fs, d) {
 		t.Fatal("not on disk")
 	}
 	ia, _ := fs.inode(a)
 	ib, _ := fs.inode(b)
 	ic, _ := fs.inode(c)
+	id, _ := fs.inode(d)
 	corrupt(fs, func(tx *pram.Tx) {
 		blk, err := fs.h.Alloc(tx, 100)
 		must(t, err)
@@ -484,6 +504,7 @@ func TestRepairDiskLeftovers(t *testing.T) {
 		ia.set32(tx, iFlags, ia.flags()|flagSmall)
 		ib.set64(tx, iDiskCur, fs.roundUp(ib.size())+fs.ds.BlockSize())
 		ic.set64(tx, iDiskCur, 1<<60) // far past any data: must not take 2^60 / step passes
+		id.set64(tx, iSize, 100<<10)  // data past the end: the size is taken to be wrong
 	})
 	rep, err := fs.Repair(RepairOptions{VerifyData: true})
 	must(t, err)
@@ -494,6 +515,7 @@ func TestRepairDiskLeftovers(t *testing.T) {
 		"/a: large file with leftovers of an unfinished move or truncate: dropped its leftover arena storage (its data is on disk)",
 		"/b: large file with leftovers of an unfinished move or truncate: released its disk data past the end",
 		"/c: large file with leftovers of an unfinished move or truncate: released its disk data past the end",
+		fmt.Sprintf("/d: data past the end of the file: set its size from %d to %d, the end of the data it holds", 100<<10, fs.roundUp(300<<10)),
 		"is reachable from nothing: freed its",
 	} {
 		if !strings.Contains(fixesText(rep), want) {
@@ -503,6 +525,7 @@ func TestRepairDiskLeftovers(t *testing.T) {
 	wantContent(t, fs, "/a", data)
 	wantContent(t, fs, "/b", data)
 	wantContent(t, fs, "/c", data)
+	wantContent(t, fs, "/d", append(slices.Clone(data), make([]byte, fs.roundUp(300<<10)-300<<10)...))
 	for _, ino := range []Ino{b, c} {
 		if in, _ := fs.inode(ino); in.flags()&flagOrphan != 0 || in.u64(iDiskCur) != 0 {
 			t.Fatalf("after repair, inode %d: flags %#x, shrink cursor %d", ino, in.flags(), in.u64(iDiskCur))

@@ -147,7 +147,7 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 				continue
 			}
 			if fb >= eof {
-				k.add("inode %d: file block %d beyond the end (size %d) holds data", owner, fb, size)
+				k.errs = append(k.errs, &BeyondEndError{Owner: owner, Seg: seg, Block: fb, Size: size})
 			}
 		}
 		return true

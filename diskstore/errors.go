@@ -112,6 +112,24 @@ func (e *FileCountError) Error() string {
 // Unwrap returns ErrCorrupt.
 func (e *FileCountError) Unwrap() error { return ErrCorrupt }
 
+// BeyondEndError is the ErrCorrupt of a block past the end of a file
+// (size bytes) that holds written data (it has a checksum and a disk
+// block): the size is wrong, or the data should have been released.
+// Callers get it with errors.As.
+type BeyondEndError struct {
+	Owner uint64 // the inode
+	Seg   pram.Off
+	Block uint64 // the file block
+	Size  int64
+}
+
+func (e *BeyondEndError) Error() string {
+	return fmt.Sprintf("%v: inode %d: file block %d beyond the end (size %d) holds data", ErrCorrupt, e.Owner, e.Block, e.Size)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *BeyondEndError) Unwrap() error { return ErrCorrupt }
+
 // StraySumError is the ErrCorrupt of a checksum recorded for a file block
 // that maps no disk block (a hole, or past the last segment): nothing
 // reads it, and Store.ClearStraySum zeroes it. Callers get it with
