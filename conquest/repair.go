@@ -16,6 +16,11 @@ import (
 // fix, each fix in its own transaction so that a crash during repair leaves
 // a file system at least as consistent as before:
 //
+//   - first the allocator's own records: page-map entries with stray fields
+//     or a damaged page count, non-zero reserved header words, then (once
+//     the map is sound) its lists, links and counters, rebuilt from the map
+//     (alloc.Heap.RebuildLists, outside the journal); until these are right
+//     the walk judges every allocation by wrong sizes;
 //  0. a directory whose table is damaged is rebuilt from the entries that
 //     can still be read and trusted (dirhash.Salvage); what it loses, the
 //     later groups name in /lost+found;
@@ -83,7 +88,11 @@ func (f Fix) String() string { return f.Path + ": " + f.Problem + ": " + f.Actio
 
 // Repair phases, applied in this order, one per pass.
 const (
-	phaseDirs = iota // rebuild damaged directory tables (dirfix.go)
+	// The allocator's own records first: until they are right, the walk
+	// judges allocations (a file's blocks, a directory's pages) by wrong
+	// sizes, and would drop what is sound.
+	phaseAlloc = iota
+	phaseDirs  // rebuild damaged directory tables (dirfix.go)
 	phaseEntries
 	phaseAttach
 	phaseLinks
@@ -845,7 +854,11 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 				fd.path(b.ino), b.off, b.disk, b.err))
 		}
 	}
-	rep.Remaining = append(rep.Remaining, failed...)
+	if len(rep.Remaining) > 0 {
+		// A fix that failed on damage a later fix removed is moot once the
+		// walk is clean; otherwise it says why something is left.
+		rep.Remaining = append(rep.Remaining, failed...)
+	}
 	return rep, nil
 }
 
@@ -1063,18 +1076,26 @@ func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
 
 // allocFindings turns the allocator's repairable complaints (a page-map
 // entry with stray fields, a damaged page count, a non-zero reserved header
-// word, damaged lists or counters) into fixes of the link
-// phase, so that leaks can be freed once they are made.
+// word, damaged lists or counters) into fixes of the first phase: the rest
+// of the walk judges allocations by the allocator's records, and leaks can
+// be freed only once they are right.
 func (fs *FS) allocFindings(fd *findings, errs []error) {
-	derived := 0
+	derived, mapFixes := 0, 0
 	for _, err := range errs {
 		if _, ok := errors.AsType[*alloc.DerivedStateError](err); ok {
 			derived++
 		}
+		_, bs := errors.AsType[*alloc.BadSizeError](err)
+		_, sf := errors.AsType[*alloc.StrayFieldsError](err)
+		if bs || sf {
+			mapFixes++
+		}
 	}
-	if derived > 0 {
+	// The lists follow from the page map: rebuild them once the map's own
+	// fixes are made (a later pass), or the rebuild refuses the map.
+	if derived > 0 && mapFixes == 0 {
 		fd.handled += derived
-		fd.add(phaseLinks, finding{
+		fd.add(phaseAlloc, finding{
 			key: "alloc rebuild", where: "arena heap",
 			problem: fmt.Sprintf("%d problem(s) in the allocator's lists or counters", derived),
 			run: func() (string, error) {
@@ -1090,7 +1111,7 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 		if rw, ok := errors.AsType[*alloc.ReservedWordError](err); ok {
 			fd.handled++
 			off := rw.Off
-			fd.add(phaseLinks, finding{
+			fd.add(phaseAlloc, finding{
 				key: fmt.Sprintf("alloc reserved %d", off), where: "arena heap", problem: rw.Error(),
 				apply: func(tx *pram.Tx) (string, error) {
 					if err := fs.h.ClearReserved(tx, off); err != nil {
@@ -1104,7 +1125,7 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 		if bs, ok := errors.AsType[*alloc.BadSizeError](err); ok {
 			fd.handled++
 			pg := bs.Page
-			fd.add(phaseLinks, finding{
+			fd.add(phaseAlloc, finding{
 				key: fmt.Sprintf("alloc size %d", pg), where: "arena heap", problem: bs.Error(),
 				apply: func(tx *pram.Tx) (string, error) {
 					if err := fs.h.RepairSize(tx, pg); err != nil {
@@ -1121,7 +1142,7 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 		}
 		fd.handled++
 		pg, inside, head := sf.Page, sf.Inside, sf.Head
-		fd.add(phaseLinks, finding{
+		fd.add(phaseAlloc, finding{
 			key: fmt.Sprintf("alloc entry %d", pg), where: "arena heap", problem: sf.Error(),
 			apply: func(tx *pram.Tx) (string, error) {
 				if err := fs.h.ClearStrayFields(tx, pg, inside, head); err != nil {

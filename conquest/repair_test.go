@@ -147,6 +147,21 @@ func TestRepairFixesDamage(t *testing.T) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(objects, fs.a.U64(objects)+1) })
 		}, []string{"arena heap: 1 problem(s) in the allocator's lists or counters: rebuilt them from its page map (1 word(s) rewritten)"}, nil},
 
+		{"allocation size and allocator counter", func(t *testing.T, fs *FS, r repairTree) {
+			// The counter's fix (a rebuild from the page map) must wait
+			// for the page map's own fix, or the rebuild refuses the map.
+			big, _ := fs.inode(r.big.Ino)
+			blk := pram.Off(fs.a.U64(big.data())) // a whole-page allocation
+			hdr := pram.Off(fs.a.Root(0))         // alloc/layout.go: map at +16, data at +24, objects at +96
+			mapOff, dataOff := pram.Off(fs.a.U64(hdr+16)), pram.Off(fs.a.U64(hdr+24))
+			ent := mapOff + 32*((blk-dataOff)/4096)
+			corrupt(fs, func(tx *pram.Tx) {
+				tx.Set8(ent+7, 0x40) // high byte of its page count
+				tx.Set64(hdr+96, fs.a.U64(hdr+96)+3)
+			})
+		}, []string{"set the count its block allows", "problem(s) in the allocator's lists or counters: rebuilt them from its page map"},
+			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
+
 		{"reserved word of the heap header", func(t *testing.T, fs *FS, r repairTree) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.Off(fs.a.Root(0))+56, 0xdead) })
 		}, []string{"reserved word at 56 is not zero: zeroed it"}, nil},
