@@ -98,7 +98,19 @@ func clearNonZero(b []byte) {
 // the counters and list heads. It reads nothing else, so it takes the same
 // time for an empty heap and a full one. Errors wrap ErrCorrupt.
 func Open(a *pram.Arena) (*Heap, error) {
-	h := &Heap{a: a}
+	h, err := locate(a)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkHeader(); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// locate finds the heap through root slot 0 and checks that it lies where
+// the arena's geometry puts it.
+func locate(a *pram.Arena) (*Heap, error) {
 	r := a.Root(0)
 	if r == 0 {
 		return nil, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
@@ -107,11 +119,7 @@ func Open(a *pram.Arena) (*Heap, error) {
 	if !ok || r != uint64(g.hdr) {
 		return nil, fmt.Errorf("%w: heap header at %#x, want %#x", ErrCorrupt, r, g.hdr)
 	}
-	h.g = g
-	if err := h.checkHeader(); err != nil {
-		return nil, err
-	}
-	return h, nil
+	return &Heap{a: a, g: g}, nil
 }
 
 // checkHeader validates the whole header against the cached layout.

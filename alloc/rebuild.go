@@ -24,16 +24,10 @@ import (
 // and layout) but not the counters and list heads, which RebuildLists
 // recomputes. Only for repair of an image no one else has open.
 func OpenForRepair(a *pram.Arena) (*Heap, error) {
-	h := &Heap{a: a}
-	r := a.Root(0)
-	if r == 0 {
-		return nil, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
+	h, err := locate(a)
+	if err != nil {
+		return nil, err
 	}
-	g, ok := layoutFor(a.Geometry())
-	if !ok || r != uint64(g.hdr) {
-		return nil, fmt.Errorf("%w: heap header at %#x, want %#x", ErrCorrupt, r, g.hdr)
-	}
-	h.g = g
 	if err := h.checkStatic(); err != nil {
 		return nil, err
 	}

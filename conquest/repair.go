@@ -627,6 +627,21 @@ func (ck *checker) segMagic(ino Ino, seg pram.Off, errs []error) {
 	}
 }
 
+// segFix registers a fix of ino's segment list seg, which must still be
+// the file's when it runs; fix returns the action and its error.
+func (ck *checker) segFix(ino Ino, seg pram.Off, key, problem string, fix func(tx *pram.Tx) (string, error)) {
+	ck.inodeFix(ino, key, problem, 1, func(tx *pram.Tx, in inode) (string, error) {
+		if in.seg() != seg {
+			return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+		}
+		action, err := fix(tx)
+		if err != nil {
+			return "", err
+		}
+		return action, nil
+	})
+}
+
 // straySums: checksums recorded for blocks of ino's file that map no disk
 // block are zeroed (nothing could read them).
 func (ck *checker) straySums(ino Ino, seg pram.Off, errs []error) {
@@ -636,16 +651,8 @@ func (ck *checker) straySums(ino Ino, seg pram.Off, errs []error) {
 			continue
 		}
 		fb := ss.Block
-		ck.inodeFix(ino, fmt.Sprintf("stray sum %d %d", ino, fb), fmt.Sprintf("checksum recorded for file block %d, which has no disk block", fb), 1,
-			func(tx *pram.Tx, in inode) (string, error) {
-				if in.seg() != seg {
-					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
-				}
-				if err := ck.fs.ds.ClearStraySum(tx, seg, fb); err != nil {
-					return "", err
-				}
-				return "cleared it", nil
-			})
+		ck.segFix(ino, seg, fmt.Sprintf("stray sum %d %d", ino, fb), fmt.Sprintf("checksum recorded for file block %d, which has no disk block", fb),
+			func(tx *pram.Tx) (string, error) { return "cleared it", ck.fs.ds.ClearStraySum(tx, seg, fb) })
 	}
 }
 
@@ -662,15 +669,9 @@ func (ck *checker) badSumPages(ino Ino, seg pram.Off, errs []error) {
 			continue
 		}
 		base := bp.Base
-		ck.inodeFix(ino, fmt.Sprintf("sum page %d %d", ino, base), fmt.Sprintf("damaged checksum page record for file blocks from %d", base), 1,
-			func(tx *pram.Tx, in inode) (string, error) {
-				if in.seg() != seg {
-					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
-				}
-				if err := ck.fs.ds.DropSumPage(tx, seg, base); err != nil {
-					return "", err
-				}
-				return "dropped it: the blocks it covered read as zeros (their data is lost)", nil
+		ck.segFix(ino, seg, fmt.Sprintf("sum page %d %d", ino, base), fmt.Sprintf("damaged checksum page record for file blocks from %d", base),
+			func(tx *pram.Tx) (string, error) {
+				return "dropped it: the blocks it covered read as zeros (their data is lost)", ck.fs.ds.DropSumPage(tx, seg, base)
 			})
 	}
 }
@@ -717,15 +718,9 @@ func (ck *checker) badUnsynced(ino Ino, seg pram.Off, errs []error) {
 			continue
 		}
 		fb := bu.Block
-		ck.inodeFix(ino, fmt.Sprintf("unsynced %d %d", ino, fb), fmt.Sprintf("damaged unsynced-block record for file block %d", fb), 1,
-			func(tx *pram.Tx, in inode) (string, error) {
-				if in.seg() != seg {
-					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
-				}
-				if err := ck.fs.ds.DropUnsynced(tx, seg, fb); err != nil {
-					return "", err
-				}
-				return "dropped it (it only guides recovery after a power failure)", nil
+		ck.segFix(ino, seg, fmt.Sprintf("unsynced %d %d", ino, fb), fmt.Sprintf("damaged unsynced-block record for file block %d", fb),
+			func(tx *pram.Tx) (string, error) {
+				return "dropped it (it only guides recovery after a power failure)", ck.fs.ds.DropUnsynced(tx, seg, fb)
 			})
 	}
 }
