@@ -680,9 +680,15 @@ func (ck *checker) badSumPages(ino Ino, seg pram.Off, errs []error) {
 // truncate is pending: that case is diskLeftovers'). As e2fsck does, the
 // size is taken to be what is damaged: it is raised to the end of the last
 // block holding data (the bytes after the old end in it read as zeros).
-func (ck *checker) sizeBelowData(ino Ino, seg pram.Off, errs []error) {
+//
+// A size past diskstore.MaxFileSize (which the walk reports on its own) is
+// replaced the same way.
+func (ck *checker) sizeBelowData(ino Ino, seg pram.Off, size uint64, errs []error) {
 	var end int64
 	n := 0
+	if size > diskstore.MaxFileSize {
+		n++ // the walk's "size" error
+	}
 	for _, err := range errs {
 		if be, ok := errors.AsType[*diskstore.BeyondEndError](err); ok {
 			end = max(end, int64(be.Block+1)*int64(ck.fs.ds.BlockSize()))
@@ -698,7 +704,7 @@ func (ck *checker) sizeBelowData(ino Ino, seg pram.Off, errs []error) {
 			if !in.onDisk() || in.seg() != seg || in.u64(iDiskCur) != 0 {
 				return "", fmt.Errorf("%w: inode %d is not the large file it was", ErrIO, ino)
 			}
-			if uint64(end) <= in.size() {
+			if in.size() <= diskstore.MaxFileSize && uint64(end) <= in.size() {
 				return "", fmt.Errorf("%w: inode %d is %d bytes now", ErrIO, ino, in.size())
 			}
 			old := in.size()

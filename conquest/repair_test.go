@@ -502,10 +502,11 @@ func TestRepairDiskLeftovers(t *testing.T) {
 	fs, env := newTestFSOpt(t, fsOpt{disk: true})
 	data := pattern(300<<10, 7)
 	a, b, c := makeFile(t, fs, "a", data), makeFile(t, fs, "b", data), makeFile(t, fs, "c", data)
-	d := makeFile(t, fs, "d", data)
-	if !isLarge(t, fs, a) || !isLarge(t, fs, b) || !isLarge(t, fs, c) || !isLarge(t, fs, d) {
+	d, e := makeFile(t, fs, "d", data), makeFile(t, fs, "e", data)
+	if !isLarge(t, fs, a) || !isLarge(t, fs, b) || !isLarge(t, fs, c) || !isLarge(t, fs, d) || !isLarge(t, fs, e) {
 		t.Fatal("not on disk")
 	}
+	ie, _ := fs.inode(e)
 	ia, _ := fs.inode(a)
 	ib, _ := fs.inode(b)
 	ic, _ := fs.inode(c)
@@ -518,8 +519,9 @@ func TestRepairDiskLeftovers(t *testing.T) {
 		ia.set64(tx, iAllocd, 100)
 		ia.set32(tx, iFlags, ia.flags()|flagSmall)
 		ib.set64(tx, iDiskCur, fs.roundUp(ib.size())+fs.ds.BlockSize())
-		ic.set64(tx, iDiskCur, 1<<60) // far past any data: must not take 2^60 / step passes
-		id.set64(tx, iSize, 100<<10)  // data past the end: the size is taken to be wrong
+		ic.set64(tx, iDiskCur, 1<<60)              // far past any data: must not take 2^60 / step passes
+		id.set64(tx, iSize, 100<<10)               // data past the end: the size is taken to be wrong
+		ie.set64(tx, iSize, 0xef00_0000_0004_b000) // past any file size (found by random damage)
 	})
 	rep, err := fs.Repair(RepairOptions{VerifyData: true})
 	must(t, err)
@@ -531,6 +533,7 @@ func TestRepairDiskLeftovers(t *testing.T) {
 		"/b: large file with leftovers of an unfinished move or truncate: released its disk data past the end",
 		"/c: large file with leftovers of an unfinished move or truncate: released its disk data past the end",
 		fmt.Sprintf("/d: data past the end of the file: set its size from %d to %d, the end of the data it holds", 100<<10, fs.roundUp(300<<10)),
+		fmt.Sprintf("/e: data past the end of the file: set its size from %d to %d, the end of the data it holds", uint64(0xef00_0000_0004_b000), fs.roundUp(300<<10)),
 		"is reachable from nothing: freed its",
 	} {
 		if !strings.Contains(fixesText(rep), want) {
@@ -541,6 +544,7 @@ func TestRepairDiskLeftovers(t *testing.T) {
 	wantContent(t, fs, "/b", data)
 	wantContent(t, fs, "/c", data)
 	wantContent(t, fs, "/d", append(slices.Clone(data), make([]byte, fs.roundUp(300<<10)-300<<10)...))
+	wantContent(t, fs, "/e", append(slices.Clone(data), make([]byte, fs.roundUp(300<<10)-300<<10)...))
 	for _, ino := range []Ino{b, c} {
 		if in, _ := fs.inode(ino); in.flags()&flagOrphan != 0 || in.u64(iDiskCur) != 0 {
 			t.Fatalf("after repair, inode %d: flags %#x, shrink cursor %d", ino, in.flags(), in.u64(iDiskCur))
