@@ -60,6 +60,9 @@ func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
 	ck.counters()
 	if ck.dk != nil {
 		ck.errs = append(ck.errs, ck.dk.Finish()...)
+		if fd != nil {
+			fd.dk = ck.dk
+		}
 	}
 	ck.errs = append(ck.errs, ck.c.Finish()...)
 	return ck.errs
@@ -312,6 +315,7 @@ func (ck *checker) diskFile(in inode, report func(string, ...any), memDamaged in
 		ck.straySums(in.ino, in.seg(), errs)
 		ck.badUnsynced(in.ino, in.seg(), errs)
 		ck.badSumPages(in.ino, in.seg(), errs)
+		ck.fileLists(in.ino, in.seg(), errs)
 		if in.u64(iDiskCur) == 0 {
 			ck.sizeBelowData(in.ino, in.seg(), in.size(), errs)
 		}

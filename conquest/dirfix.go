@@ -29,9 +29,8 @@ func (ck *checker) badDirTable(ino Ino, errors int) {
 	if ck.fd == nil {
 		return
 	}
-	ck.fd.handled += errors
 	fs := ck.fs
-	ck.fd.add(phaseDirs, finding{
+	ck.fd.add(phaseDirs, finding{n: errors,
 		key: fmt.Sprintf("dir table %d", ino), ino: ino, problem: "directory table damaged",
 		run: func() (string, error) { return fs.rebuildDirLocked(ino) },
 	})

@@ -95,6 +95,9 @@ const (
 	phaseDirs  // rebuild damaged directory tables (dirfix.go)
 	phaseEntries
 	phaseAttach
+	// The disk store's own lists (free map, quarantine, unsynced files),
+	// rebuilt from the files before anything frees disk blocks into them.
+	phaseDiskLists
 	phaseLinks
 	phaseSegLeaks
 	phaseLeaks
@@ -117,6 +120,7 @@ type finding struct {
 	ino     Ino    // the object, for its path
 	name    string // for entries: the name in directory ino
 	problem string
+	n       int // errors of the walk it addresses
 	apply   func(tx *pram.Tx) (action string, err error)
 	run     func() (action string, err error)
 }
@@ -136,16 +140,24 @@ type findings struct {
 	fixes     [numPhases][]finding
 	keys      map[string]bool
 	bad       []badBlock
-	handled   int  // errors a finding addresses
-	aborted   bool // the walk panicked: reachability is unknown
+	handled   int             // errors a finding not yet tried addresses
+	tried     map[string]bool // Repair's: findings already applied or failed
+	aborted   bool            // the walk panicked: reachability is unknown
 	seen      map[Ino]*checkInfo
 	leakCount int
 	zeroBad   bool // RepairOptions.ZeroBadBlocks
+	dk        *diskstore.Checker
 }
 
+// add records f. The errors it addresses count as handled unless it was
+// tried in an earlier pass: a fix that failed leaves its damage, which
+// keeps the walk untrustworthy.
 func (fd *findings) add(phase int, f finding) {
 	if fd.keys == nil {
 		fd.keys = make(map[string]bool)
+	}
+	if !fd.tried[f.key] {
+		fd.handled += f.n
 	}
 	if fd.keys[f.key] {
 		return
@@ -196,9 +208,8 @@ func (ck *checker) badEntry(d Ino, name string, ino uint64, why string) {
 	if ck.fd == nil {
 		return
 	}
-	ck.fd.handled++
 	fs := ck.fs
-	ck.fd.add(phaseEntries, finding{
+	ck.fd.add(phaseEntries, finding{n: 1,
 		key: fmt.Sprintf("entry %d/%q", d, name), ino: d, name: name, problem: "entry " + why,
 		apply: func(tx *pram.Tx) (string, error) {
 			dir, err := fs.dirInode(d)
@@ -223,9 +234,8 @@ func (ck *checker) wrongType(d Ino, name string, ino Ino, have, want uint8) {
 	if ck.fd == nil {
 		return
 	}
-	ck.fd.handled++
 	fs := ck.fs
-	ck.fd.add(phaseEntries, finding{
+	ck.fd.add(phaseEntries, finding{n: 1,
 		key: fmt.Sprintf("type %d/%q", d, name), ino: d, name: name,
 		problem: fmt.Sprintf("entry has type %d, the inode is of type %d", have, want),
 		apply: func(tx *pram.Tx) (string, error) {
@@ -250,9 +260,8 @@ func (ck *checker) wrongParent(ino, have, want Ino) {
 	if ck.fd == nil {
 		return
 	}
-	ck.fd.handled++
 	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
+	ck.fd.add(phaseLinks, finding{n: 1,
 		key: fmt.Sprintf("parent %d %d", ino, want), ino: ino,
 		problem: fmt.Sprintf("\"..\" points at inode %d", have),
 		apply: func(tx *pram.Tx) (string, error) {
@@ -273,9 +282,8 @@ func (ck *checker) inodeFix(ino Ino, key, problem string, errors int, fix func(t
 	if ck.fd == nil {
 		return
 	}
-	ck.fd.handled += errors
 	fs := ck.fs
-	ck.fd.add(phaseLinks, finding{
+	ck.fd.add(phaseLinks, finding{n: errors,
 		key: key, ino: ino, problem: problem,
 		apply: func(tx *pram.Tx) (string, error) {
 			in, err := fs.inode(ino)
@@ -372,11 +380,10 @@ func (ck *checker) badMode(ino Ino, dt uint8) {
 	if ck.fd == nil {
 		return
 	}
-	ck.fd.handled++
 	fs := ck.fs
 	// In the first phase: until the type is right, the walk sees the tree
 	// wrong (a directory's subtree as leaked, link counts off by one).
-	ck.fd.add(phaseDirs, finding{key: fmt.Sprintf("mode %d", ino), ino: ino,
+	ck.fd.add(phaseDirs, finding{n: 1, key: fmt.Sprintf("mode %d", ino), ino: ino,
 		problem: "mode of no valid file type",
 		apply: func(tx *pram.Tx) (string, error) {
 			in, err := fs.inode(ino)
@@ -676,6 +683,56 @@ func (ck *checker) badSumPages(ino Ino, seg pram.Off, errs []error) {
 	}
 }
 
+// fileLists: a damaged structure of one of the lists of ino's segment
+// list. A damaged list of unsynced records is emptied (they only guide
+// recovery). A damaged list of checksum pages or of segments is emptied
+// with ZeroBadBlocks only: the file keeps its size and reads as zeros, its
+// data lost; without it the damage is reported, and the file's blocks,
+// which the walk could not account for, are left alone.
+func (ck *checker) fileLists(ino Ino, seg pram.Off, errs []error) {
+	if ck.fd == nil {
+		return
+	}
+	n := make(map[string]int)
+	for _, err := range errs {
+		if fl, ok := errors.AsType[*diskstore.FileListError](err); ok {
+			n[fl.List]++
+		}
+	}
+	ds := ck.fs.ds
+	if n[diskstore.FileUnsynced] > 0 && (n[diskstore.FileSegments] == 0 || !ck.fd.zeroBad) {
+		ck.inodeFix(ino, fmt.Sprintf("file unsynced %d", ino), "damaged list of unsynced blocks", n[diskstore.FileUnsynced],
+			func(tx *pram.Tx, in inode) (string, error) {
+				if in.seg() != seg {
+					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+				}
+				return "emptied it (it only guides recovery after a power failure)", ds.ResetUnsynced(tx, seg)
+			})
+	}
+	if !ck.fd.zeroBad {
+		return
+	}
+	switch {
+	case n[diskstore.FileSegments] > 0:
+		ck.inodeFix(ino, fmt.Sprintf("file segments %d", ino), "damaged list of segments (where the data is on disk)",
+			n[diskstore.FileSegments]+n[diskstore.FileSums]+n[diskstore.FileUnsynced],
+			func(tx *pram.Tx, in inode) (string, error) {
+				if in.seg() != seg {
+					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+				}
+				return "emptied the file's lists: it reads as zeros (its data is lost)", ds.ResetSegments(tx, seg)
+			})
+	case n[diskstore.FileSums] > 0:
+		ck.inodeFix(ino, fmt.Sprintf("file sums %d", ino), "damaged list of checksum pages", n[diskstore.FileSums],
+			func(tx *pram.Tx, in inode) (string, error) {
+				if in.seg() != seg {
+					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+				}
+				return "emptied it: the file reads as zeros (its data is lost)", ds.ResetSums(tx, seg)
+			})
+	}
+}
+
 // sizeBelowData: ino's file holds written data past its size (and no
 // truncate is pending: that case is diskLeftovers'). As e2fsck does, the
 // size is taken to be what is damaged: it is raised to the end of the last
@@ -785,7 +842,7 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 	var bad []badBlock
 	var failed []error
 	for pass := 0; pass < maxRepairPasses; pass++ {
-		fd := &findings{zeroBad: o.ZeroBadBlocks}
+		fd := &findings{zeroBad: o.ZeroBadBlocks, tried: tried}
 		co := CheckOptions{}
 		if pass == 0 {
 			co = CheckOptions{VerifyData: o.VerifyData, Progress: o.Progress}
@@ -796,7 +853,7 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 		}
 		fs.allocFindings(fd, errs)
 		fs.leakFindings(fd, errs)
-		applied := false
+		applied, failedNow := false, false
 		for phase := range numPhases {
 			for _, f := range fd.fixes[phase] {
 				if tried[f.key] {
@@ -826,16 +883,19 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 				}
 				if err != nil {
 					failed = append(failed, fmt.Errorf("%s: %s: not repaired: %v", what, f.problem, err))
+					failedNow = true
 					continue
 				}
 				applied = true
 				rep.Fixes = append(rep.Fixes, Fix{Path: what, Problem: f.problem, Action: action})
 			}
-			if applied {
-				break // the next pass sees the effect of this phase
+			if applied || failedNow {
+				// The next pass sees the effect of this phase; the
+				// later phases' findings assumed its fixes would work.
+				break
 			}
 		}
-		if !applied {
+		if !applied && !failedNow {
 			break
 		}
 	}
@@ -908,8 +968,12 @@ func (fs *FS) badBlockFixes(o RepairOptions, bad []badBlock, failed *[]error) []
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) leakFindings(fd *findings, errs []error) {
 	unsure := fd.aborted
-	other := 0
+	other, lists := 0, 0
 	for _, err := range errs {
+		if _, ok := errors.AsType[*diskstore.ListDamageError](err); ok {
+			lists++ // rebuilt once the walk is trustworthy (listFindings)
+			continue
+		}
 		if !harmless(err) {
 			other++
 		}
@@ -917,7 +981,11 @@ func (fs *FS) leakFindings(fd *findings, errs []error) {
 	unsure = unsure || other > fd.handled
 	offs := leakOffsets(errs)
 	if len(offs) == 0 {
-		if !unsure {
+		switch {
+		case unsure:
+		case lists > 0:
+			fs.listFindings(fd, lists, nil)
+		default:
 			fs.diskLeakFindings(fd, errs)
 		}
 		return
@@ -981,6 +1049,20 @@ func (fs *FS) leakFindings(fd *findings, errs []error) {
 	}
 	if len(inodes) > 0 {
 		return // leaks are freed once every inode found has a name
+	}
+	if lists > 0 && !unsure {
+		// Before anything frees disk blocks into the lists; the
+		// leaked segment lists keep their blocks until they are
+		// destroyed or given back.
+		var segs []pram.Off
+		if fs.ds != nil {
+			for _, off := range rest {
+				if _, err := fs.ds.Owner(off); err == nil {
+					segs = append(segs, off)
+				}
+			}
+		}
+		fs.listFindings(fd, lists, segs)
 	}
 	for _, off := range rest {
 		off := off
@@ -1059,6 +1141,34 @@ func (fs *FS) diskLeakFindings(fd *findings, errs []error) {
 	}
 }
 
+// listFindings adds the rebuild of the disk store's damaged lists (n
+// errors) from the walk in fd: the caller has made sure the walk is
+// trustworthy and every inode it found is reached; segs are the leaked
+// segment lists, whose blocks stay used.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) listFindings(fd *findings, n int, segs []pram.Off) {
+	dk := fd.dk
+	if dk == nil || dk.Partial() {
+		return // a file's lists are repaired first
+	}
+	fd.add(phaseDiskLists, finding{n: n, key: "disk lists", where: "disk",
+		problem: fmt.Sprintf("%d problem(s) in the free map, quarantine or list of files with unsynced blocks", n),
+		run: func() (string, error) {
+			rep, err := dk.RebuildLists(segs)
+			if err != nil {
+				return "", err
+			}
+			var got []string
+			if rep.FreeExtents > 0 || rep.FreeBlocks > 0 || slices.Contains(rep.Lists, "free map") {
+				got = append(got, fmt.Sprintf("%d free blocks in %d extents, %d quarantined", rep.FreeBlocks, rep.FreeExtents, rep.Quarantined))
+			}
+			if slices.Contains(rep.Lists, diskstore.UnsyncedListName) {
+				got = append(got, fmt.Sprintf("%d files with unsynced blocks", rep.UnsyncedFiles))
+			}
+			return fmt.Sprintf("rebuilt the %s from the files (%s; %d transaction(s))", strings.Join(rep.Lists, ", "), strings.Join(got, "; "), rep.Transactions), nil
+		}})
+}
+
 // leakedInode reports whether the leaked allocation at off is an inode.
 func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
 	if off&(inodeSize-1) != 0 {
@@ -1095,8 +1205,7 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 	// The lists follow from the page map: rebuild them once the map's own
 	// fixes are made (a later pass), or the rebuild refuses the map.
 	if derived > 0 && mapFixes == 0 {
-		fd.handled += derived
-		fd.add(phaseAlloc, finding{
+		fd.add(phaseAlloc, finding{n: derived,
 			key: "alloc rebuild", where: "arena heap",
 			problem: fmt.Sprintf("%d problem(s) in the allocator's lists or counters", derived),
 			run: func() (string, error) {
@@ -1110,9 +1219,8 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 	}
 	for _, err := range errs {
 		if rw, ok := errors.AsType[*alloc.ReservedWordError](err); ok {
-			fd.handled++
 			off := rw.Off
-			fd.add(phaseAlloc, finding{
+			fd.add(phaseAlloc, finding{n: 1,
 				key: fmt.Sprintf("alloc reserved %d", off), where: "arena heap", problem: rw.Error(),
 				apply: func(tx *pram.Tx) (string, error) {
 					if err := fs.h.ClearReserved(tx, off); err != nil {
@@ -1124,9 +1232,8 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 			continue
 		}
 		if bs, ok := errors.AsType[*alloc.BadSizeError](err); ok {
-			fd.handled++
 			pg := bs.Page
-			fd.add(phaseAlloc, finding{
+			fd.add(phaseAlloc, finding{n: 1,
 				key: fmt.Sprintf("alloc size %d", pg), where: "arena heap", problem: bs.Error(),
 				apply: func(tx *pram.Tx) (string, error) {
 					if err := fs.h.RepairSize(tx, pg); err != nil {
@@ -1141,9 +1248,8 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 		if !ok {
 			continue
 		}
-		fd.handled++
 		pg, inside, head := sf.Page, sf.Inside, sf.Head
-		fd.add(phaseAlloc, finding{
+		fd.add(phaseAlloc, finding{n: 1,
 			key: fmt.Sprintf("alloc entry %d", pg), where: "arena heap", problem: sf.Error(),
 			apply: func(tx *pram.Tx) (string, error) {
 				if err := fs.h.ClearStrayFields(tx, pg, inside, head); err != nil {
@@ -1178,9 +1284,8 @@ func (ck *checker) noSegList(ino Ino) {
 	if ck.fd == nil {
 		return
 	}
-	ck.fd.handled++
 	fs := ck.fs
-	ck.fd.add(phaseSegLeaks, finding{key: fmt.Sprintf("new seg %d", ino), ino: ino,
+	ck.fd.add(phaseSegLeaks, finding{n: 1, key: fmt.Sprintf("new seg %d", ino), ino: ino,
 		problem: "large file without a usable segment list",
 		apply: func(tx *pram.Tx) (string, error) {
 			if !fs.lostSegOf(ino) {

@@ -766,10 +766,10 @@ func TestRepairDiskLeaksUnsure(t *testing.T) {
 	if len(errs) != 1 || !errors.As(errs[0], new(*diskstore.LeakedBlocksError)) {
 		t.Fatalf("Check: %v, want one disk leak", errs)
 	}
-	// Unfixable damage: the record size in the header of the file's list
-	// of unsynced records (diskstore: list header at +96 of the segment
-	// list, its record-words field at +24).
-	corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+96+24, 7) })
+	// Unfixable damage (without ZeroBadBlocks): the record size in the
+	// header of the file's list of checksum pages (diskstore: list header
+	// at +64 of the segment list, its record-words field at +24).
+	corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+64+24, 7) })
 	rep, err := fs.Repair(RepairOptions{})
 	must(t, err)
 	leak := slices.IndexFunc(rep.Remaining, func(err error) bool { return errors.As(err, new(*diskstore.LeakedBlocksError)) })
@@ -777,7 +777,7 @@ func TestRepairDiskLeaksUnsure(t *testing.T) {
 		t.Fatalf("fixes:\n%sremaining: %v; want no fix, the damage and the leak remaining", fixesText(rep), rep.Remaining)
 	}
 	// Without the damage the leak is repaired.
-	corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+96+24, 5) })
+	corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+64+24, 3) })
 	rep, err = fs.Repair(RepairOptions{})
 	must(t, err)
 	if len(rep.Remaining) != 0 || len(rep.Fixes) != 1 || !strings.Contains(rep.Fixes[0].String(), "returned them to the free map") {

@@ -3,6 +3,7 @@ package diskstore
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"conquest/alloc"
 	"conquest/pram"
@@ -37,6 +38,12 @@ type Checker struct {
 
 	unsynced map[pram.Off]bool // files reached that have unsynced records
 	liveOld  []oldRef          // old blocks of live records: must be quarantined
+
+	// For RebuildLists (rebuild.go).
+	partial  bool           // a file's blocks could not all be walked
+	fileUsed []uint64       // used at the start of Finish: the files' blocks
+	damaged  [numLists]bool // store lists the walk found damaged
+	finished bool
 }
 
 // oldRef is the old block of a live unsynced record.
@@ -79,6 +86,7 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	s := k.s
 	if err := s.validSeg(seg); err != nil {
 		k.errs = append(k.errs, err)
+		k.partial = true
 		return k.errs[first:]
 	}
 	k.files++
@@ -90,13 +98,14 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	}
 	sl, sm, su := s.segs(seg), s.sums(seg), s.unsyncedOf(seg)
 	structOK := true
-	for _, l := range []xlist{sl, sm, su} {
-		if errs := l.check(k.c); len(errs) > 0 {
-			k.errs = append(k.errs, errs...)
+	for i, l := range []xlist{sl, sm, su} {
+		for _, err := range l.check(k.c) {
+			k.errs = append(k.errs, &FileListError{Owner: owner, Seg: seg, List: []string{FileSegments, FileSums, FileUnsynced}[i], Err: err})
 			structOK = false
 		}
 	}
 	if !structOK {
+		k.partial = true
 		return k.errs[first:]
 	}
 	eof := (uint64(size) + s.bs - 1) / s.bs
@@ -124,6 +133,7 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	})
 	if err != nil {
 		k.errs = append(k.errs, err)
+		k.partial = true
 		return k.errs[first:]
 	}
 	if h := s.a.U64(seg + slOffBlocks); h != held {
@@ -266,10 +276,15 @@ func (k *Checker) Finish() []error {
 	} else if s.a.U64(s.st+stOffIntents) != 0 {
 		k.add("stats record points to a bad intent area %d", s.a.U64(s.st+stOffIntents))
 	}
+	k.finished = true
+	k.fileUsed = slices.Clone(k.used)
 	k.finishUnsynced()
 	l := s.freeList()
+	n := len(k.errs)
 	if errs := l.check(k.c); len(errs) > 0 {
-		return append(k.errs, errs...)
+		k.errs = append(k.errs, errs...)
+		k.listDamage(listFree, n)
+		return k.errs
 	}
 	var free uint64
 	var prev extent
@@ -303,6 +318,7 @@ func (k *Checker) Finish() []error {
 	if got := s.freeBlocks(); got != free {
 		k.add("free map counts %d free blocks, its extents hold %d", got, free)
 	}
+	k.listDamage(listFree, n)
 	// Leaks: blocks neither used nor free.
 	const showLeaks = 10
 	var leaks uint64
@@ -345,6 +361,7 @@ func (k *Checker) finishUnsynced() {
 	s := k.s
 	cur := s.epoch()
 	ql := s.quarantineList()
+	n := len(k.errs)
 	if errs := ql.check(k.c); len(errs) > 0 {
 		k.errs = append(k.errs, errs...)
 	} else {
@@ -381,7 +398,10 @@ func (k *Checker) finishUnsynced() {
 			}
 		}
 	}
+	k.listDamage(listQuarantine, n)
 	fl := s.unsyncedFiles()
+	n = len(k.errs)
+	defer k.listDamage(listUnsynced, n)
 	if errs := fl.check(k.c); len(errs) > 0 {
 		k.errs = append(k.errs, errs...)
 		return

@@ -201,3 +201,29 @@ func (e *SegMagicError) Error() string {
 
 // Unwrap returns ErrCorrupt.
 func (e *SegMagicError) Unwrap() error { return ErrCorrupt }
+
+// The lists of a large file's segment list, for FileListError.List.
+const (
+	FileSegments = "segments"
+	FileSums     = "checksum pages"
+	FileUnsynced = "unsynced blocks"
+)
+
+// FileListError is damage to the structure of one of a large file's lists
+// (its segments, its checksum pages or its unsynced records): the walk
+// cannot read the list, so it does not account for the file's blocks.
+// Store.ResetUnsynced empties a damaged unsynced list (it only guides
+// recovery); Store.ResetSums and Store.ResetSegments empty the others,
+// which loses the file's data (it reads as zeros). Callers get it with
+// errors.As.
+type FileListError struct {
+	Owner uint64 // the inode
+	Seg   pram.Off
+	List  string // FileSegments, FileSums or FileUnsynced
+	Err   error  // what is wrong (wraps ErrCorrupt)
+}
+
+func (e *FileListError) Error() string { return e.Err.Error() }
+
+// Unwrap returns what is wrong, which wraps ErrCorrupt.
+func (e *FileListError) Unwrap() error { return e.Err }

@@ -93,7 +93,15 @@ func (s *Store) recover() error {
 		return true
 	})
 	if err != nil {
-		return err
+		if !s.o.ForCheck || !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		// fsck: the walk reports the damage and a repair rebuilds the
+		// list; the next Open recovers from it. Until then nothing
+		// changes: no new epoch, the quarantine stays.
+		s.o.Logf("diskstore: recovery skipped: %v", err)
+		s.recovery.Damaged++
+		return nil
 	}
 	if files == 0 && s.quarantined() == 0 {
 		return nil

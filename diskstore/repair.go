@@ -176,3 +176,45 @@ func (s *Store) SegAllocation(seg pram.Off) bool {
 	n, err := s.h.SizeOf(seg)
 	return err == nil && n >= segListSize
 }
+
+// ResetUnsynced repairs a *FileListError of seg's unsynced records: it
+// empties the list, whose records only guide recovery after a power
+// failure (see DropUnsynced). The list's allocations are left for the leak
+// pass, and the list of files with unsynced blocks still names seg until
+// it is rebuilt (the walk reports it as a *ListDamageError).
+func (s *Store) ResetUnsynced(tx *pram.Tx, seg pram.Off) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	s.unsyncedOf(seg).initHeader(tx)
+	return nil
+}
+
+// ResetSums repairs a *FileListError of seg's checksum pages: it empties
+// the list. The file keeps its disk blocks, but with no checksum a block
+// counts as never written: the whole file reads as zeros (its data is
+// lost). Its pages are left for the leak pass.
+func (s *Store) ResetSums(tx *pram.Tx, seg pram.Off) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	s.sums(seg).initHeader(tx)
+	s.bump(seg) // cached reads of the file are stale
+	return nil
+}
+
+// ResetSegments repairs a *FileListError of seg's segments: it empties
+// the file's three lists, so the file maps no disk block and reads as
+// zeros (its data is lost). Its disk blocks are left for the walk to find
+// leaked, and its lists' allocations for the leak pass.
+func (s *Store) ResetSegments(tx *pram.Tx, seg pram.Off) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	s.segs(seg).initHeader(tx)
+	s.sums(seg).initHeader(tx)
+	s.unsyncedOf(seg).initHeader(tx)
+	tx.Set64(seg+slOffBlocks, 0)
+	s.bump(seg)
+	return nil
+}

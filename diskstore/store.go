@@ -120,6 +120,12 @@ type Options struct {
 	// It runs in the reading goroutine with the readahead's lock held, so
 	// it must return at once and must not call the store.
 	OnReadahead func()
+	// ForCheck opens the store for fsck: a damaged list of files with
+	// unsynced blocks does not fail Open (Recovery counts it as Damaged,
+	// and recovery waits for the next Open), so that the walk can report
+	// it and a repair rebuild it. A mount leaves it false: it refuses the
+	// damage, naming it.
+	ForCheck bool
 	// CacheBytes is the memory the verified-block cache may use
 	// (blockcache.go): recently read or written blocks, so that small
 	// reads and writes inside one block read and hash it once. Default

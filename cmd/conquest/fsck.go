@@ -56,6 +56,7 @@ func fsckCommand() *cli.Command {
 			out := c.App.Writer
 			var logs []string
 			opts := conquest.Options{Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }}
+			opts.Disk.ForCheck = true // a damaged unsynced list is reported, not refused
 			fsys, err := coreOpen(im, opts)
 			var rebuilt []string // fixes made before the file system could be opened
 			if _, ok := errors.AsType[*alloc.DerivedStateError](err); ok && c.Bool("repair") {

@@ -1,0 +1,316 @@
+package conquest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"conquest/diskstore"
+	"conquest/pram"
+)
+
+// The disk store's free map is an arena allocation at root slot
+// diskstore.RootFreeMap; these are its layout's offsets (diskstore/freemap.go):
+// the free count, and the headers of its three lists, each with its
+// directory at +0, record count at +16 and record width at +24.
+const (
+	fmFree       = 24
+	fmList       = 32
+	fmUnsynced   = 64
+	fmQuarantine = 96
+)
+
+func freeMapOff(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootFreeMap)) }
+
+// firstFreeRecord is the offset of the free map's first record {begin, end}.
+func firstFreeRecord(fs *FS) pram.Off {
+	dir := pram.Off(fs.a.U64(freeMapOff(fs) + fmList))
+	return pram.Off(fs.a.U64(dir+8)) + 16
+}
+
+// TestRepairDiskLists damages the disk store's own lists in one way per
+// case; Repair rebuilds them from the files, every file reads back, the
+// store allocates again, and a second repair finds nothing.
+func TestRepairDiskLists(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(fs *FS, tx *pram.Tx)
+		want   string
+	}{
+		{"free map structure", func(fs *FS, tx *pram.Tx) { tx.Set32(freeMapOff(fs)+fmList+24, 7) },
+			"rebuilt the free map, quarantine from the files"},
+		{"free count", func(fs *FS, tx *pram.Tx) { tx.Set64(freeMapOff(fs)+fmFree, 9) },
+			"rebuilt the free map, quarantine from the files"},
+		{"free extent over a file's blocks", func(fs *FS, tx *pram.Tx) {
+			r := firstFreeRecord(fs)
+			tx.Set64(r, fs.a.U64(r)-3)
+		}, "rebuilt the free map, quarantine from the files"},
+		{"free extent past the disk", func(fs *FS, tx *pram.Tx) {
+			r := firstFreeRecord(fs)
+			tx.Set64(r+8, 1<<40)
+		}, "rebuilt the free map, quarantine from the files"},
+		{"quarantine structure", func(fs *FS, tx *pram.Tx) { tx.Set32(freeMapOff(fs)+fmQuarantine+24, 9) },
+			"rebuilt the free map, quarantine from the files"},
+		{"quarantine directory", func(fs *FS, tx *pram.Tx) {
+			tx.Set64(freeMapOff(fs)+fmQuarantine, 1<<40)
+			tx.Set32(freeMapOff(fs)+fmQuarantine+8, 1)
+			tx.Set32(freeMapOff(fs)+fmQuarantine+12, 4)
+			tx.Set32(freeMapOff(fs)+fmQuarantine+24, 3)
+		}, "rebuilt the free map, quarantine from the files"},
+		{"unsynced files structure", func(fs *FS, tx *pram.Tx) { tx.Set32(freeMapOff(fs)+fmUnsynced+24, 9) },
+			"rebuilt the list of files with unsynced blocks from the files (2 files with unsynced blocks"},
+		{"unsynced files count", func(fs *FS, tx *pram.Tx) { tx.Set64(freeMapOff(fs)+fmUnsynced+16, 1) },
+			"rebuilt the list of files with unsynced blocks from the files (2 files with unsynced blocks"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, env := newTestFSOpt(t, fsOpt{disk: true})
+			a, b := pattern(300<<10, 7), pattern(200<<10, 8)
+			makeFile(t, fs, "a", a)
+			makeFile(t, fs, "b", b)
+			before := fs.ds.Stats()
+			corrupt(fs, func(tx *pram.Tx) { c.damage(fs, tx) })
+			errs := fs.Check()
+			if !errors.As(errs[0], new(*diskstore.ListDamageError)) {
+				t.Fatalf("Check: %v, want a ListDamageError first", errs)
+			}
+			rep, err := fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			text := fixesText(rep)
+			if len(rep.Remaining) > 0 {
+				t.Fatalf("remaining: %v\nfixes:\n%s", rep.Remaining, text)
+			}
+			if !strings.Contains(text, "disk: 1 problem(s) in the free map") && !strings.Contains(text, "problem(s) in the free map, quarantine") {
+				t.Errorf("no list problem in:\n%s", text)
+			}
+			if !strings.Contains(text, c.want) {
+				t.Errorf("no fix %q in:\n%s", c.want, text)
+			}
+			if st := fs.ds.Stats(); st.FreeBlocks != before.FreeBlocks {
+				t.Errorf("after repair %d free blocks, before the damage %d", st.FreeBlocks, before.FreeBlocks)
+			}
+			wantContent(t, fs, "/a", a)
+			wantContent(t, fs, "/b", b)
+			// The store allocates from the new map, and nothing is shared.
+			c := pattern(400<<10, 9)
+			makeFile(t, fs, "c", c)
+			wantContent(t, fs, "/a", a)
+			wantContent(t, fs, "/c", c)
+			rep, err = fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			if len(rep.Found)+len(rep.Fixes)+len(rep.Remaining) > 0 {
+				t.Fatalf("second repair: %+v", rep)
+			}
+			fs = env.reopen(fs)
+			wantContent(t, fs, "/b", b)
+		})
+	}
+}
+
+// TestRepairDiskListsFragmented rebuilds a free map of many extents with a
+// journal too small for one transaction.
+func TestRepairDiskListsFragmented(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true, journalLen: 64 << 10})
+	data := pattern(70<<10, 3)
+	inos := make([]Ino, 120)
+	for i := range inos {
+		inos[i] = makeFile(t, fs, fmt.Sprint("f", i), data)
+	}
+	for i := 0; i < 120; i += 2 {
+		must(t, fs.Unlink(RootIno, fmt.Sprint("f", i)))
+		fs.Forget(inos[i], 1) // the kernel reference of makeFile's Create
+	}
+	must(t, fs.Sync()) // frees the quarantined blocks
+	before := fs.ds.Stats()
+	extents := fs.a.U64(freeMapOff(fs) + fmList + 16)
+	if extents < 50 {
+		t.Fatalf("only %d free extents", extents)
+	}
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(freeMapOff(fs)+fmFree, 1) })
+	rep, err := fs.Repair(RepairOptions{})
+	must(t, err)
+	text := fixesText(rep)
+	if len(rep.Remaining) > 0 {
+		t.Fatalf("remaining: %v\nfixes:\n%s", rep.Remaining, text)
+	}
+	want := fmt.Sprintf("rebuilt the free map, quarantine from the files (%d free blocks in %d extents", before.FreeBlocks, extents)
+	if !strings.Contains(text, want) || strings.Contains(text, "; 1 transaction(s))") {
+		t.Fatalf("no fix %q in several transactions in:\n%s", want, text)
+	}
+	if got := fs.a.U64(freeMapOff(fs) + fmList + 16); got != extents {
+		t.Errorf("%d free extents after the rebuild, %d before", got, extents)
+	}
+	for i := 1; i < 120; i += 2 {
+		wantContent(t, fs, fmt.Sprint("/f", i), data)
+	}
+}
+
+// A segment list that no file owns keeps its blocks while the free map is
+// rebuilt; it is destroyed afterwards, its blocks freed into the new map.
+func TestRepairDiskListsLeakedSegList(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+	data := pattern(300<<10, 8)
+	makeFile(t, fs, "large", data)
+	before := fs.ds.Stats()
+	tx := fs.a.Begin()
+	seg, err := fs.ds.NewFile(tx, 999)
+	if err == nil {
+		err = fs.ds.WriteThrough(tx, seg, 0, pattern(200<<10, 9))
+	}
+	if err != nil {
+		fs.ds.Abort(tx)
+		t.Fatal(err)
+	}
+	fs.ds.Commit(tx)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set32(freeMapOff(fs)+fmList+24, 7) })
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	text := fixesText(rep)
+	if len(rep.Remaining) > 0 {
+		t.Fatalf("remaining: %v\nfixes:\n%s", rep.Remaining, text)
+	}
+	r, d := strings.Index(text, "rebuilt the free map"), strings.Index(text, "belongs to no file: freed it and its disk blocks")
+	if r < 0 || d < r {
+		t.Fatalf("want the rebuild, then the segment list destroyed:\n%s", text)
+	}
+	if st := fs.ds.Stats(); st.FreeBlocks != before.FreeBlocks || st.Files != before.Files {
+		t.Errorf("after repair %d free blocks, %d files; before %d, %d", st.FreeBlocks, st.Files, before.FreeBlocks, before.Files)
+	}
+	wantContent(t, fs, "/large", data)
+}
+
+// The free map is not rebuilt while a file's blocks cannot all be walked:
+// they would be made free.
+func TestRepairDiskListsRefused(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true, noCheck: true})
+	ino := makeFile(t, fs, "large", pattern(300<<10, 8))
+	in, _ := fs.inode(ino)
+	free := fs.ds.Stats().FreeBlocks
+	corrupt(fs, func(tx *pram.Tx) {
+		tx.Set64(freeMapOff(fs)+fmFree, 9)
+		tx.Set32(in.seg()+32+24, 9) // the file's segments list: record width
+	})
+	rep, err := fs.Repair(RepairOptions{})
+	must(t, err)
+	if strings.Contains(fixesText(rep), "rebuilt the free map") || len(rep.Remaining) == 0 {
+		t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
+	}
+	if got := fs.a.U64(freeMapOff(fs) + fmFree); got != 9 {
+		t.Fatalf("free count %d, want the damaged 9 left alone (%d before)", got, free)
+	}
+}
+
+// A damaged list of files with unsynced blocks fails a mount's Open,
+// naming it; fsck's Open (ForCheck) skips recovery, and after the repair
+// the file system opens again.
+func TestRepairUnsyncedListOpen(t *testing.T) {
+	fs, env := newTestFSOpt(t, fsOpt{disk: true})
+	a := pattern(300<<10, 7)
+	makeFile(t, fs, "a", a)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set32(freeMapOff(fs)+fmUnsynced+24, 9) })
+	fs.a.Abandon() // as a crash: the store is not closed, its list stays
+	env.current = nil
+	o := Options{Logf: env.logf, Disk: env.diskOpts}
+	if _, err := Open(env.path, env.disk, o); err == nil || !strings.Contains(err.Error(), "unsynced file list") {
+		t.Fatalf("Open: %v, want the damaged list named", err)
+	}
+	o.Disk.ForCheck = true
+	fs, err := Open(env.path, env.disk, o)
+	must(t, err)
+	env.current = fs
+	if r := fs.ds.Recovery(); r.Damaged != 1 {
+		t.Errorf("recovery %+v, want 1 damaged", r)
+	}
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if len(rep.Remaining) > 0 || !strings.Contains(fixesText(rep), "rebuilt the list of files with unsynced blocks") {
+		t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
+	}
+	fs = env.reopen(fs)
+	wantContent(t, fs, "/a", a)
+}
+
+// Segment-list header offsets of a large file's three lists (diskstore:
+// seglist.go and unsynced.go), each with its record width at +24.
+const (
+	slSegs     = 32
+	slSums     = 64
+	slUnsynced = 96
+)
+
+// TestRepairFileLists damages the structure of one of a large file's lists
+// per case. A list of unsynced records is emptied, the file intact; a list
+// of checksum pages or segments is left alone, with its blocks, unless
+// ZeroBadBlocks lets the file's data go (it then reads as zeros).
+func TestRepairFileLists(t *testing.T) {
+	cases := []struct {
+		name      string
+		list      pram.Off
+		zero      bool
+		fixed     string // the fix's text; "" if not repaired
+		zeros     bool   // the file reads as zeros after the repair
+		freesData bool   // the file's blocks return to the free map
+	}{
+		{"unsynced", slUnsynced, false, "/large: damaged list of unsynced blocks: emptied it", false, false},
+		{"sums kept", slSums, false, "", false, false},
+		{"sums zeroed", slSums, true, "/large: damaged list of checksum pages: emptied it: the file reads as zeros", true, false},
+		{"segments kept", slSegs, false, "", false, false},
+		{"segments zeroed", slSegs, true, "/large: damaged list of segments (where the data is on disk): emptied the file's lists", true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := newTestFSOpt(t, fsOpt{disk: true, noCheck: c.fixed == ""})
+			data, other := pattern(300<<10, 8), pattern(200<<10, 9)
+			ino := makeFile(t, fs, "large", data)
+			makeFile(t, fs, "other", other)
+			in, _ := fs.inode(ino)
+			if n := fs.a.U64(in.seg() + slUnsynced + 16); c.list == slUnsynced && n == 0 {
+				t.Fatal("the file has no unsynced records to damage")
+			}
+			before := fs.ds.Stats()
+			width := fs.a.U32(in.seg() + c.list + 24)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+c.list+24, 11) })
+			errs := fs.Check()
+			if !errors.As(errs[0], new(*diskstore.FileListError)) {
+				t.Fatalf("Check: %v, want a FileListError first", errs)
+			}
+			rep, err := fs.Repair(RepairOptions{VerifyData: true, ZeroBadBlocks: c.zero})
+			must(t, err)
+			text := fixesText(rep)
+			wantContent(t, fs, "/other", other)
+			if c.fixed == "" {
+				if len(rep.Fixes) > 0 || len(rep.Remaining) == 0 {
+					t.Fatalf("fixes:\n%sremaining: %v; want the damage left alone", text, rep.Remaining)
+				}
+				if st := fs.ds.Stats(); st.FreeBlocks != before.FreeBlocks {
+					t.Fatalf("%d free blocks after, %d before: the file's blocks were taken", st.FreeBlocks, before.FreeBlocks)
+				}
+				// Undone, the file is intact: nothing else changed.
+				corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+c.list+24, width) })
+				wantContent(t, fs, "/large", data)
+				if errs := fs.Check(); len(errs) > 0 {
+					t.Fatalf("Check after undoing the damage: %v", errs)
+				}
+				return
+			}
+			if len(rep.Remaining) > 0 || !strings.Contains(text, c.fixed) {
+				t.Fatalf("fixes:\n%sremaining: %v; want %q", text, rep.Remaining, c.fixed)
+			}
+			if c.zeros {
+				wantContent(t, fs, "/large", make([]byte, len(data)))
+			} else {
+				wantContent(t, fs, "/large", data)
+			}
+			st := fs.ds.Stats()
+			if freed := st.FreeBlocks > before.FreeBlocks; freed != c.freesData {
+				t.Errorf("%d free blocks after, %d before; want the file's blocks freed: %v", st.FreeBlocks, before.FreeBlocks, c.freesData)
+			}
+			// The file is usable: written again, it reads back.
+			h := openRW(t, fs, ino, O_RDWR)
+			writeFile(t, fs, ino, h, 0, data)
+			fs.Release(ino, h)
+			wantContent(t, fs, "/large", data)
+		})
+	}
+}
