@@ -101,6 +101,7 @@ func (s *Store) recover() error {
 		// changes: no new epoch, the quarantine stays.
 		s.o.Logf("diskstore: recovery skipped: %v", err)
 		s.recovery.Damaged++
+		s.recoverySkipped = true
 		return nil
 	}
 	if files == 0 && s.quarantined() == 0 {

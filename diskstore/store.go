@@ -213,10 +213,13 @@ type Store struct {
 	unsynced   int64                   // bytes written to the device since its last sync
 	kicked     int64                   // bytes written since writeback was last started (kickBytes)
 	needTidy   bool                    // stale unsynced records or quarantine may exist
-	recovery   RecoveryReport          // what Open found
-	lost       lostRun                 // recovery's pending log line
-	closed     bool
-	wg         sync.WaitGroup // readahead goroutines
+	// recoverySkipped: Open (ForCheck) could not read the unsynced list;
+	// no new epoch starts, so that the next Open recovers.
+	recoverySkipped bool
+	recovery        RecoveryReport // what Open found
+	lost            lostRun        // recovery's pending log line
+	closed          bool
+	wg              sync.WaitGroup // readahead goroutines
 }
 
 func (o *Options) fill() {

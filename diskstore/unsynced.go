@@ -330,12 +330,16 @@ func (s *Store) newEpoch() {
 	s.mu.Unlock()
 }
 
-// syncDevice syncs the device and starts a new epoch.
+// syncDevice syncs the device and starts a new epoch, unless Open skipped
+// recovery (ForCheck): then the records of the previous run stay live for
+// the next Open to recover from.
 func (s *Store) syncDevice() error {
 	if err := s.dev.Sync(); err != nil {
 		return s.ioErr("syncing disk", err)
 	}
-	s.newEpoch()
+	if !s.recoverySkipped {
+		s.newEpoch()
+	}
 	return nil
 }
 

@@ -36,11 +36,13 @@ func fsckCommand() *cli.Command {
 			"and \"..\" pointers to what the walk counted, moves inodes no directory names to\n" +
 			"/lost+found (as #INO), frees unreachable allocations and fixes the counters; data\n" +
 			"failing its checksum, or whose checksums were lost with a damaged record, is reported\n" +
-			"(--zero-bad-blocks replaces such blocks by zeros). Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left\n" +
+			"(--zero-bad-blocks replaces such blocks by zeros, and empties a large file's damaged list of\n" +
+			"segments or checksums: the file reads as zeros). The disk's free map and its other lists are\n" +
+			"rebuilt from the files. Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left\n" +
 			"uncorrected, 8 operational error (missing image, in use).",
 		Flags: append(deviceFlags(),
 			&cli.BoolFlag{Name: "repair", Aliases: []string{"y"}, Usage: "repair what can be repaired"},
-			&cli.BoolFlag{Name: "zero-bad-blocks", Usage: "with --repair: replace disk blocks failing their checksum, or whose checksums are lost, by zeros (their data is lost)"},
+			&cli.BoolFlag{Name: "zero-bad-blocks", Usage: "with --repair: replace disk blocks failing their checksum, or whose checksums or block map are lost, by zeros (their data is lost)"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
