@@ -190,7 +190,7 @@ func (w *walk) pages() {
 			c.corrupt("page %d: below top %d but in no block (lost page)", pg, w.top)
 			pg++
 		default:
-			c.corrupt("page %d: unknown kind %d", pg, e.kind)
+			c.add(&UnknownKindError{Page: pg, Kind: e.kind})
 			pg++
 		}
 	}

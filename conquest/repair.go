@@ -1186,8 +1186,9 @@ func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
 }
 
 // allocFindings turns the allocator's repairable complaints (a page-map
-// entry with stray fields, a damaged page count, a non-zero reserved header
-// word, damaged lists or counters) into fixes of the first phase: the rest
+// entry with stray fields, a damaged page count or kind, a non-zero
+// reserved header word, damaged lists or counters) into fixes of the first
+// phase: the rest
 // of the walk judges allocations by the allocator's records, and leaks can
 // be freed only once they are right.
 func (fs *FS) allocFindings(fd *findings, errs []error) {
@@ -1198,7 +1199,8 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 		}
 		_, bs := errors.AsType[*alloc.BadSizeError](err)
 		_, sf := errors.AsType[*alloc.StrayFieldsError](err)
-		if bs || sf {
+		_, uk := errors.AsType[*alloc.UnknownKindError](err)
+		if bs || sf || uk {
 			mapFixes++
 		}
 	}
@@ -1227,6 +1229,20 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 						return "", err
 					}
 					return "zeroed it", nil
+				},
+			})
+			continue
+		}
+		if uk, ok := errors.AsType[*alloc.UnknownKindError](err); ok {
+			pg := uk.Page
+			fd.add(phaseAlloc, finding{n: 1,
+				key: fmt.Sprintf("alloc kind %d", pg), where: "arena heap", problem: uk.Error(),
+				apply: func(tx *pram.Tx) (string, error) {
+					what, err := fs.h.RepairKind(tx, pg)
+					if err != nil {
+						return "", err
+					}
+					return "its other fields prove it " + what + ": set its kind", nil
 				},
 			})
 			continue

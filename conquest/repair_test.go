@@ -162,6 +162,19 @@ func TestRepairFixesDamage(t *testing.T) {
 		}, []string{"set the count its block allows", "problem(s) in the allocator's lists or counters: rebuilt them from its page map"},
 			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
 
+		{"allocation kind", func(t *testing.T, fs *FS, r repairTree) {
+			// Found by corrupting random bytes of an image: the kind
+			// byte of a whole-page allocation's entry. Its page count
+			// (and the zero entries after it) prove it.
+			big, _ := fs.inode(r.big.Ino)
+			blk := pram.Off(fs.a.U64(big.data()))
+			hdr := pram.Off(fs.a.Root(0))
+			mapOff, dataOff := pram.Off(fs.a.U64(hdr+16)), pram.Off(fs.a.U64(hdr+24))
+			ent := mapOff + 32*((blk-dataOff)/4096)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set8(ent, 0xc3) })
+		}, []string{"unknown kind 195: its other fields prove it an allocation of"},
+			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
+
 		{"reserved word of the heap header", func(t *testing.T, fs *FS, r repairTree) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.Off(fs.a.Root(0))+56, 0xdead) })
 		}, []string{"reserved word at 56 is not zero: zeroed it"}, nil},

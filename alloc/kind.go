@@ -1,0 +1,107 @@
+package alloc
+
+import (
+	"fmt"
+	"math/bits"
+
+	"conquest/pram"
+)
+
+// UnknownKindError is the ErrCorrupt the consistency walk reports for the
+// page-map entry of a block's first page whose kind is none of the known
+// ones. Heap.RepairKind gives it back its kind when the entry's other
+// fields and its neighbours prove it. Callers get it with errors.As.
+type UnknownKindError struct {
+	Page uint64
+	Kind uint8
+}
+
+func (e *UnknownKindError) Error() string {
+	return fmt.Sprintf("%v: page %d: unknown kind %d", ErrCorrupt, e.Page, e.Kind)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *UnknownKindError) Unwrap() error { return ErrCorrupt }
+
+// RepairKind repairs an *UnknownKindError: it sets the kind of page pg's
+// entry to the one its other fields prove, and returns its name, or
+// changes nothing (ErrCorrupt) when they prove none. A wrong guess would
+// hand a live block to the allocator (or the other way round), so each
+// kind needs evidence that damage to one field could not fake:
+//
+//   - a slab: a size class, a count of objects in use that equals the
+//     number of bits set in its slot bitmap (and none past the last slot),
+//     no page count;
+//   - a free block: a buddy order whose block fits where it sits, nothing
+//     in use, no page count or bitmap, and a place on its order's free list
+//     (the list head, or a neighbour's link, points at it);
+//   - a whole-page allocation: a page count that fills exactly the pages up
+//     to the next block (whose entries are all zero), no order, nothing in
+//     use, no links or bitmap.
+func (h *Heap) RepairKind(tx *pram.Tx, pg uint64) (string, error) {
+	top := h.a.U64(h.g.hdr + hdrTop)
+	if top > h.g.npages || pg >= top {
+		return "", fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
+	}
+	e := h.readEnt(pg)
+	if e.kind <= kindSlab {
+		return "", fmt.Errorf("%w: page %d: kind %d is a known one", ErrCorrupt, pg, e.kind)
+	}
+	o := h.g.ent(pg)
+	bitmap0 := h.a.U64(o+entBitmap)|h.a.U64(o+entBitmap+8) == 0
+	// The run of all-zero entries after pg: the rest of its block.
+	end := pg + 1
+	for end < top && end-pg < maxBlockPages && h.entZero(end) {
+		end++
+	}
+	gap := end - pg
+	var kind uint8
+	var name string
+	switch {
+	case e.npages == 0 && e.used > 0 && int(e.order) < NumClasses && gap == 1 && h.slotsSet(pg, int(e.order)) == uint64(e.used):
+		kind, name = kindSlab, fmt.Sprintf("a slab of class %d with %d objects in use", e.order, e.used)
+	case e.npages == 0 && e.used == 0 && bitmap0 && uint(e.order) <= MaxOrder &&
+		pg&(1<<e.order-1) == 0 && gap == 1<<e.order && h.onFreeList(pg, e):
+		kind, name = kindFree, fmt.Sprintf("a free block of %d pages", 1<<e.order)
+	case e.npages != 0 && uint64(e.npages) <= gap && gap <= 1<<orderFor(uint64(e.npages)) &&
+		pg&(1<<orderFor(uint64(e.npages))-1) == 0 && e.order == 0 && e.used == 0 && e.next == 0 && e.prev == 0 && bitmap0:
+		kind, name = kindLarge, fmt.Sprintf("an allocation of %d pages", e.npages)
+	default:
+		return "", fmt.Errorf("%w: page %d: its entry (order %d, %d in use, %d pages, links %d/%d) proves no kind",
+			ErrCorrupt, pg, e.order, e.used, e.npages, e.next, e.prev)
+	}
+	tx.Set8(o+entKind, kind)
+	return name, nil
+}
+
+// slotsSet counts the bits set in the slot bitmap of pg as a slab of class
+// c, or returns MaxUint64 if any is set past the last slot.
+func (h *Heap) slotsSet(pg uint64, c int) uint64 {
+	var n uint64
+	for w := range bitmapWords(c) {
+		v := h.a.U64(h.bitmapWord(pg, c, w))
+		if v&^slotMask(c, w) != 0 {
+			return ^uint64(0)
+		}
+		n += uint64(bits.OnesCount64(v))
+	}
+	return n
+}
+
+// onFreeList reports whether free block pg of entry e is linked into the
+// free list of its order: the list's head, or a neighbour it links to,
+// points back at it.
+func (h *Heap) onFreeList(pg uint64, e entry) bool {
+	me := uint32(pg + 1)
+	if h.a.U64(h.g.hdr+hdrFreeHeads+pram.Off(8*int(e.order))) == uint64(me) && e.prev == 0 {
+		return true
+	}
+	link := func(p uint32, back func(entry) uint32) bool {
+		if p == 0 || uint64(p-1) >= h.g.npages {
+			return false
+		}
+		n := h.readEnt(uint64(p - 1))
+		return n.kind == kindFree && n.order == e.order && back(n) == me
+	}
+	return link(e.prev, func(n entry) uint32 { return n.next }) || link(e.next, func(n entry) uint32 { return n.prev })
+}

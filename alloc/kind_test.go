@@ -1,0 +1,101 @@
+package alloc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"conquest/pram"
+)
+
+// An entry whose kind byte is damaged is reported as an *UnknownKindError,
+// and RepairKind gives back the kind its other fields prove: for a slab, a
+// free block and a whole-page allocation. Every allocation is intact after.
+func TestRepairKind(t *testing.T) {
+	a, h, _ := newArena(t, 32<<20)
+	small := []pram.Off{mustAlloc(t, h, 100), mustAlloc(t, h, 100), mustAlloc(t, h, 10)}
+	large := mustAlloc(t, h, 3*pageSize)
+	other := mustAlloc(t, h, 8*pageSize)
+	keep := mustAlloc(t, h, 5*pageSize)
+	mustFree(t, h, other) // a free block (linked into its order's list)
+	if errs := h.Verify(); len(errs) > 0 {
+		t.Fatalf("fresh heap: %v", errs)
+	}
+	pageOf := func(off pram.Off) uint64 { return uint64(off-h.g.dataOff) >> pageShift }
+	for _, c := range []struct {
+		name string
+		pg   uint64
+		kind uint8
+		want string
+	}{
+		{"slab", pageOf(small[0]), kindSlab, "a slab of class"},
+		{"slab of class 0", pageOf(small[2]), kindSlab, "a slab of class 0 with 1 objects in use"},
+		{"large", pageOf(large), kindLarge, "an allocation of 3 pages"},
+		{"free", pageOf(other), kindFree, "a free block of"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if k := h.readEnt(c.pg).kind; k != c.kind {
+				t.Fatalf("page %d has kind %d, want %d", c.pg, k, c.kind)
+			}
+			inTx(t, a, func(tx *pram.Tx) error { tx.Set8(h.g.ent(c.pg)+entKind, 0x57); return nil })
+			var uk *UnknownKindError
+			if errs := h.Verify(); len(errs) == 0 || !errors.As(errs[0], &uk) || uk.Page != c.pg || uk.Kind != 0x57 {
+				t.Fatalf("Verify: %v; want an UnknownKindError for page %d first", errs, c.pg)
+			}
+			var what string
+			inTx(t, a, func(tx *pram.Tx) (err error) { what, err = h.RepairKind(tx, c.pg); return err })
+			if !strings.Contains(what, c.want) {
+				t.Errorf("RepairKind: %q, want %q", what, c.want)
+			}
+			if errs := h.Verify(); len(errs) > 0 {
+				t.Fatalf("after RepairKind: %v", errs)
+			}
+		})
+	}
+	for _, off := range append(small, large, keep) {
+		if _, err := h.SizeOf(off); err != nil {
+			t.Fatalf("allocation at %#x: %v", off, err)
+		}
+	}
+}
+
+// RepairKind refuses an entry whose other fields do not prove its kind.
+func TestRepairKindRefuses(t *testing.T) {
+	a, h, _ := newArena(t, 32<<20)
+	s := mustAlloc(t, h, 100)
+	mustAlloc(t, h, 100)
+	large := mustAlloc(t, h, 3*pageSize)
+	mustAlloc(t, h, pageSize)
+	other := mustAlloc(t, h, 8*pageSize)
+	mustAlloc(t, h, pageSize)
+	mustFree(t, h, other)
+	pageOf := func(off pram.Off) uint64 { return uint64(off-h.g.dataOff) >> pageShift }
+	for _, c := range []struct {
+		name   string
+		pg     uint64
+		damage func(tx *pram.Tx, o pram.Off)
+	}{
+		{"slab with a wrong count", pageOf(s), func(tx *pram.Tx, o pram.Off) { tx.Set16(o+entUsed, 7) }},
+		{"large with a count past its block", pageOf(large), func(tx *pram.Tx, o pram.Off) { tx.Set32(o+entNPages, 9) }},
+		{"large with a link", pageOf(large), func(tx *pram.Tx, o pram.Off) { tx.Set32(o+entNext, 3) }},
+		{"free block off its list", pageOf(other), func(tx *pram.Tx, o pram.Off) {
+			tx.Set64(o+entNext, 0)
+			tx.Set64(h.g.hdr+hdrFreeHeads+pram.Off(8*int(h.readEnt(pageOf(other)).order)), 0)
+		}},
+		{"all zero", pageOf(large), func(tx *pram.Tx, o pram.Off) { tx.Set32(o+entNPages, 0) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tx := a.Begin()
+			defer tx.Abort()
+			o := h.g.ent(c.pg)
+			c.damage(tx, o)
+			tx.Set8(o+entKind, 0x57)
+			if _, err := h.RepairKind(tx, c.pg); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("RepairKind: %v, want ErrCorrupt", err)
+			}
+			if k := h.readEnt(c.pg).kind; k != 0x57 {
+				t.Fatalf("kind changed to %d", k)
+			}
+		})
+	}
+}
