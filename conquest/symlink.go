@@ -30,9 +30,11 @@ func (fs *FS) Symlink(parent Ino, name, target string, c Cred) (Attr, error) {
 	})
 }
 
-// Readlink returns a symlink's target (ErrInvalid for other inodes).
+// Readlink returns a symlink's target (ErrInvalid for other inodes). It
+// updates atime by the relatime rule, as Read does and as ext4 does.
 func (fs *FS) Readlink(ino Ino) (string, error) {
 	var s string
+	atime := false
 	err := fs.read(func() error {
 		in, err := fs.inode(ino)
 		if err != nil {
@@ -46,7 +48,11 @@ func (fs *FS) Readlink(ino Ino) (string, error) {
 			return ErrIO
 		}
 		s = string(fs.a.Bytes(in.data(), n))
+		atime = fs.atimeDue(in)
 		return nil
 	})
+	if err == nil && atime {
+		fs.touchAtime(ino) // as ext4 does: reading a symlink accesses it
+	}
 	return s, err
 }

@@ -23,6 +23,7 @@ var timeTests = map[string]Test{
 	"AtimeRelatime":    testAtimeRelatime,
 	"TimesOnXattr":     testTimesOnXattr,
 	"TimesReaddirDirA": testTimesReaddir,
+	"TimesReadlink":    testTimesReadlink,
 }
 
 // setTimes sets atime and mtime of p to a and m (no symlink following).
@@ -355,5 +356,38 @@ func testTimesReaddir(t *testing.T, dir string) {
 	ok(t, err, "readdir")
 	if st := lstat(t, d); !tsAfter(st.Atim, before) {
 		t.Fatalf("readdir did not update the directory's atime")
+	}
+}
+
+func testTimesReadlink(t *testing.T, dir string) {
+	// Reading a symlink accesses it: under relatime its atime is updated
+	// if not newer than its mtime (ext4 does; so does the VFS's
+	// touch_atime for every file system that keeps atime).
+	var sfs unix.Statfs_t
+	ok(t, unix.Statfs(dir, &sfs), "statfs")
+	if sfs.Flags&unix.ST_NOATIME != 0 || sfs.Flags&unix.ST_RELATIME == 0 {
+		t.Skip("not a plain relatime mount")
+	}
+	l := join(dir, "l")
+	ok(t, unix.Symlink("target", l), "symlink")
+	st := lstat(t, l)
+	before := unix.NsecToTimespec(unix.TimespecToNsec(st.Mtim) - 10e9)
+	setTimes(t, l, before, st.Mtim)
+	buf := make([]byte, 64)
+	n, err := unix.Readlink(l, buf)
+	ok(t, err, "readlink")
+	if string(buf[:n]) != "target" {
+		t.Fatalf("readlink %q", buf[:n])
+	}
+	if st := lstat(t, l); !tsAfter(st.Atim, before) {
+		t.Fatalf("readlink did not update the symlink's atime")
+	}
+	// Recent and newer than mtime and ctime: left alone.
+	future := unix.NsecToTimespec(time.Now().Add(time.Minute).UnixNano())
+	setTimes(t, l, future, st.Mtim)
+	_, err = unix.Readlink(l, buf)
+	ok(t, err, "readlink")
+	if st := lstat(t, l); !tsEqual(st.Atim, future) {
+		t.Fatalf("readlink with a recent atime updated it (relatime): %v", tsTime(st.Atim))
 	}
 }
