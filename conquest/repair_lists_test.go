@@ -153,16 +153,7 @@ func TestRepairDiskListsLeakedSegList(t *testing.T) {
 	data := pattern(300<<10, 8)
 	makeFile(t, fs, "large", data)
 	before := fs.ds.Stats()
-	tx := fs.a.Begin()
-	seg, err := fs.ds.NewFile(tx, 999)
-	if err == nil {
-		err = fs.ds.WriteThrough(tx, seg, 0, pattern(200<<10, 9))
-	}
-	if err != nil {
-		fs.ds.Abort(tx)
-		t.Fatal(err)
-	}
-	fs.ds.Commit(tx)
+	ownerlessSegList(t, fs)
 	corrupt(fs, func(tx *pram.Tx) { tx.Set32(freeMapOff(fs)+fmList+24, 7) })
 	rep, err := fs.Repair(RepairOptions{VerifyData: true})
 	must(t, err)

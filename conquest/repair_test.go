@@ -678,6 +678,23 @@ func TestRepairClosed(t *testing.T) {
 	env.current = env.open()
 }
 
+// ownerlessSegList makes a segment list with 200 KiB of data on the disk
+// that names inode 999, which does not exist: no file reaches it.
+func ownerlessSegList(t *testing.T, fs *FS) pram.Off {
+	t.Helper()
+	tx := fs.a.Begin()
+	seg, err := fs.ds.NewFile(tx, 999)
+	if err == nil {
+		err = fs.ds.WriteThrough(tx, seg, 0, pattern(200<<10, 9))
+	}
+	if err != nil {
+		fs.ds.Abort(tx)
+		t.Fatal(err)
+	}
+	fs.ds.Commit(tx)
+	return seg
+}
+
 // TestRepairDiskLeaks: a large file's segment list freed without its disk
 // blocks (what a lost update could leave) leaves arena leaks, a wrong count
 // of large files and disk blocks neither free nor used. Repair frees the
@@ -692,16 +709,7 @@ func TestRepairDiskLeaks(t *testing.T) {
 		t.Fatal("not on disk")
 	}
 	before := fs.ds.Stats()
-	tx := fs.a.Begin()
-	seg, err := fs.ds.NewFile(tx, 999)
-	if err == nil {
-		err = fs.ds.WriteThrough(tx, seg, 0, pattern(200<<10, 9))
-	}
-	if err != nil {
-		fs.ds.Abort(tx)
-		t.Fatal(err)
-	}
-	fs.ds.Commit(tx)
+	seg := ownerlessSegList(t, fs)
 	corrupt(fs, func(tx *pram.Tx) { must(t, fs.h.Free(tx, seg)) })
 	leaked := fs.ds.Stats()
 	if leaked.FreeBlocks >= before.FreeBlocks {
@@ -748,16 +756,7 @@ func TestRepairDiskLeaksUnsure(t *testing.T) {
 	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
 	ino := makeFile(t, fs, "large", pattern(300<<10, 8))
 	in, _ := fs.inode(ino)
-	tx := fs.a.Begin()
-	seg, err := fs.ds.NewFile(tx, 999)
-	if err == nil {
-		err = fs.ds.WriteThrough(tx, seg, 0, pattern(200<<10, 9))
-	}
-	if err != nil {
-		fs.ds.Abort(tx)
-		t.Fatal(err)
-	}
-	fs.ds.Commit(tx)
+	seg := ownerlessSegList(t, fs)
 	corrupt(fs, func(tx *pram.Tx) { must(t, fs.h.Free(tx, seg)) })
 	// Free what the segment list leaked in the arena and correct the count:
 	// only disk blocks are leaked now.
