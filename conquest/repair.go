@@ -16,8 +16,8 @@ import (
 // fix, each fix in its own transaction so that a crash during repair leaves
 // a file system at least as consistent as before:
 //
-//   - first the allocator's own records: page-map entries with stray fields
-//     or a damaged page count, non-zero reserved header words, then (once
+//   - first the allocator's own records: page-map entries with stray fields,
+//     a damaged page count or kind, non-zero reserved header words, then (once
 //     the map is sound) its lists, links and counters, rebuilt from the map
 //     (alloc.Heap.RebuildLists, outside the journal); until these are right
 //     the walk judges every allocation by wrong sizes;
@@ -31,11 +31,15 @@ import (
 //  2. inodes no directory names and not on the orphan list are given the
 //     name "#<ino>" in /lost+found (created, mode 0700, if missing) rather
 //     than deleted; a removed directory left unfreed is freed;
+//     then, on a trustworthy walk that reached every file's blocks, the
+//     disk store's free map, quarantine and list of files with unsynced
+//     blocks, if damaged, are rebuilt from the files
+//     (diskstore.Checker.RebuildLists), before anything frees disk blocks;
 //  3. link counts are set to the counted names (files) or 2 + the
 //     subdirectories (directories), ".." pointers to the directory that
 //     names the directory, stray orphan flags are cleared;
-//     a page-map entry of the allocator with stray fields in the words its
-//     kind leaves unused gets them cleared;
+//     a large file's damaged list of unsynced records is emptied, and its
+//     damaged list of segments or checksum pages too with ZeroBadBlocks;
 //  4. arena allocations nothing reaches (leaks) are freed (a leaked segment
 //     list with its disk blocks) — only when the walk found no damage that
 //     could hide a reference to them;
@@ -51,12 +55,14 @@ import (
 // has something to fix, then walks again, until nothing fixable is left.
 // Data blocks whose checksum fails cannot be repaired: they are reported
 // with the file's path and offset, or, with ZeroBadBlocks, replaced by a
-// hole (they read as zeros). What is left (damaged segment lists, the
-// allocator's own records, ...) is reported in RepairReport.Remaining.
+// hole (they read as zeros). What is left (segment records out of range,
+// a page map with overlapping blocks, ...) is reported in
+// RepairReport.Remaining.
 //
 // Repair learns what to fix from the walk's typed errors (alloc.LeakError,
-// diskstore.DataChecksumError, diskstore.LeakedBlocksError,
-// diskstore.FileCountError), never from their text.
+// diskstore.DataChecksumError, diskstore.ListDamageError, ...), never from
+// their text. A fix that fails ends its pass, and the errors it addressed
+// count as unhandled from then on: the walk stays untrustworthy.
 
 // RepairOptions tunes Repair.
 type RepairOptions struct {
