@@ -825,6 +825,9 @@ func harmless(err error) bool {
 	if errors.Is(err, alloc.ErrLeak) || errors.Is(err, diskstore.ErrDataChecksum) {
 		return true
 	}
+	if _, ok := errors.AsType[*diskstore.SumDamageError](err); ok {
+		return true // the record of one block's checksum: fixed at the end
+	}
 	if _, ok := errors.AsType[*diskstore.LeakedBlocksError](err); ok {
 		return true
 	}
@@ -905,6 +908,8 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 			break
 		}
 	}
+	sums, sumsLeft := fs.sumFixes(rep.Found)
+	rep.Fixes = append(rep.Fixes, sums...)
 	rep.Fixes = append(rep.Fixes, fs.badBlockFixes(o, bad, &failed)...)
 	// The final walk reads no data: the bad blocks found by the first are
 	// still bad unless a hole replaced them.
@@ -921,12 +926,51 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 				fd.path(b.ino), b.off, b.disk, b.err))
 		}
 	}
+	// The final walk reads no data: a checksum record not rewritten is
+	// still damaged.
+	rep.Remaining = append(rep.Remaining, sumsLeft...)
 	if len(rep.Remaining) > 0 {
 		// A fix that failed on damage a later fix removed is moot once the
 		// walk is clean; otherwise it says why something is left.
 		rep.Remaining = append(rep.Remaining, failed...)
 	}
 	return rep, nil
+}
+
+// sumFixes rewrites the damaged checksum records the first (data
+// verifying) walk found, from their blocks' data (diskstore.SumDamageError:
+// the data is sound). It returns the fixes and what it could not rewrite.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) sumFixes(found []error) (fixes []Fix, left []error) {
+	var fd *findings
+	for _, err := range found {
+		sd, ok := errors.AsType[*diskstore.SumDamageError](err)
+		if !ok || fs.ds == nil {
+			continue
+		}
+		if fd == nil {
+			fd = &findings{}
+			fs.checkLocked(CheckOptions{}, fd) // for the paths after the repairs
+		}
+		what := fd.path(Ino(sd.Owner))
+		problem := fmt.Sprintf("checksum record of the block at offset %d (disk block %d) differs from its data's in a byte or two", sd.Block*fs.ds.BlockSize(), sd.Disk)
+		err := fs.update(func(tx *pram.Tx) error {
+			in, err := fs.inode(Ino(sd.Owner))
+			if err != nil {
+				return err
+			}
+			if !in.onDisk() || in.seg() != sd.Seg {
+				return fmt.Errorf("%w: inode %d is no longer the large file it was", ErrInvalid, sd.Owner)
+			}
+			return fs.ds.RewriteSum(tx, sd.Seg, sd.Block, sd.Stored, sd.Data)
+		})
+		if err != nil {
+			left = append(left, fmt.Errorf("%s: %s: not repaired: %w", what, problem, err))
+			continue
+		}
+		fixes = append(fixes, Fix{Path: what, Problem: problem, Action: "the record is damaged, not the data: rewrote it from the data"})
+	}
+	return fixes, left
 }
 
 // badBlockFixes punches holes over the bad blocks (ZeroBadBlocks) or

@@ -305,3 +305,71 @@ func TestRepairFileLists(t *testing.T) {
 		})
 	}
 }
+
+// sumRecord is the arena offset of the checksum recorded for file block fb
+// (< 512) of the large file whose segment list is seg: its list of checksum
+// pages (header at +64: directory at +0) holds {base, page, capacity}
+// records, and the page one word per block.
+func sumRecord(fs *FS, seg pram.Off, fb uint64) pram.Off {
+	dir := pram.Off(fs.a.U64(seg + slSums))
+	leaf := pram.Off(fs.a.U64(dir + 8))
+	page := pram.Off(fs.a.U64(leaf + 16 + 8))
+	return page + pram.Off(8*fb)
+}
+
+// TestRepairSumRecord: a checksum record damaged in a byte or two is told
+// from damaged data (its data's checksum differs from it in all but a few
+// bytes) and rewritten from the data, which reads back again; a record
+// damaged in more bytes, like damaged data, stays a bad block.
+func TestRepairSumRecord(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		bytes   []int // bytes of the record to flip
+		rewrite bool
+	}{
+		{"one byte", []int{3}, true},
+		{"two bytes", []int{0, 7}, true},
+		{"three bytes", []int{1, 4, 6}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := newTestFSOpt(t, fsOpt{disk: true, noCheck: !c.rewrite})
+			data := pattern(300<<10, 8)
+			ino := makeFile(t, fs, "large", data)
+			in, _ := fs.inode(ino)
+			rec := sumRecord(fs, in.seg(), 5)
+			corrupt(fs, func(tx *pram.Tx) {
+				for _, b := range c.bytes {
+					tx.Set8(rec+pram.Off(b), fs.a.U8(rec+pram.Off(b))^0x5a)
+				}
+			})
+			h := openRW(t, fs, ino, O_RDWR)
+			buf := make([]byte, 4096)
+			if _, err := fs.Read(ino, h, 5*4096, buf); !errors.Is(err, ErrIO) {
+				t.Fatalf("read of the block: %v, want EIO", err)
+			}
+			fs.Release(ino, h)
+			errs := fs.CheckWith(CheckOptions{VerifyData: true})
+			var sd *diskstore.SumDamageError
+			if got := len(errs) == 1 && errors.As(errs[0], &sd); got != c.rewrite {
+				t.Fatalf("Check: %v; want a SumDamageError: %v", errs, c.rewrite)
+			}
+			rep, err := fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			text := fixesText(rep)
+			if !c.rewrite {
+				if len(rep.Fixes) > 0 || len(rep.Remaining) != 1 || !errors.Is(rep.Remaining[0], diskstore.ErrDataChecksum) {
+					t.Fatalf("fixes:\n%sremaining: %v; want the bad block left", text, rep.Remaining)
+				}
+				return
+			}
+			want := fmt.Sprintf("/large: checksum record of the block at offset %d (disk block", 5*4096)
+			if len(rep.Remaining) > 0 || !strings.Contains(text, want) || !strings.Contains(text, "rewrote it from the data") {
+				t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+			}
+			wantContent(t, fs, "/large", data)
+			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) > 0 {
+				t.Fatalf("Check after repair: %v", errs)
+			}
+		})
+	}
+}

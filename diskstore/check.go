@@ -236,7 +236,12 @@ func (k *Checker) verify(seg pram.Off, x segment, size int64) {
 				for c := a; c < b; c++ {
 					if err := s.readVerified(seg, fb+c, x.disk+Block(i+c), sums[c:c+1], dst[:bs]); err != nil {
 						if errors.Is(err, ErrDataChecksum) {
-							err = &DataChecksumError{Inode: s.owner(seg), Offset: int64((fb + c) * bs), Disk: x.disk + Block(i+c), Err: err}
+							got := s.blockSum(s.a.U64(seg+slOffSeed), fb+c, dst[:bs])
+							if sumDamaged(sums[c], got) {
+								err = &SumDamageError{Owner: s.owner(seg), Seg: seg, Block: fb + c, Disk: x.disk + Block(i+c), Stored: sums[c], Data: got}
+							} else {
+								err = &DataChecksumError{Inode: s.owner(seg), Offset: int64((fb + c) * bs), Disk: x.disk + Block(i+c), Err: err}
+							}
 						}
 						k.errs = append(k.errs, err)
 					}

@@ -227,3 +227,50 @@ func (e *FileListError) Error() string { return e.Err.Error() }
 
 // Unwrap returns what is wrong, which wraps ErrCorrupt.
 func (e *FileListError) Unwrap() error { return e.Err }
+
+// SumDamageError is a written block whose data fails its checksum where
+// the checksum the arena records differs from the data's in at most
+// maxSumDamageBytes of its 8 bytes: the record is damaged, not the data.
+// (Damaged data hashes to an unrelated value, which agrees with the record
+// in 6 or more bytes with a probability below 2^-40.) Found by
+// Checker.File with CheckOptions.VerifyData; Store.RewriteSum repairs it.
+// It is ErrCorrupt, not ErrDataChecksum: the data is sound. Callers get it
+// with errors.As.
+type SumDamageError struct {
+	Owner  uint64 // the inode
+	Seg    pram.Off
+	Block  uint64 // the file block
+	Disk   Block
+	Stored uint64 // the checksum the arena records
+	Data   uint64 // the checksum of the data on disk
+}
+
+func (e *SumDamageError) Error() string {
+	return fmt.Sprintf("%v: inode %d, file block %d (disk block %d): the recorded checksum %#016x differs from its data's %#016x in %d byte(s): the record is damaged, not the data",
+		ErrCorrupt, e.Owner, e.Block, e.Disk, e.Stored, e.Data, sumBytesDiffer(e.Stored, e.Data))
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *SumDamageError) Unwrap() error { return ErrCorrupt }
+
+// maxSumDamageBytes bounds the bytes in which a damaged checksum record
+// may differ from its data's for SumDamageError.
+const maxSumDamageBytes = 2
+
+// sumBytesDiffer counts the bytes in which a and b differ.
+func sumBytesDiffer(a, b uint64) int {
+	n := 0
+	for x := a ^ b; x != 0; x >>= 8 {
+		if x&0xff != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// sumDamaged reports whether stored, the recorded checksum of a block
+// whose data sums to data, looks like a damaged copy of data.
+func sumDamaged(stored, data uint64) bool {
+	d := sumBytesDiffer(stored, data)
+	return stored != 0 && data != 0 && d > 0 && d <= maxSumDamageBytes
+}

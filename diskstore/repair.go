@@ -218,3 +218,37 @@ func (s *Store) ResetSegments(tx *pram.Tx, seg pram.Off) error {
 	s.bump(seg)
 	return nil
 }
+
+// RewriteSum repairs a *SumDamageError: it sets the checksum recorded for
+// file block fb of seg to that of the data on disk, after checking again
+// that the record is stored and the data sums to data, and that the two
+// differ as a damaged record would (else ErrCorrupt, nothing changed).
+func (s *Store) RewriteSum(tx *pram.Tx, seg pram.Off, fb, stored, data uint64) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	sp, err := s.lookup(seg, fb)
+	if err != nil {
+		return err
+	}
+	if sp.disk == 0 {
+		return fmt.Errorf("%w: inode %d: file block %d maps no disk block", ErrCorrupt, s.owner(seg), fb)
+	}
+	var sum [1]uint64
+	if err := s.getSums(seg, fb, sum[:]); err != nil {
+		return err
+	}
+	buf := AlignedBuffer(int(s.bs))
+	if _, err := s.dev.ReadAt(buf, int64(uint64(sp.disk)*s.bs)); err != nil {
+		return s.ioErr(fmt.Sprintf("inode %d: reading disk block %d", s.owner(seg), sp.disk), err)
+	}
+	got := s.blockSum(s.a.U64(seg+slOffSeed), fb, buf)
+	if sum[0] != stored || got != data || !sumDamaged(stored, data) {
+		return fmt.Errorf("%w: inode %d, file block %d: recorded checksum %#x, data's %#x: not a damaged record of it", ErrCorrupt, s.owner(seg), fb, sum[0], got)
+	}
+	if err := s.setSums(tx, seg, fb, []uint64{data}); err != nil {
+		return err
+	}
+	s.bump(seg) // cached reads of the file are stale
+	return nil
+}
