@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"conquest/diskstore"
+	"conquest/pram"
 )
 
 // writeFile writes data at 0 through handle h in FUSE-sized pieces.
@@ -758,4 +759,36 @@ func TestDiskTruncateLarge(t *testing.T) {
 	if u := fs.Usage(); u.DiskUsed > 64<<10 || u.Orphans != 0 {
 		t.Fatalf("after unlink: %+v", u)
 	}
+}
+
+// A file whose size damage set past what its storage can hold fails reads
+// with EIO, logged, instead of reading as exabytes of zeros (found by
+// random damage to images: `cat` of such a file never ended).
+func TestReadImpossibleSize(t *testing.T) {
+	fs, env := newTestFSOpt(t, fsOpt{disk: true, noCheck: true})
+	small := makeFile(t, fs, "small", pattern(3000, 1))
+	large := makeFile(t, fs, "large", pattern(300<<10, 2))
+	if !isLarge(t, fs, large) {
+		t.Fatal("not on disk")
+	}
+	for _, c := range []struct {
+		ino  Ino
+		size uint64
+	}{{small, maxMemFileSize + 1}, {large, diskstore.MaxFileSize + 1}, {small, 0x6e00_0000_0000_0000}} {
+		in, _ := fs.inode(c.ino)
+		old := in.size()
+		corrupt(fs, func(tx *pram.Tx) { in.set64(tx, iSize, c.size) })
+		h := openRW(t, fs, c.ino, O_RDWR)
+		buf := make([]byte, 100)
+		if _, err := fs.Read(c.ino, h, 0, buf); !errors.Is(err, ErrIO) {
+			t.Errorf("inode %d of size %d: read %v, want EIO", c.ino, c.size, err)
+		}
+		fs.Release(c.ino, h)
+		corrupt(fs, func(tx *pram.Tx) { in.set64(tx, iSize, old) })
+	}
+	if !env.logged("is past the") {
+		t.Error("not logged")
+	}
+	wantContent(t, fs, "/small", pattern(3000, 1))
+	wantContent(t, fs, "/large", pattern(300<<10, 2))
 }

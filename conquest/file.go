@@ -3,6 +3,7 @@ package conquest
 import (
 	"fmt"
 
+	"conquest/diskstore"
 	"conquest/pram"
 )
 
@@ -31,9 +32,28 @@ func (fs *FS) regInode(ino Ino) (inode, error) {
 	return in, ErrInvalid
 }
 
+// sizeSane refuses (ErrIO) a file whose size is past what its storage can
+// hold: damage (fsck repairs it), which would otherwise read as exabytes of
+// zeros. The first refusals are logged.
+// Preconditions: fs.mu held (shared is enough).
+func (fs *FS) sizeSane(in inode) error {
+	limit := uint64(maxMemFileSize)
+	if in.onDisk() {
+		limit = diskstore.MaxFileSize
+	}
+	if size := fs.fileSize(in); size > limit {
+		if fs.badSize.Add(1) <= 20 {
+			fs.logf("inode %d: size %d is past the %d bytes its storage can hold: damaged, refusing to read it (run conquest fsck)", in.ino, size, limit)
+		}
+		return ErrIO
+	}
+	return nil
+}
+
 // Read reads up to len(dst) bytes at off. It is short only at end of file.
 // Holes read as zeros. atime is updated by the relatime rule, unless h
-// was opened with O_NOATIME.
+// was opened with O_NOATIME. A file whose size is past what its storage
+// can hold (damage) fails with ErrIO (sizeSane).
 func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) {
 	if off < 0 {
 		return 0, ErrInvalid
@@ -42,6 +62,9 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 	err = fs.read(func() error {
 		in, err := fs.regInode(ino)
 		if err != nil {
+			return err
+		}
+		if err := fs.sizeSane(in); err != nil {
 			return err
 		}
 		if size := fs.fileSize(in); uint64(off) < size {

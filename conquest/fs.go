@@ -33,7 +33,8 @@ type FS struct {
 	logf    func(format string, args ...any)
 	now     func() Timespec
 	noAtime bool
-	stacked atomic.Bool // a damaged-arena panic was logged with its stack (damageLog)
+	stacked atomic.Bool  // a damaged-arena panic was logged with its stack (damageLog)
+	badSize atomic.Int32 // reads refused for an impossible file size, logged (file.go)
 
 	vol volatile // kernel refs, open counts, handles
 
