@@ -690,7 +690,9 @@ func (ck *checker) badSumPages(ino Ino, seg pram.Off, errs []error) {
 }
 
 // fileLists: a damaged structure of one of the lists of ino's segment
-// list. A damaged list of unsynced records is emptied (they only guide
+// list. It is first mended from its own other fields (diskstore:
+// xlist.mend), which loses nothing. Failing that, a damaged list of
+// unsynced records is emptied (they only guide
 // recovery). A damaged list of checksum pages or of segments is emptied
 // with ZeroBadBlocks only: the file keeps its size and reads as zeros, its
 // data lost; without it the damage is reported, and the file's blocks,
@@ -706,6 +708,31 @@ func (ck *checker) fileLists(ino Ino, seg pram.Off, errs []error) {
 		}
 	}
 	ds := ck.fs.ds
+	// First mend each damaged list from what its other fields tell (no
+	// record lost); only if that fails, the fixes below.
+	mending := false
+	for _, list := range []string{diskstore.FileSegments, diskstore.FileSums, diskstore.FileUnsynced} {
+		key := fmt.Sprintf("mend %d %s", ino, list)
+		if n[list] == 0 || ck.fd.tried[key] {
+			continue
+		}
+		mending = true
+		ck.fd.add(phaseLinks, finding{n: n[list], key: key, ino: ino, problem: "damaged list of " + list,
+			apply: func(tx *pram.Tx) (string, error) {
+				in, err := ck.fs.inode(ino)
+				if err != nil {
+					return "", err
+				}
+				if in.seg() != seg {
+					return "", fmt.Errorf("%w: inode %d's segment list moved", ErrIO, ino)
+				}
+				did, err := ds.MendFileList(tx, seg, list)
+				return "mended it from its other fields (" + did + "): no record lost", err
+			}})
+	}
+	if mending {
+		return
+	}
 	if n[diskstore.FileUnsynced] > 0 && (n[diskstore.FileSegments] == 0 || !ck.fd.zeroBad) {
 		ck.inodeFix(ino, fmt.Sprintf("file unsynced %d", ino), "damaged list of unsynced blocks", n[diskstore.FileUnsynced],
 			func(tx *pram.Tx, in inode) (string, error) {

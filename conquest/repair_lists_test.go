@@ -180,7 +180,7 @@ func TestRepairDiskListsRefused(t *testing.T) {
 	free := fs.ds.Stats().FreeBlocks
 	corrupt(fs, func(tx *pram.Tx) {
 		tx.Set64(freeMapOff(fs)+fmFree, 9)
-		tx.Set32(in.seg()+32+24, 9) // the file's segments list: record width
+		tx.Set64(in.seg()+slSegs, 1<<40) // the file's segments list: its directory pointer
 	})
 	rep, err := fs.Repair(RepairOptions{})
 	must(t, err)
@@ -231,23 +231,49 @@ const (
 )
 
 // TestRepairFileLists damages the structure of one of a large file's lists
-// per case. A list of unsynced records is emptied, the file intact; a list
-// of checksum pages or segments is left alone, with its blocks, unless
-// ZeroBadBlocks lets the file's data go (it then reads as zeros).
+// per case. Damage to a field that follows from the rest is mended, the
+// file intact. Otherwise a list of unsynced records is emptied, the file
+// intact; a list of checksum pages or segments is left alone, with its
+// blocks, unless ZeroBadBlocks lets the file's data go (it then reads as
+// zeros).
 func TestRepairFileLists(t *testing.T) {
+	// A bogus directory pointer cannot be mended (nothing tells the
+	// directory's place); a damaged record width can.
+	bogusDir := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set64(list, 1<<40) }
+	badWidth := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set32(list+24, 11) }
+	badLeafCount := func(fs *FS, tx *pram.Tx, list pram.Off) {
+		leaf := pram.Off(fs.a.U64(pram.Off(fs.a.U64(list)) + 8))
+		tx.Set32(leaf, 0x7f000001) // its count; the list's count tells it
+	}
+	badDirKey := func(fs *FS, tx *pram.Tx, list pram.Off) {
+		dir := pram.Off(fs.a.U64(list))
+		tx.Set64(dir, fs.a.U64(dir)+0x100)
+	}
+	badCount := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set64(list+16, 1<<50) }
+	// One more record than the leaves count, which they have room for:
+	// the list's count or a leaf's could be the damaged one.
+	plausibleCount := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set64(list+16, fs.a.U64(list+16)+1) }
 	cases := []struct {
 		name      string
 		list      pram.Off
+		damage    func(fs *FS, tx *pram.Tx, list pram.Off)
 		zero      bool
 		fixed     string // the fix's text; "" if not repaired
 		zeros     bool   // the file reads as zeros after the repair
 		freesData bool   // the file's blocks return to the free map
 	}{
-		{"unsynced", slUnsynced, false, "/large: damaged list of unsynced blocks: emptied it", false, false},
-		{"sums kept", slSums, false, "", false, false},
-		{"sums zeroed", slSums, true, "/large: damaged list of checksum pages: emptied it: the file reads as zeros", true, false},
-		{"segments kept", slSegs, false, "", false, false},
-		{"segments zeroed", slSegs, true, "/large: damaged list of segments (where the data is on disk): emptied the file's lists", true, true},
+		{"unsynced mended", slUnsynced, badWidth, false, "/large: damaged list of unsynced blocks: mended it from its other fields (record width 11→5)", false, false},
+		{"sums mended", slSums, badWidth, false, "/large: damaged list of checksum pages: mended it from its other fields (record width 11→3)", false, false},
+		{"segments mended", slSegs, badWidth, false, "/large: damaged list of segments: mended it from its other fields (record width 11→3)", false, false},
+		{"segments leaf count", slSegs, badLeafCount, false, "/large: damaged list of segments: mended it from its other fields (leaf 0 count 2130706433→", false, false},
+		{"sums directory key", slSums, badDirKey, false, "/large: damaged list of checksum pages: mended it from its other fields (directory key 0", false, false},
+		{"segments count", slSegs, badCount, false, "/large: damaged list of segments: mended it from its other fields (record count 1125899906842624→", false, false},
+		{"segments ambiguous count kept", slSegs, plausibleCount, false, "", false, false},
+		{"unsynced emptied", slUnsynced, bogusDir, false, "/large: damaged list of unsynced blocks: emptied it", false, false},
+		{"sums kept", slSums, bogusDir, false, "", false, false},
+		{"sums zeroed", slSums, bogusDir, true, "/large: damaged list of checksum pages: emptied it: the file reads as zeros", true, false},
+		{"segments kept", slSegs, bogusDir, false, "", false, false},
+		{"segments zeroed", slSegs, bogusDir, true, "/large: damaged list of segments (where the data is on disk): emptied the file's lists", true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -260,8 +286,9 @@ func TestRepairFileLists(t *testing.T) {
 				t.Fatal("the file has no unsynced records to damage")
 			}
 			before := fs.ds.Stats()
-			width := fs.a.U32(in.seg() + c.list + 24)
-			corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+c.list+24, 11) })
+			hdr := fs.a.Bytes(in.seg()+c.list, 32)
+			saved := append([]byte(nil), hdr...)
+			corrupt(fs, func(tx *pram.Tx) { c.damage(fs, tx, in.seg()+c.list) })
 			errs := fs.Check()
 			if !errors.As(errs[0], new(*diskstore.FileListError)) {
 				t.Fatalf("Check: %v, want a FileListError first", errs)
@@ -278,7 +305,7 @@ func TestRepairFileLists(t *testing.T) {
 					t.Fatalf("%d free blocks after, %d before: the file's blocks were taken", st.FreeBlocks, before.FreeBlocks)
 				}
 				// Undone, the file is intact: nothing else changed.
-				corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+c.list+24, width) })
+				corrupt(fs, func(tx *pram.Tx) { tx.SetBytes(in.seg()+c.list, saved) })
 				wantContent(t, fs, "/large", data)
 				if errs := fs.Check(); len(errs) > 0 {
 					t.Fatalf("Check after undoing the damage: %v", errs)

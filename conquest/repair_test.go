@@ -778,10 +778,11 @@ func TestRepairDiskLeaksUnsure(t *testing.T) {
 	if len(errs) != 1 || !errors.As(errs[0], new(*diskstore.LeakedBlocksError)) {
 		t.Fatalf("Check: %v, want one disk leak", errs)
 	}
-	// Unfixable damage (without ZeroBadBlocks): the record size in the
-	// header of the file's list of checksum pages (diskstore: list header
-	// at +64 of the segment list, its record-words field at +24).
-	corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+64+24, 7) })
+	// Unfixable damage (without ZeroBadBlocks): the directory pointer in
+	// the header of the file's list of checksum pages (diskstore: list
+	// header at +64 of the segment list, the pointer at +0).
+	dir := fs.a.U64(in.seg() + 64)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.seg()+64, 1<<40) })
 	rep, err := fs.Repair(RepairOptions{})
 	must(t, err)
 	leak := slices.IndexFunc(rep.Remaining, func(err error) bool { return errors.As(err, new(*diskstore.LeakedBlocksError)) })
@@ -789,7 +790,7 @@ func TestRepairDiskLeaksUnsure(t *testing.T) {
 		t.Fatalf("fixes:\n%sremaining: %v; want no fix, the damage and the leak remaining", fixesText(rep), rep.Remaining)
 	}
 	// Without the damage the leak is repaired.
-	corrupt(fs, func(tx *pram.Tx) { tx.Set32(in.seg()+64+24, 3) })
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.seg()+64, dir) })
 	rep, err = fs.Repair(RepairOptions{})
 	must(t, err)
 	if len(rep.Remaining) != 0 || len(rep.Fixes) != 1 || !strings.Contains(rep.Fixes[0].String(), "returned them to the free map") {
