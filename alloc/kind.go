@@ -43,9 +43,20 @@ func (h *Heap) RepairKind(tx *pram.Tx, pg uint64) (string, error) {
 	if top > h.g.npages || pg >= top {
 		return "", fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
 	}
+	kind, name, err := h.inferKind(pg, top)
+	if err != nil {
+		return "", err
+	}
+	tx.Set8(h.g.ent(pg)+entKind, kind)
+	return name, nil
+}
+
+// inferKind is the kind the entry of page pg (below top), whose own kind
+// is unknown, proves (see RepairKind), and its description.
+func (h *Heap) inferKind(pg, top uint64) (uint8, string, error) {
 	e := h.readEnt(pg)
 	if e.kind <= kindSlab {
-		return "", fmt.Errorf("%w: page %d: kind %d is a known one", ErrCorrupt, pg, e.kind)
+		return 0, "", fmt.Errorf("%w: page %d: kind %d is a known one", ErrCorrupt, pg, e.kind)
 	}
 	o := h.g.ent(pg)
 	bitmap0 := h.a.U64(o+entBitmap)|h.a.U64(o+entBitmap+8) == 0
@@ -67,11 +78,10 @@ func (h *Heap) RepairKind(tx *pram.Tx, pg uint64) (string, error) {
 		pg&(1<<orderFor(uint64(e.npages))-1) == 0 && e.order == 0 && e.used == 0 && e.next == 0 && e.prev == 0 && bitmap0:
 		kind, name = kindLarge, fmt.Sprintf("an allocation of %d pages", e.npages)
 	default:
-		return "", fmt.Errorf("%w: page %d: its entry (order %d, %d in use, %d pages, links %d/%d) proves no kind",
+		return 0, "", fmt.Errorf("%w: page %d: its entry (order %d, %d in use, %d pages, links %d/%d) proves no kind",
 			ErrCorrupt, pg, e.order, e.used, e.npages, e.next, e.prev)
 	}
-	tx.Set8(o+entKind, kind)
-	return name, nil
+	return kind, name, nil
 }
 
 // slotsSet counts the bits set in the slot bitmap of pg as a slab of class

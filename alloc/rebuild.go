@@ -40,17 +40,22 @@ type RebuildReport struct {
 }
 
 // RebuildLists recomputes the heap's derived state from its page map (see
-// above) and writes what differs. It refuses, with ErrCorrupt and nothing
-// written, a map it cannot walk: an entry of unknown kind, a block that is
-// misaligned or runs past the heap, a slab of unknown class, or a page in no
-// block below pages in use. Top is the end of the last block (pages past it
+// above) and writes what differs. On the way it zeroes junk in the entries
+// of pages inside a block (an entry that claims no head's kind), and gives
+// a head whose kind byte is damaged the kind its other fields prove
+// (RepairKind). It refuses, with ErrCorrupt and nothing written, a map it
+// cannot walk: an entry of unknown kind that proves none, a block covering
+// an entry that claims to head another, a block that is misaligned or runs
+// past the heap, a slab of unknown class, or a page in no block below
+// pages in use. Top is the end of the last block (pages past it
 // have all-zero entries).
 //
 // The writes bypass the journal: a fragmented heap can need more of them
 // than a transaction holds. If they are interrupted, the heap is left half
 // rebuilt, and running RebuildLists again (fsck --repair) completes it; the
 // page map itself, and so every allocation, is never changed, except a
-// slab's count of objects in use, which is set to what its bitmap holds.
+// slab's count of objects in use, which is set to what its bitmap holds,
+// and the kind bytes and junk entries above.
 func (h *Heap) RebuildLists() (RebuildReport, error) {
 	var rep RebuildReport
 	// Top is where the walk of the map meets a page in no block. The
@@ -76,6 +81,15 @@ func (h *Heap) RebuildLists() (RebuildReport, error) {
 		if h.a.U64(off) != v {
 			h.a.PutU64(off, v)
 			rep.Words++
+		}
+	}
+	for _, f := range st.kinds {
+		o := h.g.ent(f.pg)
+		put(o, h.a.U64(o)&^0xff|uint64(f.kind)) // entKind is the low byte
+	}
+	for _, q := range st.junk {
+		for w := pram.Off(0); w < EntrySize; w += 8 {
+			put(h.g.ent(q)+w, 0)
 		}
 	}
 	for _, f := range st.fixes {
@@ -147,7 +161,14 @@ type mapScan struct {
 	partial [NumClasses][]uint64   // slabs with free slots, by class
 	onList  map[uint64]bool
 	fixes   []slabFix // slabs whose count of objects in use is wrong
+	kinds   []kindFix // heads of unknown kind whose fields prove one
+	junk    []uint64  // pages inside a block whose entries hold junk
 	c       counters  // recomputed
+}
+
+type kindFix struct {
+	pg   uint64
+	kind uint8
 }
 
 type slabFix struct {
@@ -164,17 +185,35 @@ func (h *Heap) scanMap(limit uint64) (mapScan, error) {
 	c := &st.c
 	// interior: a block's other pages must have all-zero entries, or the
 	// block's size is wrong and covers other blocks.
+	// An interior entry that claims no kind a head has is junk (damage
+	// inside the block): it is zeroed, as the walk's repair does
+	// (ClearStrayFields). One that claims a head's kind may be a block the
+	// damaged size covers: refused.
 	interior := func(pg, n uint64) error {
 		for q := pg + 1; q < pg+n; q++ {
-			if !h.entZero(q) {
+			if h.entZero(q) {
+				continue
+			}
+			if k := h.readEnt(q).kind; k == kindFree || k == kindLarge || k == kindSlab {
 				return fmt.Errorf("%w: the block at page %d (%d pages) covers page %d, whose entry is in use", ErrCorrupt, pg, n, q)
 			}
+			st.junk = append(st.junk, q)
 		}
 		return nil
 	}
 	pg := uint64(0)
 	for pg < limit {
 		e := h.readEnt(pg)
+		if e.kind > kindSlab {
+			// A head whose kind byte is damaged: its other fields may
+			// prove the kind (as Heap.RepairKind).
+			k, _, err := h.inferKind(pg, limit)
+			if err != nil {
+				return st, err
+			}
+			st.kinds = append(st.kinds, kindFix{pg, k})
+			e.kind = k
+		}
 		switch e.kind {
 		case kindFree:
 			j := uint(e.order)

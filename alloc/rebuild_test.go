@@ -67,7 +67,7 @@ func checkRebuilt(t *testing.T, a *pram.Arena, live map[pram.Off]uint64) {
 // allocation kept. (Found by corrupting random bytes of an image: a partial
 // list head past top made the arena unmountable and fsck could not start.)
 func TestRebuildLists(t *testing.T) {
-	var slab, partial, free uint64
+	var slab, partial, free, large uint64
 	cases := []struct {
 		name     string
 		openFail bool
@@ -103,6 +103,17 @@ func TestRebuildLists(t *testing.T) {
 			a.PutU64(h.freeHead(3), 1<<40)
 			a.PutU64(h.g.ent(top), 0x77) // kind 0x77
 		}},
+		{"kind byte of an allocation, and a list head", true, func(a *pram.Arena, h *Heap) {
+			// Found by random damage (10,000 bytes): the rebuild that
+			// must run before the image opens refused the map.
+			a.PutU64(h.partialHead(4), 1<<50)
+			a.PutU64(h.g.ent(large), a.U64(h.g.ent(large))&^0xff|0x57)
+		}},
+		{"junk inside an allocation, and a list head", true, func(a *pram.Arena, h *Heap) {
+			a.PutU64(h.freeHead(2), 1<<45)
+			a.PutU64(h.g.ent(large+1)+8, 0xdead_beef_0000)
+			a.PutU64(h.g.ent(large+1), 0x4a00) // kind 0: no head's kind
+		}},
 		{"slab count", false, func(a *pram.Arena, h *Heap) {
 			w := a.U64(h.g.ent(slab))
 			a.PutU64(h.g.ent(slab), w&^(0xffff<<(8*entUsed))|1<<(8*entUsed)) // used = 1
@@ -111,10 +122,12 @@ func TestRebuildLists(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			a, h, live := rebuildHeap(t)
-			slab, partial, free = 0, 0, 0
+			slab, partial, free, large = 0, 0, 0, 0
 			for pg := uint64(0); pg < a.U64(h.g.hdr+hdrTop); pg++ {
 				e := h.readEnt(pg)
 				switch {
+				case e.kind == kindLarge && e.npages >= 2 && large == 0:
+					large = pg
 				case e.kind == kindSlab && uint64(e.used) == slotsOf(int(e.order)) && e.used > 1 && slab == 0:
 					slab = pg
 				case e.kind == kindSlab && uint64(e.used) < slotsOf(int(e.order)) && e.next != 0 && partial == 0:
@@ -123,7 +136,7 @@ func TestRebuildLists(t *testing.T) {
 					free = pg
 				}
 			}
-			if slab == 0 || partial == 0 || free == 0 {
+			if slab == 0 || partial == 0 || free == 0 || large == 0 {
 				t.Fatalf("no full slab, linked partial slab or linked free block: %d %d %d", slab, partial, free)
 			}
 			tc.damage(a, h)
@@ -175,7 +188,8 @@ func TestRebuildListsRefuses(t *testing.T) {
 		xor    uint64
 		static bool
 	}{
-		{"unknown kind", h.g.ent(large), 9, false},
+		{"unknown kind that proves none", h.g.ent(large), 9 | 1<<40, false},
+		{"allocation covering a head", h.g.ent(large + 1), uint64(kindLarge) | 1<<32, false},
 		{"allocation covering other blocks", h.g.ent(large), 64 << 32, false},
 		{"heap magic", h.g.hdr + hdrMagic, 1, true},
 	} {
