@@ -41,9 +41,10 @@ type RebuildReport struct {
 
 // RebuildLists recomputes the heap's derived state from its page map (see
 // above) and writes what differs. On the way it zeroes junk in the entries
-// of pages inside a block (an entry that claims no head's kind), and gives
-// a head whose kind byte is damaged the kind its other fields prove
-// (RepairKind). It refuses, with ErrCorrupt and nothing written, a map it
+// of pages inside a block (an entry that claims no head's kind), gives a
+// head whose kind byte is damaged the kind its other fields prove
+// (RepairKind), and takes back an allocation's page count damaged in its
+// high bits (RepairSize). It refuses, with ErrCorrupt and nothing written, a map it
 // cannot walk: an entry of unknown kind that proves none, a block covering
 // an entry that claims to head another, a block that is misaligned or runs
 // past the heap, a slab of unknown class, or a page in no block below
@@ -55,7 +56,7 @@ type RebuildReport struct {
 // rebuilt, and running RebuildLists again (fsck --repair) completes it; the
 // page map itself, and so every allocation, is never changed, except a
 // slab's count of objects in use, which is set to what its bitmap holds,
-// and the kind bytes and junk entries above.
+// and the kind bytes, page counts and junk entries above.
 func (h *Heap) RebuildLists() (RebuildReport, error) {
 	var rep RebuildReport
 	// Top is where the walk of the map meets a page in no block. The
@@ -86,6 +87,10 @@ func (h *Heap) RebuildLists() (RebuildReport, error) {
 	for _, f := range st.kinds {
 		o := h.g.ent(f.pg)
 		put(o, h.a.U64(o)&^0xff|uint64(f.kind)) // entKind is the low byte
+	}
+	for _, f := range st.sizes {
+		o := h.g.ent(f.pg)
+		put(o, h.a.U64(o)&0xffffffff|f.npages<<32) // entNPages is the high half
 	}
 	for _, q := range st.junk {
 		for w := pram.Off(0); w < EntrySize; w += 8 {
@@ -162,6 +167,7 @@ type mapScan struct {
 	onList  map[uint64]bool
 	fixes   []slabFix // slabs whose count of objects in use is wrong
 	kinds   []kindFix // heads of unknown kind whose fields prove one
+	sizes   []sizeFix // allocations whose page count is damaged
 	junk    []uint64  // pages inside a block whose entries hold junk
 	c       counters  // recomputed
 }
@@ -170,6 +176,8 @@ type kindFix struct {
 	pg   uint64
 	kind uint8
 }
+
+type sizeFix struct{ pg, npages uint64 }
 
 type slabFix struct {
 	pg   uint64
@@ -230,7 +238,12 @@ func (h *Heap) scanMap(limit uint64) (mapScan, error) {
 		case kindLarge:
 			np := uint64(e.npages)
 			if np == 0 || np > maxBlockPages || pg+np > limit || pg&(1<<orderFor(np)-1) != 0 {
-				return st, fmt.Errorf("%w: page %d: allocation of %d pages is misaligned or past page %d", ErrCorrupt, pg, np, limit)
+				// A count damaged in its high bits (as RepairSize).
+				var err error
+				if np, err = h.inferSize(pg, limit); err != nil {
+					return st, fmt.Errorf("%w: page %d: allocation of %d pages is misaligned or past page %d", ErrCorrupt, pg, e.npages, limit)
+				}
+				st.sizes = append(st.sizes, sizeFix{pg, np})
 			}
 			if err := interior(pg, np); err != nil {
 				return st, err

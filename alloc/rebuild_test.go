@@ -114,6 +114,10 @@ func TestRebuildLists(t *testing.T) {
 			a.PutU64(h.g.ent(large+1)+8, 0xdead_beef_0000)
 			a.PutU64(h.g.ent(large+1), 0x4a00) // kind 0: no head's kind
 		}},
+		{"page count of an allocation, and a list head", true, func(a *pram.Arena, h *Heap) {
+			a.PutU64(h.freeHead(1), 1<<44)
+			a.PutU64(h.g.ent(large), a.U64(h.g.ent(large))|0x40<<56) // high byte of its count
+		}},
 		{"slab count", false, func(a *pram.Arena, h *Heap) {
 			w := a.U64(h.g.ent(slab))
 			a.PutU64(h.g.ent(slab), w&^(0xffff<<(8*entUsed))|1<<(8*entUsed)) // used = 1
@@ -190,7 +194,7 @@ func TestRebuildListsRefuses(t *testing.T) {
 	}{
 		{"unknown kind that proves none", h.g.ent(large), 9 | 1<<40, false},
 		{"allocation covering a head", h.g.ent(large + 1), uint64(kindLarge) | 1<<32, false},
-		{"allocation covering other blocks", h.g.ent(large), 64 << 32, false},
+		{"allocation covering other blocks", h.g.ent(large), (1 | 64) << 32, false},
 		{"heap magic", h.g.hdr + hdrMagic, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

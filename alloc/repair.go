@@ -122,10 +122,23 @@ func (h *Heap) RepairSize(tx *pram.Tx, pg uint64) error {
 	if top > h.g.npages || pg >= top {
 		return fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
 	}
-	e := h.readEnt(pg)
-	if e.kind != kindLarge {
+	if e := h.readEnt(pg); e.kind != kindLarge {
 		return fmt.Errorf("%w: page %d: not a whole-page allocation", ErrCorrupt, pg)
 	}
+	np, err := h.inferSize(pg, top)
+	if err != nil {
+		return err
+	}
+	tx.Set32(h.g.ent(pg)+entNPages, uint32(np))
+	return nil
+}
+
+// inferSize is the page count of the whole-page allocation at pg (below
+// top) whose recorded count is damaged in its high bits, as RepairSize
+// takes it back: the low bits that fit the run of zero entries up to the
+// next block.
+func (h *Heap) inferSize(pg, top uint64) (uint64, error) {
+	e := h.readEnt(pg)
 	end := pg + 1
 	for end < top && end-pg < maxBlockPages && h.entZero(end) {
 		end++
@@ -133,8 +146,7 @@ func (h *Heap) RepairSize(tx *pram.Tx, pg uint64) error {
 	gap := end - pg
 	np := uint64(e.npages) & (2<<orderFor(gap) - 1)
 	if np == 0 || np > gap || gap > 1<<orderFor(np) || pg&(1<<orderFor(np)-1) != 0 {
-		return fmt.Errorf("%w: page %d: a count of %d pages does not fit the %d pages up to the next block", ErrCorrupt, pg, np, gap)
+		return 0, fmt.Errorf("%w: page %d: a count of %d pages does not fit the %d pages up to the next block", ErrCorrupt, pg, np, gap)
 	}
-	tx.Set32(h.g.ent(pg)+entNPages, uint32(np))
-	return nil
+	return np, nil
 }
