@@ -149,7 +149,7 @@ func (w *walk) pages() {
 		case kindFree:
 			j := uint(e.order)
 			if j > MaxOrder || pg&(1<<j-1) != 0 || pg+1<<j > w.top {
-				c.corrupt("page %d: free block of order %d is misaligned or past top %d", pg, j, w.top)
+				c.add(&BadOrderError{Page: pg, Order: j, Top: w.top})
 				pg++
 				continue
 			}

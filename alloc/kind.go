@@ -115,3 +115,59 @@ func (h *Heap) onFreeList(pg uint64, e entry) bool {
 	}
 	return link(e.prev, func(n entry) uint32 { return n.next }) || link(e.next, func(n entry) uint32 { return n.prev })
 }
+
+// BadOrderError is the ErrCorrupt the consistency walk reports for a free
+// block whose order is too large, misaligned or runs past top.
+// Heap.RepairOrder repairs it when the order can be told from the block
+// the free block sits in. Callers get it with errors.As.
+type BadOrderError struct {
+	Page  uint64
+	Order uint
+	Top   uint64
+}
+
+func (e *BadOrderError) Error() string {
+	return fmt.Sprintf("%v: page %d: free block of order %d is misaligned or past top %d", ErrCorrupt, e.Page, e.Order, e.Top)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *BadOrderError) Unwrap() error { return ErrCorrupt }
+
+// RepairOrder repairs a *BadOrderError: it sets the order of free block pg
+// to the one the block it sits in tells (inferOrder), or changes nothing
+// (ErrCorrupt).
+func (h *Heap) RepairOrder(tx *pram.Tx, pg uint64) (uint, error) {
+	top := h.a.U64(h.g.hdr + hdrTop)
+	if top > h.g.npages || pg >= top {
+		return 0, fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
+	}
+	if e := h.readEnt(pg); e.kind != kindFree {
+		return 0, fmt.Errorf("%w: page %d: not a free block", ErrCorrupt, pg)
+	}
+	j, err := h.inferOrder(pg, top)
+	if err != nil {
+		return 0, err
+	}
+	tx.Set8(h.g.ent(pg)+entOrder, uint8(j))
+	return j, nil
+}
+
+// inferOrder is the order of the free block at pg (below top) whose
+// recorded order is impossible: the run of zero entries up to the next
+// block (or top) must be a power of two the page is aligned to, and the
+// entry must hold nothing a free block does not (no count, nothing in
+// use, no bitmap).
+func (h *Heap) inferOrder(pg, top uint64) (uint, error) {
+	e := h.readEnt(pg)
+	end := pg + 1
+	for end < top && end-pg < maxBlockPages && h.entZero(end) {
+		end++
+	}
+	gap := end - pg
+	j := uint(bits.TrailingZeros64(gap))
+	o := h.g.ent(pg)
+	if gap&(gap-1) != 0 || pg&(gap-1) != 0 || e.npages != 0 || e.used != 0 || h.a.U64(o+entBitmap)|h.a.U64(o+entBitmap+8) != 0 {
+		return 0, fmt.Errorf("%w: page %d: a free block cannot fill the %d pages up to the next block", ErrCorrupt, pg, gap)
+	}
+	return j, nil
+}

@@ -99,3 +99,44 @@ func TestRepairKindRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A free block whose order byte is damaged is reported as a
+// *BadOrderError, and RepairOrder takes the order back from the block it
+// sits in; one whose block is not a power of two is refused.
+func TestRepairOrder(t *testing.T) {
+	a, h, _ := newArena(t, 32<<20)
+	mustAlloc(t, h, pageSize)
+	other := mustAlloc(t, h, 8*pageSize)
+	keep := mustAlloc(t, h, pageSize)
+	mustFree(t, h, other)
+	pg := uint64(other-h.g.dataOff) >> pageShift
+	e := h.readEnt(pg)
+	if e.kind != kindFree {
+		t.Fatalf("page %d is not a free block", pg)
+	}
+	inTx(t, a, func(tx *pram.Tx) error { tx.Set8(h.g.ent(pg)+entOrder, 45); return nil })
+	var bo *BadOrderError
+	if errs := h.Verify(); len(errs) == 0 || !errors.As(errs[0], &bo) || bo.Page != pg || bo.Order != 45 {
+		t.Fatalf("Verify: %v; want a BadOrderError for page %d first", errs, pg)
+	}
+	var j uint
+	inTx(t, a, func(tx *pram.Tx) (err error) { j, err = h.RepairOrder(tx, pg); return err })
+	if j != uint(e.order) {
+		t.Errorf("RepairOrder set order %d, want %d", j, e.order)
+	}
+	if errs := h.Verify(); len(errs) > 0 {
+		t.Fatalf("after RepairOrder: %v", errs)
+	}
+	if _, err := h.SizeOf(keep); err != nil {
+		t.Fatal(err)
+	}
+	// Junk in a page inside the block: the run up to it is 1 page, which a
+	// free block of order 0 would fill, but the entry then holds a count.
+	tx := a.Begin()
+	defer tx.Abort()
+	tx.Set8(h.g.ent(pg)+entOrder, 45)
+	tx.Set32(h.g.ent(pg)+entNPages, 3)
+	if _, err := h.RepairOrder(tx, pg); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("RepairOrder of an entry with a page count: %v", err)
+	}
+}

@@ -43,8 +43,8 @@ type RebuildReport struct {
 // above) and writes what differs. On the way it zeroes junk in the entries
 // of pages inside a block (an entry that claims no head's kind), gives a
 // head whose kind byte is damaged the kind its other fields prove
-// (RepairKind), and takes back an allocation's page count damaged in its
-// high bits (RepairSize). It refuses, with ErrCorrupt and nothing written, a map it
+// (RepairKind), takes back an allocation's page count damaged in its high
+// bits (RepairSize) and a free block's impossible order (RepairOrder). It refuses, with ErrCorrupt and nothing written, a map it
 // cannot walk: an entry of unknown kind that proves none, a block covering
 // an entry that claims to head another, a block that is misaligned or runs
 // past the heap, a slab of unknown class, or a page in no block below
@@ -56,7 +56,7 @@ type RebuildReport struct {
 // rebuilt, and running RebuildLists again (fsck --repair) completes it; the
 // page map itself, and so every allocation, is never changed, except a
 // slab's count of objects in use, which is set to what its bitmap holds,
-// and the kind bytes, page counts and junk entries above.
+// and the kind bytes, page counts, orders and junk entries above.
 func (h *Heap) RebuildLists() (RebuildReport, error) {
 	var rep RebuildReport
 	// Top is where the walk of the map meets a page in no block. The
@@ -91,6 +91,10 @@ func (h *Heap) RebuildLists() (RebuildReport, error) {
 	for _, f := range st.sizes {
 		o := h.g.ent(f.pg)
 		put(o, h.a.U64(o)&0xffffffff|f.npages<<32) // entNPages is the high half
+	}
+	for _, f := range st.orders {
+		o := h.g.ent(f.pg)
+		put(o, h.a.U64(o)&^0xff00|f.npages<<8) // entOrder is the second byte
 	}
 	for _, q := range st.junk {
 		for w := pram.Off(0); w < EntrySize; w += 8 {
@@ -168,6 +172,7 @@ type mapScan struct {
 	fixes   []slabFix // slabs whose count of objects in use is wrong
 	kinds   []kindFix // heads of unknown kind whose fields prove one
 	sizes   []sizeFix // allocations whose page count is damaged
+	orders  []sizeFix // free blocks whose order is damaged (npages: the order)
 	junk    []uint64  // pages inside a block whose entries hold junk
 	c       counters  // recomputed
 }
@@ -226,7 +231,13 @@ func (h *Heap) scanMap(limit uint64) (mapScan, error) {
 		case kindFree:
 			j := uint(e.order)
 			if j > MaxOrder || pg&(1<<j-1) != 0 || pg+1<<j > limit {
-				return st, fmt.Errorf("%w: page %d: free block of order %d is misaligned or past page %d", ErrCorrupt, pg, j, limit)
+				// An order damaged: the block it sits in tells it (as
+				// RepairOrder).
+				var err error
+				if j, err = h.inferOrder(pg, limit); err != nil {
+					return st, fmt.Errorf("%w: page %d: free block of order %d is misaligned or past page %d", ErrCorrupt, pg, e.order, limit)
+				}
+				st.orders = append(st.orders, sizeFix{pg, uint64(j)})
 			}
 			if err := interior(pg, 1<<j); err != nil {
 				return st, err

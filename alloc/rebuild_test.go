@@ -118,6 +118,10 @@ func TestRebuildLists(t *testing.T) {
 			a.PutU64(h.freeHead(1), 1<<44)
 			a.PutU64(h.g.ent(large), a.U64(h.g.ent(large))|0x40<<56) // high byte of its count
 		}},
+		{"order of a free block, and a list head", true, func(a *pram.Arena, h *Heap) {
+			a.PutU64(h.partialHead(2), 1<<47)
+			a.PutU64(h.g.ent(free), a.U64(h.g.ent(free))&^0xff00|45<<8)
+		}},
 		{"slab count", false, func(a *pram.Arena, h *Heap) {
 			w := a.U64(h.g.ent(slab))
 			a.PutU64(h.g.ent(slab), w&^(0xffff<<(8*entUsed))|1<<(8*entUsed)) // used = 1

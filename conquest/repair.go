@@ -1263,7 +1263,7 @@ func (fs *FS) leakedInode(off pram.Off) (in inode, ok bool) {
 }
 
 // allocFindings turns the allocator's repairable complaints (a page-map
-// entry with stray fields, a damaged page count or kind, a non-zero
+// entry with stray fields, a damaged page count, order or kind, a non-zero
 // reserved header word, damaged lists or counters) into fixes of the first
 // phase: the rest
 // of the walk judges allocations by the allocator's records, and leaks can
@@ -1277,7 +1277,8 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 		_, bs := errors.AsType[*alloc.BadSizeError](err)
 		_, sf := errors.AsType[*alloc.StrayFieldsError](err)
 		_, uk := errors.AsType[*alloc.UnknownKindError](err)
-		if bs || sf || uk {
+		_, bo := errors.AsType[*alloc.BadOrderError](err)
+		if bs || sf || uk || bo {
 			mapFixes++
 		}
 	}
@@ -1306,6 +1307,20 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 						return "", err
 					}
 					return "zeroed it", nil
+				},
+			})
+			continue
+		}
+		if bo, ok := errors.AsType[*alloc.BadOrderError](err); ok {
+			pg := bo.Page
+			fd.add(phaseAlloc, finding{n: 1,
+				key: fmt.Sprintf("alloc order %d", pg), where: "arena heap", problem: bo.Error(),
+				apply: func(tx *pram.Tx) (string, error) {
+					j, err := fs.h.RepairOrder(tx, pg)
+					if err != nil {
+						return "", err
+					}
+					return fmt.Sprintf("set it to %d, the block it sits in", j), nil
 				},
 			})
 			continue

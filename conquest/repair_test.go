@@ -175,6 +175,27 @@ func TestRepairFixesDamage(t *testing.T) {
 		}, []string{"unknown kind 195: its other fields prove it an allocation of"},
 			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
 
+		{"order of a free block", func(t *testing.T, fs *FS, r repairTree) {
+			// Found by corrupting random bytes of an image: the order
+			// byte of a free block's entry (kind 1, order at +1).
+			corrupt(fs, func(tx *pram.Tx) { // a free block of 8 pages
+				off, err := fs.h.Alloc(tx, 8*4096)
+				must(t, err)
+				_, err = fs.h.Alloc(tx, 4096) // keeps it below the end
+				must(t, err)
+				must(t, fs.h.Free(tx, off))
+			})
+			hdr := pram.Off(fs.a.Root(0))
+			mapOff, top := pram.Off(fs.a.U64(hdr+16)), fs.a.U64(hdr+64)
+			for pg := uint64(0); pg < top; pg++ {
+				if ent := mapOff + pram.Off(32*pg); fs.a.U8(ent) == 1 {
+					corrupt(fs, func(tx *pram.Tx) { tx.Set8(ent+1, 45) })
+					return
+				}
+			}
+			t.Fatal("no free block")
+		}, []string{"free block of order 45 is misaligned or past top", ": set it to"}, nil},
+
 		{"reserved word of the heap header", func(t *testing.T, fs *FS, r repairTree) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.Off(fs.a.Root(0))+56, 0xdead) })
 		}, []string{"reserved word at 56 is not zero: zeroed it"}, nil},
