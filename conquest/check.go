@@ -316,6 +316,7 @@ func (ck *checker) diskFile(in inode, report func(string, ...any), memDamaged in
 		ck.badUnsynced(in.ino, in.seg(), errs)
 		ck.badSumPages(in.ino, in.seg(), errs)
 		ck.fileLists(in.ino, in.seg(), errs)
+		ck.segBlocks(in.ino, in.seg(), errs)
 		if in.u64(iDiskCur) == 0 {
 			ck.sizeBelowData(in.ino, in.seg(), in.size(), errs)
 		}

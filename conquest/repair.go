@@ -766,6 +766,21 @@ func (ck *checker) fileLists(ino Ino, seg pram.Off, errs []error) {
 	}
 }
 
+// segBlocks: the count of blocks of ino's segment list disagrees with its
+// segments; it is set to what they map (the data's accounting, nothing of
+// the data changes).
+func (ck *checker) segBlocks(ino Ino, seg pram.Off, errs []error) {
+	for _, err := range errs {
+		if _, ok := errors.AsType[*diskstore.SegBlocksError](err); ok {
+			ck.segFix(ino, seg, fmt.Sprintf("seg blocks %d", ino), "segment list's count of blocks is wrong",
+				func(tx *pram.Tx) (string, error) {
+					n, err := ck.fs.ds.SetSegBlocks(tx, seg)
+					return fmt.Sprintf("set it to the %d blocks its segments map", n), err
+				})
+		}
+	}
+}
+
 // sizeBelowData: ino's file holds written data past its size (and no
 // truncate is pending: that case is diskLeftovers'). As e2fsck does, the
 // size is taken to be what is damaged: it is raised to the end of the last

@@ -400,3 +400,26 @@ func TestRepairSumRecord(t *testing.T) {
 		})
 	}
 }
+
+// A segment list's count of blocks (at +24 of the list) follows from its
+// segments: when damaged, it is set to what they map.
+func TestRepairSegBlocks(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+	data := pattern(300<<10, 8)
+	ino := makeFile(t, fs, "large", data)
+	in, _ := fs.inode(ino)
+	held := fs.a.U64(in.seg() + 24)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.seg()+24, held|1<<40) })
+	errs := fs.Check()
+	var sb *diskstore.SegBlocksError
+	if len(errs) != 1 || !errors.As(errs[0], &sb) || sb.Mapped != held {
+		t.Fatalf("Check: %v; want one SegBlocksError", errs)
+	}
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	want := fmt.Sprintf("/large: segment list's count of blocks is wrong: set it to the %d blocks its segments map", held)
+	if len(rep.Remaining) > 0 || !strings.Contains(fixesText(rep), want) {
+		t.Fatalf("fixes:\n%sremaining: %v; want %q", fixesText(rep), rep.Remaining, want)
+	}
+	wantContent(t, fs, "/large", data)
+}

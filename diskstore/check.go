@@ -137,7 +137,7 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 		return k.errs[first:]
 	}
 	if h := s.a.U64(seg + slOffBlocks); h != held {
-		k.add("inode %d: segment list counts %d blocks, segments map %d", owner, h, held)
+		k.errs = append(k.errs, &SegBlocksError{Owner: owner, Seg: seg, Counted: h, Mapped: held})
 	}
 	// Checksums: pages sane, non-zero only on mapped blocks below EOF.
 	err = sm.walk(func(r rec) bool {

@@ -274,3 +274,20 @@ func sumDamaged(stored, data uint64) bool {
 	d := sumBytesDiffer(stored, data)
 	return stored != 0 && data != 0 && d > 0 && d <= maxSumDamageBytes
 }
+
+// SegBlocksError is a segment list whose count of blocks disagrees with
+// the blocks its segments map (which the walk checked). The count follows
+// from the segments: Store.SetSegBlocks repairs it. Callers get it with
+// errors.As.
+type SegBlocksError struct {
+	Owner           uint64 // the inode
+	Seg             pram.Off
+	Counted, Mapped uint64
+}
+
+func (e *SegBlocksError) Error() string {
+	return fmt.Sprintf("%v: inode %d: segment list counts %d blocks, segments map %d", ErrCorrupt, e.Owner, e.Counted, e.Mapped)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *SegBlocksError) Unwrap() error { return ErrCorrupt }

@@ -252,3 +252,22 @@ func (s *Store) RewriteSum(tx *pram.Tx, seg pram.Off, fb, stored, data uint64) e
 	s.bump(seg) // cached reads of the file are stale
 	return nil
 }
+
+// SetSegBlocks repairs a *SegBlocksError: it sets seg's count of blocks to
+// the blocks its segments map, counted again (ErrCorrupt if they cannot
+// be walked).
+func (s *Store) SetSegBlocks(tx *pram.Tx, seg pram.Off) (uint64, error) {
+	if err := s.validSeg(seg); err != nil {
+		return 0, err
+	}
+	var held uint64
+	err := s.segs(seg).walk(func(r rec) bool {
+		held += r[2]
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	tx.Set64(seg+slOffBlocks, held)
+	return held, nil
+}
