@@ -138,3 +138,36 @@ func (e *BadSizeError) Error() string {
 
 // Unwrap returns ErrCorrupt.
 func (e *BadSizeError) Unwrap() error { return ErrCorrupt }
+
+// UnknownKindError is the ErrCorrupt the consistency walk reports for the
+// page-map entry of a block's first page whose kind is none of the known
+// ones. Heap.RepairKind gives it back its kind when the entry's other
+// fields and its neighbours prove it. Callers get it with errors.As.
+type UnknownKindError struct {
+	Page uint64
+	Kind uint8
+}
+
+func (e *UnknownKindError) Error() string {
+	return fmt.Sprintf("%v: page %d: unknown kind %d", ErrCorrupt, e.Page, e.Kind)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *UnknownKindError) Unwrap() error { return ErrCorrupt }
+
+// BadOrderError is the ErrCorrupt the consistency walk reports for a free
+// block whose order is too large, misaligned or runs past top.
+// Heap.RepairOrder repairs it when the order can be told from the block
+// the free block sits in. Callers get it with errors.As.
+type BadOrderError struct {
+	Page  uint64
+	Order uint
+	Top   uint64
+}
+
+func (e *BadOrderError) Error() string {
+	return fmt.Sprintf("%v: page %d: free block of order %d is misaligned or past top %d", ErrCorrupt, e.Page, e.Order, e.Top)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *BadOrderError) Unwrap() error { return ErrCorrupt }

@@ -7,21 +7,10 @@ import (
 	"conquest/pram"
 )
 
-// UnknownKindError is the ErrCorrupt the consistency walk reports for the
-// page-map entry of a block's first page whose kind is none of the known
-// ones. Heap.RepairKind gives it back its kind when the entry's other
-// fields and its neighbours prove it. Callers get it with errors.As.
-type UnknownKindError struct {
-	Page uint64
-	Kind uint8
-}
-
-func (e *UnknownKindError) Error() string {
-	return fmt.Sprintf("%v: page %d: unknown kind %d", ErrCorrupt, e.Page, e.Kind)
-}
-
-// Unwrap returns ErrCorrupt.
-func (e *UnknownKindError) Unwrap() error { return ErrCorrupt }
+// Repairs of a page-map entry whose kind or order is damaged: each infers
+// the field from the entry's other fields and the entries around it, and
+// refuses when they do not prove it (see RepairKind). RebuildLists uses the
+// same inference (inferKind, inferOrder) before the heap can open.
 
 // RepairKind repairs an *UnknownKindError: it sets the kind of page pg's
 // entry to the one its other fields prove, and returns its name, or
@@ -115,23 +104,6 @@ func (h *Heap) onFreeList(pg uint64, e entry) bool {
 	}
 	return link(e.prev, func(n entry) uint32 { return n.next }) || link(e.next, func(n entry) uint32 { return n.prev })
 }
-
-// BadOrderError is the ErrCorrupt the consistency walk reports for a free
-// block whose order is too large, misaligned or runs past top.
-// Heap.RepairOrder repairs it when the order can be told from the block
-// the free block sits in. Callers get it with errors.As.
-type BadOrderError struct {
-	Page  uint64
-	Order uint
-	Top   uint64
-}
-
-func (e *BadOrderError) Error() string {
-	return fmt.Sprintf("%v: page %d: free block of order %d is misaligned or past top %d", ErrCorrupt, e.Page, e.Order, e.Top)
-}
-
-// Unwrap returns ErrCorrupt.
-func (e *BadOrderError) Unwrap() error { return ErrCorrupt }
 
 // RepairOrder repairs a *BadOrderError: it sets the order of free block pg
 // to the one the block it sits in tells (inferOrder), or changes nothing
