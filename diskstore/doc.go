@@ -226,6 +226,21 @@
 //	fsck:    k := s.NewChecker(allocChecker, CheckOptions{VerifyData, Progress});
 //	         k.File(seg, size) for every large file; k.Finish()
 //
+// # Checking and repair
+//
+// Checker (check.go) is the store's part of the file system's consistency
+// walk (`conquest fsck`): every large file's lists, every disk block used
+// by exactly one file or free, and with VerifyData every checksum. It
+// reports what a repair can act on as typed errors (errors.go), and the
+// repairs are Store methods the core applies each in its own transaction
+// (repair.go): records that follow from others are recomputed (a list's
+// structure, xmend.go; a segment list's count of blocks; a checksum record
+// damaged in a byte or two, told from damaged data), the store's own lists
+// are rebuilt from the files (rebuild.go), and what would lose data (a
+// file's unreadable list of segments or checksums, a bad block) is changed
+// only when the caller allows it. Open with Options.ForCheck lets fsck
+// open a store whose list of files with unsynced blocks is damaged.
+//
 // # Limits
 //
 // Files up to MaxFileSize (1 PiB) of offsets. A list holds at most 4096
