@@ -63,16 +63,7 @@ func Format(tx *pram.Tx) (*Heap, error) {
 		clearNonZero(a.Bytes(g.mapOff, uint64(g.dataOff-g.mapOff)))
 	}
 	var b [HeaderSize]byte
-	le := binary.LittleEndian
-	copy(b[hdrMagic:], HeapMagic)
-	le.PutUint32(b[hdrVersion:], HeapVersion)
-	le.PutUint32(b[hdrEntrySize:], EntrySize)
-	le.PutUint64(b[hdrMapOff:], uint64(g.mapOff))
-	le.PutUint64(b[hdrDataOff:], uint64(g.dataOff))
-	le.PutUint64(b[hdrNPages:], g.npages)
-	le.PutUint32(b[hdrClasses:], uint32(NumClasses))
-	le.PutUint32(b[hdrMaxOrder:], MaxOrder)
-	le.PutUint64(b[hdrChecksum:], farm.Hash64(b[:hdrChecksum]))
+	copy(b[:], staticHeader(g))
 	tx.SetBytes(g.hdr, b[:])
 	tx.Set64(pram.RootOff(0), uint64(g.hdr))
 	return &Heap{a: a, g: g}, nil
@@ -116,8 +107,11 @@ func locate(a *pram.Arena) (*Heap, error) {
 		return nil, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
 	}
 	g, ok := layoutFor(a.Geometry())
-	if !ok || r != uint64(g.hdr) {
-		return nil, fmt.Errorf("%w: heap header at %#x, want %#x", ErrCorrupt, r, g.hdr)
+	if !ok {
+		return nil, fmt.Errorf("%w: arena of %d bytes leaves no room for a heap", ErrCorrupt, a.Size())
+	}
+	if r != uint64(g.hdr) {
+		return nil, staticErr("heap header at %#x, want %#x", r, g.hdr)
 	}
 	return &Heap{a: a, g: g}, nil
 }
@@ -136,18 +130,18 @@ func (h *Heap) checkStatic() error {
 	le := binary.LittleEndian
 	switch {
 	case string(b[hdrMagic:hdrMagic+8]) != HeapMagic:
-		return fmt.Errorf("%w: bad heap magic %q", ErrCorrupt, b[hdrMagic:hdrMagic+8])
+		return staticErr("bad heap magic %q", b[hdrMagic:hdrMagic+8])
 	case le.Uint32(b[hdrVersion:]) != HeapVersion:
-		return fmt.Errorf("%w: heap version %d, this build reads %d", ErrCorrupt, le.Uint32(b[hdrVersion:]), HeapVersion)
+		return staticErr("heap version %d, this build reads %d", le.Uint32(b[hdrVersion:]), HeapVersion)
 	case le.Uint64(b[hdrChecksum:]) != farm.Hash64(b[:hdrChecksum]):
-		return fmt.Errorf("%w: heap header checksum mismatch", ErrCorrupt)
+		return staticErr("heap header checksum mismatch")
 	case le.Uint32(b[hdrEntrySize:]) != EntrySize || le.Uint32(b[hdrClasses:]) != uint32(NumClasses) ||
 		le.Uint32(b[hdrMaxOrder:]) != MaxOrder:
-		return fmt.Errorf("%w: heap header shape (entry %d, classes %d, orders %d) differs from this build", ErrCorrupt,
+		return staticErr("heap header shape (entry %d, classes %d, orders %d) differs from this build",
 			le.Uint32(b[hdrEntrySize:]), le.Uint32(b[hdrClasses:]), le.Uint32(b[hdrMaxOrder:]))
 	case pram.Off(le.Uint64(b[hdrMapOff:])) != h.g.mapOff || pram.Off(le.Uint64(b[hdrDataOff:])) != h.g.dataOff ||
 		le.Uint64(b[hdrNPages:]) != h.g.npages:
-		return fmt.Errorf("%w: heap layout in header does not match the arena", ErrCorrupt)
+		return staticErr("heap layout in header does not match the arena")
 	}
 	return nil
 }

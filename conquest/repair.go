@@ -1522,6 +1522,27 @@ func typeName(t uint32) string {
 	return "special file"
 }
 
+// RewriteHeapHeader writes the allocator's root slot and the static part
+// of its header in the arena at pramPath as mkfs wrote them for this
+// arena's geometry (alloc.RewriteStatic), for `conquest fsck --repair` when
+// Open refuses the arena because they are damaged (an
+// *alloc.StaticHeaderError). It returns how many bytes differed. Nothing
+// else is read or changed.
+func RewriteHeapHeader(pramPath string) (int, error) {
+	a, err := pram.Open(pramPath)
+	if err != nil {
+		return 0, err
+	}
+	n, err := alloc.RewriteStatic(a)
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, fmt.Errorf("%s: %w", pramPath, err)
+	}
+	return n, nil
+}
+
 // RebuildAllocator recomputes the allocator's lists and counters in the
 // arena at pramPath from its page map (alloc.Heap.RebuildLists), for
 // `conquest fsck --repair` when Open refuses the arena because they are

@@ -61,16 +61,28 @@ func fsckCommand() *cli.Command {
 			opts.Disk.ForCheck = true // a damaged unsynced list is reported, not refused
 			fsys, err := coreOpen(im, opts)
 			var rebuilt []string // fixes made before the file system could be opened
-			if _, ok := errors.AsType[*alloc.DerivedStateError](err); ok && c.Bool("repair") {
-				// The allocator's lists or counters are damaged: they follow
-				// from its page map, so rebuild them and open again.
-				rep, rerr := conquest.RebuildAllocator(im.pram)
-				if rerr != nil {
-					return cli.Exit(fmt.Sprintf("%v\n%s: rebuilding the allocator's lists and counters failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
+			for step := 0; err != nil && c.Bool("repair") && step < 2; step++ {
+				if _, ok := errors.AsType[*alloc.StaticHeaderError](err); ok {
+					// The allocator's root slot or header's static part
+					// is damaged: it follows from the arena's geometry.
+					n, rerr := conquest.RewriteHeapHeader(im.pram)
+					if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%s: rewriting the allocator's header failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("arena heap: %v: rewrote the header's static part from the arena's geometry (%d bytes differed)", err, n))
+				} else if _, ok := errors.AsType[*alloc.DerivedStateError](err); ok {
+					// The allocator's lists or counters are damaged: they
+					// follow from its page map, so rebuild them.
+					rep, rerr := conquest.RebuildAllocator(im.pram)
+					if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%s: rebuilding the allocator's lists and counters failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("arena heap: %v: rebuilt the allocator's lists and counters from its page map (%d words rewritten)",
+						err, rep.Words))
+				} else {
+					break
 				}
-				rebuilt = append(rebuilt, fmt.Sprintf("arena heap: %v: rebuilt the allocator's lists and counters from its page map (%d words rewritten)",
-					err, rep.Words))
-				fsys, err = coreOpen(im, opts)
+				fsys, err = coreOpen(im, opts) // and again
 			}
 			if err != nil {
 				code := fsckOperational

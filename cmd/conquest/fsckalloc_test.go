@@ -18,11 +18,40 @@ import (
 // mounts with every file intact. (Found by corrupting random bytes of an
 // image: such an arena could neither be mounted nor repaired.)
 func TestFsckRebuildsAllocator(t *testing.T) {
-	c := newCLI(t)
+	c, pramImg, disk, files := populatedImage(t)
+	// The partial list heads start 256 bytes into the heap header
+	// (alloc/layout.go), one word per class.
+	writeHeap(t, pramImg, 256+8*10, 3439329279)
+	refusedThenRepaired(t, c, pramImg, disk, files, "partial list of class 10 starts at page",
+		"rebuilt the allocator's lists and counters from its page map")
+}
+
+// TestFsckRewritesHeapHeader: a damaged byte of the heap header's static
+// part (what mkfs wrote once: magic, layout, checksum) made the image
+// unusable for good. It follows from the arena's geometry: `fsck --repair`
+// writes it again (and rebuilds the lists, also damaged here), and every
+// file reads back.
+func TestFsckRewritesHeapHeader(t *testing.T) {
+	c, pramImg, disk, files := populatedImage(t)
+	writeHeap(t, pramImg, 48, 0x1234) // the header's checksum (alloc/layout.go)
+	writeHeap(t, pramImg, 256+8*3, 1<<50)
+	out := refusedThenRepaired(t, c, pramImg, disk, files, "heap header checksum mismatch",
+		"rewrote the header's static part from the arena's geometry")
+	if !strings.Contains(out, "rebuilt the allocator's lists and counters") {
+		t.Fatalf("the lists were not rebuilt after the header:\n%s", out)
+	}
+}
+
+// populatedImage makes images with 40 small files in a directory and one
+// large file, written through a mount, and returns the CLI, the images and
+// the files' contents.
+func populatedImage(t *testing.T) (c *runner, pramImg, disk string, files map[string][]byte) {
+	t.Helper()
+	c = newCLI(t)
 	dir := t.TempDir()
-	pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	pramImg, disk = filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
 	c.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
-	files := map[string][]byte{}
+	files = map[string][]byte{}
 	m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
 	for i := range 40 {
 		name := filepath.Join("d", strings.Repeat("x", i%7)+string(rune('a'+i%26))+"-"+string(rune('0'+i/26)))
@@ -38,9 +67,13 @@ func TestFsckRebuildsAllocator(t *testing.T) {
 		}
 	}
 	m.Unmount()
+	return c, pramImg, disk, files
+}
 
-	// The heap header is at the arena offset in root slot 0; the partial
-	// list heads start 256 bytes in (alloc/layout.go), one word per class.
+// writeHeap writes the word v at off in the heap header of the arena
+// image (the header is at the arena offset in root slot 0).
+func writeHeap(t *testing.T, pramImg string, off int64, v uint64) {
+	t.Helper()
 	a, err := pram.Open(pramImg)
 	if err != nil {
 		t.Fatal(err)
@@ -53,32 +86,37 @@ func TestFsckRebuildsAllocator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close()
 	var w [8]byte
-	binary.LittleEndian.PutUint64(w[:], 3439329279)
-	if _, err := f.WriteAt(w[:], hdr+256+8*10); err != nil {
+	binary.LittleEndian.PutUint64(w[:], v)
+	if _, err := f.WriteAt(w[:], hdr+off); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+}
 
-	mnt := filepath.Join(dir, "mnt")
+// refusedThenRepaired: mount and fsck refuse the damaged image naming
+// damage; `fsck --repair` says fixed and clean; every file then reads back
+// through a mount, the allocator allocates and frees, and fsck is clean.
+// It returns the repair's output.
+func refusedThenRepaired(t *testing.T, c *runner, pramImg, disk string, files map[string][]byte, damage, fixed string) string {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c.fails(1, "partial list of class 10 starts at page", "mount", "--pram", pramImg, "--disk", disk, mnt)
-	c.fails(4, "partial list of class 10 starts at page", "fsck", "--pram", pramImg, "--disk", disk)
+	c.fails(1, damage, "mount", "--pram", pramImg, "--disk", disk, mnt)
+	c.fails(4, damage, "fsck", "--pram", pramImg, "--disk", disk)
 	out, errs, code := c.run("fsck", "--repair", "--pram", pramImg, "--disk", disk)
-	if code != 1 || !strings.Contains(out, "rebuilt the allocator's lists and counters from its page map") ||
-		!strings.Contains(out, "clean now") {
+	if code != 1 || !strings.Contains(out, fixed) || !strings.Contains(out, "clean now") {
 		t.Fatalf("fsck --repair: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
 	c.ok("fsck", "--pram", pramImg, "--disk", disk)
-	m = mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+	m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
 	for name, want := range files {
 		if got, err := os.ReadFile(m.Path(name)); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s after repair: %d bytes, %v", name, len(got), err)
 		}
 	}
-	// The rebuilt allocator allocates and frees.
 	if err := os.WriteFile(m.Path("new"), bytes.Repeat([]byte("n"), 50000), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -87,4 +125,5 @@ func TestFsckRebuildsAllocator(t *testing.T) {
 	}
 	m.Unmount()
 	c.ok("fsck", "--pram", pramImg, "--disk", disk)
+	return out
 }
