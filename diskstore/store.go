@@ -161,8 +161,12 @@ const (
 	DefaultFileBuffer   = 8 << 20
 	DefaultTotalBuffer  = 64 << 20
 	DefaultMaxExtent    = 64 << 20
-	DefaultReadaheadMax = 8 << 20
-	// DefaultReadaheadBudget lets about 20 files stream at full window.
+	// DefaultReadaheadMax: a cold 1 GiB dd read from an image file on
+	// this VM's disk measured a median of 1,431 MiB/s with 16 MiB against
+	// 1,331 with 8 MiB (16 reads each, interleaved; two more runs gave
+	// 1,388 against 1,181 and 1,312 against 1,196 with 32 MiB).
+	DefaultReadaheadMax = 16 << 20
+	// DefaultReadaheadBudget lets about 12 files stream at full window.
 	DefaultReadaheadBudget = 256 << 20
 	DefaultCacheBytes      = 32 << 20
 	// MaxRuns is how many disjoint ranges one file's write buffer holds
