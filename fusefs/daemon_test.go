@@ -2,6 +2,7 @@ package fusefs_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,6 +70,58 @@ func TestDaemonSIGTERMBusy(t *testing.T) {
 	m.Terminate() // reaps the process state; nothing left to do
 	m.Remount()
 	if b, err := os.ReadFile(m.Path("open")); err != nil || string(b) != "still served" {
+		t.Errorf("after remount: %q %v", b, err)
+	}
+}
+
+// A second SIGTERM while a detached mount still has a file open stops the
+// daemon at once: it exits 0 with the arena clean, what was written before
+// is kept, and the open file fails from then on (ENOTCONN).
+func TestDaemonSIGTERMTwiceBusy(t *testing.T) {
+	m := mounttest.MountProcess(t)
+	f, err := os.Create(m.Path("open"))
+	must(t, err)
+	defer f.Close()
+	cmd := m.Cmd
+	must(t, cmd.Process.Signal(unix.SIGTERM))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := fusefs.Mounted(m.Dir); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("busy mount not detached after SIGTERM")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err = f.Write([]byte("written before"))
+	must(t, err)
+	for !strings.Contains(m.Output(), "is busy: detached") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no word of the busy mount; output:\n%s", m.Output())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := waitExit(cmd, 200*time.Millisecond); err == nil {
+		t.Fatal("daemon exited with a file still open, before a second signal")
+	}
+	must(t, cmd.Process.Signal(unix.SIGTERM))
+	if err := waitExit(cmd, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("after")); !errors.Is(err, unix.ENOTCONN) {
+		t.Errorf("write after the abort: %v, want ENOTCONN", err)
+	}
+	m.Terminate() // reaps the daemon; fails the test unless it exited 0
+	fs, err := mounttest.Open(m.Pram, m.Disk, mountOpts())
+	must(t, err)
+	dirty := fs.Arena().WasDirty()
+	must(t, fs.Close())
+	if dirty {
+		t.Error("arena left dirty by the aborted unmount")
+	}
+	m.Remount()
+	if b, err := os.ReadFile(m.Path("open")); err != nil || string(b) != "written before" {
 		t.Errorf("after remount: %q %v", b, err)
 	}
 }

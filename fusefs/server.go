@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +26,9 @@ type Server struct {
 	dir  string
 	opt  Options
 	raw  *rawWriter // nil when the device fd could not be found (see reply.go)
+	// connID names the connection in fusectl (/sys/fs/fuse/connections),
+	// for Abort; "" when the mount could not be found.
+	connID string
 
 	mu      sync.Mutex // protects readers, idle
 	readers int        // reader goroutines running
@@ -81,6 +86,13 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		}
 		close(s.done)
 	}()
+	if mi, ok := Mounted(dir); ok {
+		// The device number of a FUSE mount is 0:N, N the connection's
+		// number in fusectl.
+		if _, n, found := strings.Cut(mi.Device, ":"); found {
+			s.connID = n
+		}
+	}
 	if o.ReadaheadKB > 0 {
 		// Now that requests are served (finding the mount looks the mount
 		// point up) and before Mount returns: an open file keeps the
@@ -135,6 +147,25 @@ func (s *Server) Unmount() error {
 		}
 	}
 	return err
+}
+
+// fusectlDir is where the kernel's fusectl file system lists connections.
+const fusectlDir = "/sys/fs/fuse/connections"
+
+// Abort ends serving now, through fusectl's abort: what Unmount left
+// attached (files still open on a lazily detached mount) fails from then on
+// with ENOTCONN, and the serve loop ends, after which Wait returns and the
+// file system may be closed cleanly. Every request answered before stays
+// committed. Only root may abort.
+func (s *Server) Abort() error {
+	if s.connID == "" {
+		return errors.New("aborting the FUSE connection: its number is unknown")
+	}
+	p := fusectlDir + "/" + s.connID + "/abort"
+	if err := os.WriteFile(p, []byte("1\n"), 0); err != nil {
+		return fmt.Errorf("aborting the FUSE connection: %w", err)
+	}
+	return nil
 }
 
 // Features reports the FUSE features the kernel agreed to.

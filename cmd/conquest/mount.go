@@ -35,11 +35,13 @@ func mountCommand() *cli.Command {
 			"the daemon logs to conquest.log in the data directory ($CONQUEST_HOME, else\n" +
 			"~/.local/share/conquest). With no --pram/--disk the embedded default images in the data\n" +
 			"directory are used, and formatted on first use. With --foreground the daemon stays\n" +
-			"attached and unmounts cleanly on SIGINT or SIGTERM. An arena left open by a crash of the\n" +
-			"whole system (power loss, kernel crash) is checked in full first, and refused if damaged\n" +
-			"(`conquest fsck --repair` repairs it). Like any mounted file system it is open\n" +
-			"to every user, with permission bits enforced by the kernel (allow_other, when root mounts\n" +
-			"or /etc/fuse.conf has user_allow_other); --private keeps it to the mounting user.",
+			"attached and unmounts cleanly on SIGINT or SIGTERM (if files are open there, it detaches\n" +
+			"the mount and serves them until they are closed, or until a second signal). An arena\n" +
+			"left open by a crash of the whole system (power loss, kernel crash) is checked in full\n" +
+			"first, and refused if damaged (`conquest fsck --repair` repairs it). Like any mounted\n" +
+			"file system it is open to every user, with permission bits enforced by the kernel\n" +
+			"(allow_other, when root mounts or /etc/fuse.conf has user_allow_other); --private keeps\n" +
+			"it to the mounting user.",
 		Flags: append(deviceFlags(),
 			&cli.BoolFlag{Name: "foreground", Aliases: []string{"f"}, Usage: "serve in this process until unmounted or interrupted"},
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (the default where FUSE allows it; permission bits are always enforced)"},
@@ -202,14 +204,34 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 		msg += fmt.Sprintf(" (disk %v)", ds.Device())
 	}
 	rep.ready(msg)
+	// The first SIGINT or SIGTERM unmounts; a busy mount is detached
+	// lazily and its open files are still served, until the last is closed
+	// or another signal aborts the connection (those files then fail with
+	// ENOTCONN). Either way the arena is closed cleanly.
+	signalled := false
 	for done := false; !done; {
 		select {
 		case <-srv.Done():
 			done = true
 		case s := <-sigs:
+			if signalled {
+				rep.logf("%v: stopping now; files still open on %s fail from here on", s, mp)
+				if err := srv.Abort(); err != nil {
+					rep.logf("%v", err)
+				}
+				continue
+			}
+			signalled = true
 			rep.logf("%v: unmounting %s", s, mp)
 			if err := srv.Unmount(); err != nil {
 				rep.logf("%v", err)
+				continue
+			}
+			select {
+			case <-srv.Done():
+				done = true
+			case <-time.After(time.Second):
+				rep.logf("%s is busy: detached it; the files still open there are served until they are closed (signal again to stop now)", mp)
 			}
 		}
 	}
