@@ -28,17 +28,7 @@ func TestDaemonSIGTERM(t *testing.T) {
 	if _, ok := fusefs.Mounted(m.Dir); ok {
 		t.Fatal("still mounted after SIGTERM")
 	}
-	fs, err := mounttest.Open(m.Pram, m.Disk, mountOpts())
-	must(t, err)
-	dirty := fs.Arena().WasDirty()
-	must(t, fs.Close())
-	if dirty {
-		t.Error("arena left dirty by a SIGTERM unmount")
-	}
-	m.Remount()
-	if b, err := os.ReadFile(m.Path("kept")); err != nil || string(b) != "still here" {
-		t.Errorf("after remount: %q %v", b, err)
-	}
+	cleanAndKept(t, m, "kept", "still here")
 }
 
 // SIGTERM while a file is open: the daemon detaches the mount lazily and
@@ -50,17 +40,7 @@ func TestDaemonSIGTERMBusy(t *testing.T) {
 	cmd := m.Cmd
 	exited := make(chan error, 1)
 	go func() { exited <- waitExit(cmd, 30*time.Second) }()
-	must(t, cmd.Process.Signal(unix.SIGTERM))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := fusefs.Mounted(m.Dir); !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("busy mount not detached after SIGTERM")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	terminateBusy(t, m)
 	_, err = f.Write([]byte("still served"))
 	must(t, err)
 	must(t, f.Close())
@@ -83,19 +63,10 @@ func TestDaemonSIGTERMTwiceBusy(t *testing.T) {
 	must(t, err)
 	defer f.Close()
 	cmd := m.Cmd
-	must(t, cmd.Process.Signal(unix.SIGTERM))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := fusefs.Mounted(m.Dir); !ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("busy mount not detached after SIGTERM")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	terminateBusy(t, m)
 	_, err = f.Write([]byte("written before"))
 	must(t, err)
+	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(m.Output(), "is busy: detached") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no word of the busy mount; output:\n%s", m.Output())
@@ -113,16 +84,40 @@ func TestDaemonSIGTERMTwiceBusy(t *testing.T) {
 		t.Errorf("write after the abort: %v, want ENOTCONN", err)
 	}
 	m.Terminate() // reaps the daemon; fails the test unless it exited 0
+	cleanAndKept(t, m, "open", "written before")
+}
+
+// cleanAndKept checks, after the daemon of m exited, that it left the arena
+// marked clean, then remounts and checks that file name holds want.
+func cleanAndKept(t *testing.T, m *mounttest.Mounted, name, want string) {
+	t.Helper()
 	fs, err := mounttest.Open(m.Pram, m.Disk, mountOpts())
 	must(t, err)
 	dirty := fs.Arena().WasDirty()
 	must(t, fs.Close())
 	if dirty {
-		t.Error("arena left dirty by the aborted unmount")
+		t.Error("arena left dirty by the unmount")
 	}
 	m.Remount()
-	if b, err := os.ReadFile(m.Path("open")); err != nil || string(b) != "written before" {
-		t.Errorf("after remount: %q %v", b, err)
+	if b, err := os.ReadFile(m.Path(name)); err != nil || string(b) != want {
+		t.Errorf("after remount: %s: %q %v", name, b, err)
+	}
+}
+
+// terminateBusy sends SIGTERM to the daemon of m, whose mount has files
+// open, and waits until the mount is detached.
+func terminateBusy(t *testing.T, m *mounttest.Mounted) {
+	t.Helper()
+	must(t, m.Cmd.Process.Signal(unix.SIGTERM))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := fusefs.Mounted(m.Dir); !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("busy mount not detached after SIGTERM")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
