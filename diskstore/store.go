@@ -157,10 +157,10 @@ const (
 
 // Defaults for Options.
 const (
-	DefaultSyncBytes    = 64 << 20
-	DefaultFileBuffer   = 8 << 20
-	DefaultTotalBuffer  = 64 << 20
-	DefaultMaxExtent    = 64 << 20
+	DefaultSyncBytes   = 64 << 20
+	DefaultFileBuffer  = 8 << 20
+	DefaultTotalBuffer = 64 << 20
+	DefaultMaxExtent   = 64 << 20
 	// DefaultReadaheadMax: a cold 1 GiB dd read from an image file on
 	// this VM's disk measured a median of 1,431 MiB/s with 16 MiB against
 	// 1,331 with 8 MiB (16 reads each, interleaved; two more runs gave
