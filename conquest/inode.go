@@ -151,6 +151,9 @@ func (in inode) attr() Attr {
 		Uid: in.uid(), Gid: in.gid(), Size: in.size(), Blksize: BlockSize,
 		Atime: in.time(iAtime), Mtime: in.time(iMtime), Ctime: in.time(iCtime), Crtime: in.time(iCrtime),
 	}
+	if in.isDir() && at.Nlink > MaxLinks {
+		at.Nlink = 1 // more subdirectories than ext4 counts (maxDirNlink)
+	}
 	switch in.typ() {
 	case S_IFREG:
 		at.Blocks = (in.allocd() + 511) / 512

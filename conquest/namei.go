@@ -36,7 +36,7 @@ func (fs *FS) parentForCreate(parent Ino, name string) (inode, error) {
 func (fs *FS) createLocked(tx *pram.Tx, d inode, name string, mode, rdev uint32, c Cred, now Timespec,
 	init func(in inode) error) (inode, error) {
 	isDir := mode&S_IFMT == S_IFDIR
-	if isDir && d.nlink() >= MaxLinks {
+	if isDir && d.nlink() >= maxDirNlink {
 		return inode{}, ErrTooManyLinks
 	}
 	in, err := fs.newInode(tx, d, mode, rdev, c, now)

@@ -216,6 +216,51 @@ func TestTooManyLinks(t *testing.T) {
 	fs.Forget(f.Ino, MaxLinks)
 }
 
+// A directory takes more than MaxLinks subdirectories, by mkdir and by
+// rename, as on ext4 (dir_nlink): its st_nlink then reads 1, and the true
+// count again once it is back under the limit.
+func TestManySubdirectories(t *testing.T) {
+	if testing.Short() {
+		t.Skip("65000 directories")
+	}
+	fs, _ := newTestFSOpt(t, fsOpt{size: 256 << 20})
+	d := mkdir(t, fs, RootIno, "d")
+	other := mkdir(t, fs, RootIno, "other")
+	n := MaxLinks - 2 // d's nlink reaches MaxLinks
+	for i := range n {
+		mkdir(t, fs, d.Ino, sprintf("%d", i))
+	}
+	nlink := func() uint32 {
+		t.Helper()
+		at, err := fs.GetAttr(d.Ino)
+		must(t, err)
+		return at.Nlink
+	}
+	if got := nlink(); got != MaxLinks {
+		t.Fatalf("nlink %d with %d subdirectories, want %d", got, n, MaxLinks)
+	}
+	mkdir(t, fs, d.Ino, "past")
+	mkdir(t, fs, other.Ino, "moved")
+	must(t, fs.Rename(other.Ino, "moved", d.Ino, "moved", 0))
+	if got := nlink(); got != 1 {
+		t.Fatalf("nlink %d with %d subdirectories, want 1", got, n+2)
+	}
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("check with %d subdirectories: %v", n+2, errs)
+	}
+	must(t, fs.Rmdir(d.Ino, "past"))
+	if got := nlink(); got != 1 {
+		t.Fatalf("nlink %d with %d subdirectories, want 1", got, n+1)
+	}
+	must(t, fs.Rmdir(d.Ino, "moved"))
+	if got := nlink(); got != MaxLinks {
+		t.Fatalf("nlink %d back at %d subdirectories, want %d", got, n, MaxLinks)
+	}
+	if at, _ := fs.GetAttr(other.Ino); at.Nlink != 2 {
+		t.Fatalf("the source directory's nlink %d, want 2", at.Nlink)
+	}
+}
+
 func TestMknodAndSymlink(t *testing.T) {
 	fs, env := newTestFS(t)
 	for _, c := range []struct {

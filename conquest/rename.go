@@ -115,7 +115,7 @@ func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName strin
 					}
 					return ErrInvalid
 				}
-				if !exists && nd.nlink() >= MaxLinks {
+				if !exists && nd.nlink() >= maxDirNlink {
 					return ErrTooManyLinks
 				}
 			}
@@ -179,8 +179,8 @@ func (fs *FS) exchangeLocked(tx *pram.Tx, od inode, oldName string, src inode,
 				return ErrInvalid
 			}
 		}
-		if src.isDir() && !dst.isDir() && nd.nlink() >= MaxLinks ||
-			dst.isDir() && !src.isDir() && od.nlink() >= MaxLinks {
+		if src.isDir() && !dst.isDir() && nd.nlink() >= maxDirNlink ||
+			dst.isDir() && !src.isDir() && od.nlink() >= maxDirNlink {
 			return ErrTooManyLinks
 		}
 	}

@@ -124,13 +124,21 @@ const (
 const (
 	MaxName       = 255       // bytes in one name
 	MaxSymlink    = 4095      // bytes in a symlink target
-	MaxLinks      = 65000     // hard links per inode (EMLINK beyond), as ext4
+	MaxLinks      = 65000     // hard links per inode (EMLINK beyond), as ext4; see maxDirNlink
 	MaxXattrName  = 255       // bytes in an xattr name including its namespace prefix
 	MaxXattrValue = 64 << 10  // bytes in one xattr value (E2BIG beyond)
 	MaxXattrTotal = 128 << 10 // bytes of all xattrs of one inode, encoded (ENOSPC beyond)
 	MaxXattrList  = 64 << 10  // bytes of the NUL-separated name list (E2BIG beyond)
 	BlockSize     = 4096      // file data block and statfs block size
 )
+
+// maxDirNlink bounds a directory's link count (2 + its subdirectories). A
+// directory may hold more than MaxLinks subdirectories, as on ext4 (its
+// dir_nlink feature) and tmpfs; past MaxLinks its st_nlink reads 1, which
+// tells programs such as find not to count on it (Attr). The core keeps the
+// true count, which the check verifies. The bound only keeps the u32 count
+// from wrapping (the arena runs out long before).
+const maxDirNlink = 1<<32 - 2
 
 // StatFS is the statfs(2) view of the file system.
 type StatFS struct {
