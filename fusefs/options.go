@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"os"
 	"time"
 
 	"bazil.org/fuse"
@@ -22,6 +23,13 @@ type Options struct {
 	// and buffered data is not in the arena until close or fsync (see
 	// README, "Caching").
 	WritebackCache bool
+
+	// NoSUID and NoDev make set-user-ID and set-group-ID bits of programs
+	// on the mount, and device nodes there, ineffective (mount options
+	// nosuid and nodev). Without them a mount made by root honours both, as
+	// a disk file system mounted by root does; FUSE gives other users'
+	// mounts nosuid and nodev in any case.
+	NoSUID, NoDev bool
 
 	// Readers is the number of reader goroutines kept waiting for requests
 	// (default 2; more measured slower, see doc.go). More are started while all are busy, up to MaxReaders
@@ -115,6 +123,14 @@ func (o Options) mountOptions() []fuse.MountOption {
 	}
 	if o.AllowOther {
 		opts = append(opts, fuse.AllowOther())
+	}
+	if os.Geteuid() == 0 {
+		if !o.NoSUID {
+			opts = append(opts, fuse.AllowSUID())
+		}
+		if !o.NoDev {
+			opts = append(opts, fuse.AllowDev())
+		}
 	}
 	if o.WritebackCache {
 		opts = append(opts, fuse.WritebackCache())

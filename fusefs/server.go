@@ -55,6 +55,16 @@ type Server struct {
 func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 	o = o.withDefaults()
 	c, err := fuse.Mount(dir, o.mountOptions()...)
+	if err != nil && os.Geteuid() == 0 && !(o.NoSUID && o.NoDev) {
+		// Where suid or dev is refused even to root (the root of a user
+		// namespace), the mount is still made, without them.
+		safe := o
+		safe.NoSUID, safe.NoDev = true, true
+		if c2, err2 := fuse.Mount(dir, safe.mountOptions()...); err2 == nil {
+			o.Logf("fusefs: mounting with suid and dev failed (%v); mounted nosuid,nodev", err)
+			c, err, o = c2, nil, safe
+		}
+	}
 	if err != nil {
 		var nx *fuse.MountpointDoesNotExistError
 		if errors.As(err, &nx) {

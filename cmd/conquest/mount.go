@@ -30,7 +30,7 @@ func mountCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "mount",
 		Usage:     "mount a Conquest file system (the embedded default, or --pram/--disk)",
-		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--private | --allow-other] MOUNTPOINT",
+		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--private | --allow-other] [--nosuid] [--nodev] MOUNTPOINT",
 		Description: "Without --foreground, mount starts a daemon and returns once the file system is ready;\n" +
 			"the daemon logs to conquest.log in the data directory ($CONQUEST_HOME, else\n" +
 			"~/.local/share/conquest). With no --pram/--disk the embedded default images in the data\n" +
@@ -47,6 +47,8 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (the default where FUSE allows it; permission bits are always enforced)"},
 			&cli.BoolFlag{Name: "private", Usage: "only the mounting user (and root) may use the mount"},
 			&cli.BoolFlag{Name: "writeback-cache", Usage: "let the kernel buffer writes (faster large writes, slower small-file create/delete)"},
+			&cli.BoolFlag{Name: "nosuid", Usage: "set-user-ID and set-group-ID bits of programs on the mount take no effect (always so for mounts by other users than root)"},
+			&cli.BoolFlag{Name: "nodev", Usage: "device nodes on the mount cannot be opened (always so for mounts by other users than root)"},
 			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
 		),
 		Action: func(c *cli.Context) error {
@@ -68,7 +70,8 @@ func mountCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			o := fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache")}
+			o := fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache"),
+				NoSUID: c.Bool("nosuid"), NoDev: c.Bool("nodev")}
 			if !c.Bool("foreground") {
 				return daemonize(c, im, mp, o)
 			}
@@ -406,6 +409,12 @@ func daemonize(c *cli.Context, im images, mp string, o fusefs.Options) error {
 	}
 	if o.WritebackCache {
 		args = append(args, "--writeback-cache")
+	}
+	if o.NoSUID {
+		args = append(args, "--nosuid")
+	}
+	if o.NoDev {
+		args = append(args, "--nodev")
 	}
 	args = append(args, mp)
 	cmd := exec.Command(self, args...)

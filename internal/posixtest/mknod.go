@@ -13,6 +13,7 @@ var mknodTests = map[string]Test{
 	"MknodDevice": testMknodDevice,
 	"MknodErrors": testMknodErrors,
 	"MknodReg":    testMknodReg,
+	"DeviceOpen":  testDeviceOpen,
 }
 
 func testMknodFifo(t *testing.T, dir string) {
@@ -77,6 +78,36 @@ func testMknodDevice(t *testing.T, dir string) {
 		if st.Size != 0 {
 			t.Fatalf("%s: size %d", c.name, st.Size)
 		}
+	}
+}
+
+// A device node works as the device it names (unless the mount is nodev,
+// which a root mount of a disk file system is not by default): here the
+// null device, which takes every write and reads as empty.
+func testDeviceOpen(t *testing.T, dir string) {
+	needRoot(t)
+	var sfs unix.Statfs_t
+	ok(t, unix.Statfs(dir, &sfs), "statfs")
+	if sfs.Flags&unix.ST_NODEV != 0 {
+		t.Skip("mounted nodev")
+	}
+	p := join(dir, "null")
+	ok(t, unix.Mknod(p, unix.S_IFCHR|0666, int(unix.Mkdev(1, 3))), "mknod null")
+	fd := open(t, p, unix.O_RDWR, 0)
+	defer unix.Close(fd)
+	n, err := unix.Write(fd, []byte("into the void"))
+	ok(t, err, "write to the null device")
+	if n != len("into the void") {
+		t.Fatalf("write to the null device: %d bytes", n)
+	}
+	buf := make([]byte, 16)
+	n, err = unix.Read(fd, buf)
+	ok(t, err, "read the null device")
+	if n != 0 {
+		t.Fatalf("read %d bytes from the null device", n)
+	}
+	if st := lstat(t, p); st.Size != 0 {
+		t.Fatalf("device node size %d after use", st.Size)
 	}
 }
 

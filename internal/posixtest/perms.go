@@ -3,7 +3,9 @@ package posixtest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +26,7 @@ var permTests = map[string]Test{
 	"PermSetgidCreate":  testPermSetgidCreate,
 	"PermXattr":         testPermXattr,
 	"PermRenameDirPerm": testPermRenameDir,
+	"SetuidExec":        testSetuidExec,
 }
 
 // asNobody prepares dir for an unprivileged helper: every ancestor must be
@@ -354,4 +357,40 @@ func testPermRenameDir(t *testing.T, dir string) {
 	wantErr(t, nobodyDo(t, "rename", join(a, "rootdir"), join(b, "rootdir")), unix.EACCES, "nobody moves root's 0755 dir to another parent")
 	// Within the same parent no write access to the directory is needed.
 	ok(t, nobodyDo(t, "rename", join(a, "rootdir"), join(a, "renamed")), "nobody renames root's dir in place")
+}
+
+// A program whose set-user-ID and set-group-ID bits are set runs with its
+// owner and group as effective IDs (unless the mount is nosuid, which a
+// root mount of a disk file system is not by default). The program is a
+// copy of id(1), owned by 65534:65534.
+func testSetuidExec(t *testing.T, dir string) {
+	needRoot(t)
+	var sfs unix.Statfs_t
+	ok(t, unix.Statfs(dir, &sfs), "statfs")
+	if sfs.Flags&unix.ST_NOSUID != 0 {
+		t.Skip("mounted nosuid")
+	}
+	src, err := exec.LookPath("id")
+	if err != nil {
+		t.Skip("no id(1) to copy")
+	}
+	b, err := os.ReadFile(src)
+	ok(t, err, "read "+src)
+	p := join(dir, "id")
+	ok(t, os.WriteFile(p, b, 0o755), "copy id")
+	ok(t, os.Chown(p, 65534, 65534), "chown id")
+	ok(t, unix.Chmod(p, 0o6755), "chmod 6755 id")
+	if st := lstat(t, p); st.Mode&0o7777 != 0o6755 {
+		t.Fatalf("mode %o after chmod 6755", st.Mode&0o7777)
+	}
+	out, err := exec.Command(p, "-u").Output()
+	ok(t, err, "run the set-user-ID copy")
+	if got := strings.TrimSpace(string(out)); got != "65534" {
+		t.Fatalf("effective uid %q, want 65534", got)
+	}
+	out, err = exec.Command(p, "-g").Output()
+	ok(t, err, "run the set-group-ID copy")
+	if got := strings.TrimSpace(string(out)); got != "65534" {
+		t.Fatalf("effective gid %q, want 65534", got)
+	}
 }
