@@ -1,11 +1,6 @@
 package fusefs
 
 import (
-	"bufio"
-	"bytes"
-	"os"
-	"strconv"
-
 	"bazil.org/fuse"
 
 	"conquest/conquest"
@@ -53,32 +48,6 @@ func inGroup(h *fuse.Header, gid uint32) bool {
 		}
 	}
 	return false
-}
-
-// procGroups returns the supplementary groups of process (or thread) pid.
-func procGroups(pid uint32) ([]uint32, bool) {
-	f, err := os.Open("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, found := bytes.CutPrefix(sc.Bytes(), []byte("Groups:"))
-		if !found {
-			continue
-		}
-		var gs []uint32
-		for _, field := range bytes.Fields(rest) {
-			g, err := strconv.ParseUint(string(field), 10, 32)
-			if err != nil {
-				return nil, false
-			}
-			gs = append(gs, uint32(g))
-		}
-		return gs, true
-	}
-	return nil, false
 }
 
 // dropSGID clears the S_ISGID that the core's killPriv kept on node, if it

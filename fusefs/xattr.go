@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"strings"
 	"syscall"
 
 	"bazil.org/fuse"
@@ -36,6 +37,9 @@ func (s *Server) listxattr(r *fuse.ListxattrRequest) {
 		s.respondError(r, err)
 		return
 	}
+	if !callerIsAdmin(&r.Header) {
+		names = hideTrusted(names)
+	}
 	var resp fuse.ListxattrResponse
 	resp.Append(names...) // NUL-terminated names
 	if r.Size != 0 && uint32(len(resp.Xattr)) > r.Size {
@@ -59,4 +63,18 @@ func (s *Server) removexattr(r *fuse.RemovexattrRequest) {
 		return
 	}
 	r.Respond()
+}
+
+// hideTrusted drops the trusted.* names from a list, which a caller
+// without CAP_SYS_ADMIN may neither read nor see listed (as on ext4: the
+// kernel checks reads and writes of such names itself, but leaves lists to
+// the file system).
+func hideTrusted(names []string) []string {
+	var kept []string
+	for _, n := range names {
+		if !strings.HasPrefix(n, "trusted.") {
+			kept = append(kept, n)
+		}
+	}
+	return kept
 }

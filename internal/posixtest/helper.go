@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -296,6 +297,16 @@ var helperOps = map[string]func(a []string) (string, error){
 			return "", err
 		}
 		return string(buf[:n]), nil
+	},
+	"listxattr": func(a []string) (string, error) { // the names, sorted, space-separated
+		buf := make([]byte, 64<<10)
+		n, err := unix.Llistxattr(a[0], buf)
+		if err != nil {
+			return "", err
+		}
+		names := strings.Split(strings.TrimSuffix(string(buf[:n]), "\x00"), "\x00")
+		sort.Strings(names)
+		return strings.Join(names, " "), nil
 	},
 	"utimes": func(a []string) (string, error) { // path now|set
 		if a[1] == "now" {

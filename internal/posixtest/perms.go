@@ -336,6 +336,12 @@ func testPermXattr(t *testing.T, dir string) {
 	wantErr(t, nobodyDo(t, "setxattr", p, "user.w", "v"), unix.EACCES, "nobody sets a user xattr on a 0644 file")
 	wantErr(t, nobodyDo(t, "setxattr", p, "trusted.w", "v"), unix.EPERM, "nobody sets a trusted xattr")
 	wantErr(t, nobodyDo(t, "getxattr", p, "trusted.t"), unix.ENODATA, "nobody reads a trusted xattr")
+	// Nor are trusted names listed to a caller without CAP_SYS_ADMIN.
+	out, err = RunAs(t, Nobody, "listxattr", p)
+	ok(t, err, "nobody lists the xattrs")
+	if out != "user.r" {
+		t.Fatalf("nobody lists %q, want only user.r", out)
+	}
 	ok(t, unix.Chmod(p, 0600), "chmod 0600")
 	wantErr(t, nobodyDo(t, "getxattr", p, "user.r"), unix.EACCES, "nobody reads a user xattr of a 0600 file")
 	ok(t, unix.Chmod(p, 0646), "chmod 0646")

@@ -1,0 +1,68 @@
+package fusefs
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+
+	"bazil.org/fuse"
+)
+
+// What a request tells of its caller is its uid, gid and thread id; its
+// supplementary groups and capabilities are read from /proc/<pid>/status
+// (the kernel reports the calling thread's id, in the daemon's pid
+// namespace). Callers of these decide what to do when that fails (no pid,
+// as for requests the kernel makes on its own behalf, or the thread is
+// gone).
+
+// procStatus returns the rest of the line of /proc/<pid>/status that starts
+// with key (such as "Groups:").
+func procStatus(pid uint32, key string) ([]byte, bool) {
+	f, err := os.Open("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/status")
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, found := bytes.CutPrefix(sc.Bytes(), []byte(key)); found {
+			return bytes.Clone(rest), true
+		}
+	}
+	return nil, false
+}
+
+// procGroups returns the supplementary groups of process (or thread) pid.
+func procGroups(pid uint32) ([]uint32, bool) {
+	rest, ok := procStatus(pid, "Groups:")
+	if !ok {
+		return nil, false
+	}
+	var gs []uint32
+	for _, field := range bytes.Fields(rest) {
+		g, err := strconv.ParseUint(string(field), 10, 32)
+		if err != nil {
+			return nil, false
+		}
+		gs = append(gs, uint32(g))
+	}
+	return gs, true
+}
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in a capability set.
+const capSysAdmin = 21
+
+// callerIsAdmin reports whether the caller of h has CAP_SYS_ADMIN in its
+// effective set. When that cannot be read, a caller with uid 0 counts as
+// having it.
+func callerIsAdmin(h *fuse.Header) bool {
+	if h.Pid != 0 {
+		if rest, ok := procStatus(h.Pid, "CapEff:"); ok {
+			if caps, err := strconv.ParseUint(string(bytes.TrimSpace(rest)), 16, 64); err == nil {
+				return caps&(1<<capSysAdmin) != 0
+			}
+		}
+	}
+	return h.Uid == 0
+}
