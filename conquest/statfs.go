@@ -8,9 +8,12 @@ import (
 // StatFS reports block and inode counts: blocks are 4 KiB of the arena heap
 // (free = the allocator's free bytes) plus the disk's data blocks counted
 // in 4 KiB units (free = the free map's blocks); inodes in use come from
-// root slot 4, and free inodes are estimated as free heap bytes / 256
-// (every free byte could become an inode record; data competes for the
-// same space).
+// root slot 4, and free inodes are estimated as the heap bytes not in use
+// (free pages and the free slots of slab pages) / 256: every such byte
+// could become an inode record, though data competes for the same space.
+// Counting the free slots makes the estimate fall by one per inode made,
+// as ext4's count does, instead of by 16 at a time when a slab page is
+// taken.
 func (fs *FS) StatFS() StatFS {
 	fs.mu.RLock()
 	defer fs.mu.RUnlock()
@@ -27,7 +30,7 @@ func (fs *FS) StatFS() StatFS {
 	}
 	return StatFS{
 		Blocks: blocks, Bfree: free, Bavail: free,
-		Files: used + st.FreeBytes/inodeSize, Ffree: st.FreeBytes / inodeSize,
+		Files: used + (st.FreeBytes+st.SlackBytes)/inodeSize, Ffree: (st.FreeBytes + st.SlackBytes) / inodeSize,
 		Bsize: BlockSize, Frsize: BlockSize, Namelen: MaxName,
 	}
 }
