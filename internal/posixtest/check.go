@@ -176,6 +176,17 @@ func needRoot(t testing.TB) {
 	}
 }
 
+// needMountFlagOff skips the test when dir's mount has flag (unix.ST_NODEV,
+// unix.ST_NOSUID) set, named name in the message.
+func needMountFlagOff(t testing.TB, dir string, flag int64, name string) {
+	t.Helper()
+	var sfs unix.Statfs_t
+	ok(t, unix.Statfs(dir, &sfs), "statfs")
+	if sfs.Flags&flag != 0 {
+		t.Skip("mounted " + name)
+	}
+}
+
 // tsTime converts a Timespec to time.Time for messages and ordering.
 func tsTime(ts unix.Timespec) time.Time { return time.Unix(ts.Sec, ts.Nsec) }
 

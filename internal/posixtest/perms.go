@@ -371,11 +371,7 @@ func testPermRenameDir(t *testing.T, dir string) {
 // copy of id(1), owned by 65534:65534.
 func testSetuidExec(t *testing.T, dir string) {
 	needRoot(t)
-	var sfs unix.Statfs_t
-	ok(t, unix.Statfs(dir, &sfs), "statfs")
-	if sfs.Flags&unix.ST_NOSUID != 0 {
-		t.Skip("mounted nosuid")
-	}
+	needMountFlagOff(t, dir, unix.ST_NOSUID, "nosuid")
 	src, err := exec.LookPath("id")
 	if err != nil {
 		t.Skip("no id(1) to copy")
