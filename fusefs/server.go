@@ -150,13 +150,21 @@ func (s *Server) Wait() error {
 // Unmount detaches the file system; if it is busy (files open), it detaches
 // it lazily, and the loop ends when the last file is closed.
 func (s *Server) Unmount() error {
-	err := Unmount(s.dir, false)
+	_, err := s.UnmountOrDetach()
+	return err
+}
+
+// UnmountOrDetach is Unmount, and reports whether the mount was busy and
+// so only detached: its loop then ends when the last file open there is
+// closed (or at Abort).
+func (s *Server) UnmountOrDetach() (detached bool, err error) {
+	err = Unmount(s.dir, false)
 	if err != nil {
 		if lazyErr := Unmount(s.dir, true); lazyErr == nil {
-			return nil
+			return true, nil
 		}
 	}
-	return err
+	return false, err
 }
 
 // fusectlDir is where the kernel's fusectl file system lists connections.

@@ -226,14 +226,10 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 			}
 			signalled = true
 			rep.logf("%v: unmounting %s", s, mp)
-			if err := srv.Unmount(); err != nil {
+			detached, err := srv.UnmountOrDetach()
+			if err != nil {
 				rep.logf("%v", err)
-				continue
-			}
-			select {
-			case <-srv.Done():
-				done = true
-			case <-time.After(time.Second):
+			} else if detached {
 				rep.logf("%s is busy: detached it; the files still open there are served until they are closed (signal again to stop now)", mp)
 			}
 		}
