@@ -122,8 +122,8 @@ func pct(used, total uint64) string {
 func printDF(out io.Writer, name string, u conquest.Usage) {
 	printSpace(out, conquest.Space{ArenaBytes: u.ArenaBytes, HeapBytes: u.HeapBytes, HeapUsed: u.HeapUsed, HeapFree: u.HeapFree,
 		Inodes: u.Inodes, DiskBytes: u.DiskBytes, DiskUsed: u.DiskUsed, DiskFree: u.DiskFree})
-	fmt.Fprintf(out, "%s: %d inodes: %d files (%s of data), %d directories, %d symlinks, %d special, %d orphans\n",
-		name, u.Inodes, u.Files, formatSize(u.FileBytes), u.Dirs, u.Symlinks, u.Specials, u.Orphans)
+	fmt.Fprintf(out, "%s: %s: %d files (%s of data), %d directories, %d symlinks, %d special, %d orphans\n",
+		name, plural(int(u.Inodes), "inode"), u.Files, formatSize(u.FileBytes), u.Dirs, u.Symlinks, u.Specials, u.Orphans)
 }
 
 func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, u conquest.Usage, st conquest.StatFS) {
@@ -182,8 +182,8 @@ func reportMounted(out io.Writer, mi fusefs.MountInfo) error {
 	if n, err := unix.Getxattr(mi.Dir, fusefs.SpaceXattr, buf); err == nil {
 		if sp, err := fusefs.ParseSpace(buf[:n]); err == nil {
 			printSpace(out, sp)
-			fmt.Fprintf(out, "%s (arena %s, mounted): %d inodes in use; unmount for the per-kind file counts\n",
-				mi.Dir, strings.TrimPrefix(mi.Source, fsnamePrefix), sp.Inodes)
+			fmt.Fprintf(out, "%s (arena %s, mounted): %s in use; unmount for the per-kind file counts\n",
+				mi.Dir, strings.TrimPrefix(mi.Source, fsnamePrefix), plural(int(sp.Inodes), "inode"))
 			return nil
 		}
 	}
