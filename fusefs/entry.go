@@ -76,7 +76,7 @@ func (s *Server) entryOrError(r fuse.Request, a conquest.Attr, err error) {
 func (s *Server) create(r *fuse.CreateRequest) {
 	// The kernel has applied the umask already (we do not negotiate
 	// FUSE_DONT_MASK).
-	a, h, err := s.fs.Create(ino(r.Node), r.Name, unixMode(r.Mode), uint32(r.Flags), cred(&r.Header))
+	a, h, err := s.fs.Create(ino(r.Node), r.Name, unixMode(r.Mode), handleFlags(r.Flags), cred(&r.Header))
 	if err != nil {
 		s.respondError(r, err)
 		return

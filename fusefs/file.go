@@ -8,8 +8,18 @@ import (
 	"conquest/conquest"
 )
 
+// handleFlags are the open flags the core keeps for a handle: all but
+// O_APPEND. The kernel places every write on an O_APPEND descriptor at the
+// end of the file itself (at its i_size, which with the writeback cache
+// only the kernel knows before its dirty pages come back), and it writes
+// cached pages back through any writable handle, an O_APPEND one included,
+// at their own offsets: the core must write where each WRITE says.
+func handleFlags(f fuse.OpenFlags) uint32 {
+	return uint32(f) &^ conquest.O_APPEND
+}
+
 func (s *Server) open(r *fuse.OpenRequest) {
-	h, err := s.fs.Open(ino(r.Node), uint32(r.Flags))
+	h, err := s.fs.Open(ino(r.Node), handleFlags(r.Flags))
 	if err != nil {
 		s.respondError(r, err)
 		return

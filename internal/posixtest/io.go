@@ -14,6 +14,7 @@ var ioTests = map[string]Test{
 	"OpenExcl":            testOpenExcl,
 	"OpenTrunc":           testOpenTrunc,
 	"OpenAppend":          testOpenAppend,
+	"AppendStored":        testAppendStored,
 	"OpenFlagsErrors":     testOpenFlagsErrors,
 	"OpenCreateDangling":  testOpenCreateDangling,
 	"PreadPwrite":         testPreadPwrite,
@@ -127,6 +128,32 @@ func testOpenTrunc(t *testing.T, dir string) {
 	if st := fstat(t, fd3); st.Size != 0 {
 		t.Fatalf("O_RDONLY|O_TRUNC: size %d, Linux truncates", st.Size)
 	}
+}
+
+// Appends through an O_APPEND descriptor are stored where the file ended,
+// after a write past the end through another one: checked after fsync and
+// with the file's page cache dropped, so that what is read is what the file
+// system stored, not what the kernel cached. (A FUSE writeback cache writes
+// dirty pages back through any writable handle, an O_APPEND one included,
+// at their own offsets.)
+func testAppendStored(t *testing.T, dir string) {
+	p := join(dir, "f")
+	writeFile(t, p, []byte("0123456789"), 0644)
+	fd := open(t, p, unix.O_WRONLY, 0)
+	pwrite(t, fd, []byte("Z"), 8192)
+	ok(t, unix.Close(fd), "close")
+	a := open(t, p, unix.O_WRONLY|unix.O_APPEND, 0)
+	pwrite(t, a, []byte("END"), 0) // appends: Linux ignores the offset
+	_, err := unix.Write(a, []byte("!"))
+	ok(t, err, "write")
+	ok(t, unix.Fsync(a), "fsync")
+	ok(t, unix.Close(a), "close")
+	r := open(t, p, unix.O_RDONLY, 0)
+	ok(t, unix.Fadvise(r, 0, 0, unix.FADV_DONTNEED), "fadvise DONTNEED")
+	want := make([]byte, 8197)
+	copy(want, "0123456789")
+	copy(want[8192:], "ZEND!")
+	wantContent(t, p, want)
 }
 
 func testOpenAppend(t *testing.T, dir string) {
