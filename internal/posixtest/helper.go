@@ -298,6 +298,17 @@ var helperOps = map[string]func(a []string) (string, error){
 		}
 		return string(buf[:n]), nil
 	},
+	"run": func(a []string) (string, error) { // a program and its arguments: its standard output
+		// Run from the helper, not from the test binary: a process serving
+		// the mount in-process must not exec a program that lies on it (the
+		// fork waits for the exec, the exec for the server, and a garbage
+		// collection in the test binary meanwhile for the fork).
+		out, err := exec.Command(a[0], a[1:]...).Output()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return "", fmt.Errorf("%s: %v: %s", a[0], ee, ee.Stderr)
+		}
+		return strings.TrimSpace(string(out)), err
+	},
 	"listxattr": func(a []string) (string, error) { // the names, sorted, space-separated
 		buf := make([]byte, 64<<10)
 		n, err := unix.Llistxattr(a[0], buf)

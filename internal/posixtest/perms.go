@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -385,14 +384,15 @@ func testSetuidExec(t *testing.T, dir string) {
 	if st := lstat(t, p); st.Mode&0o7777 != 0o6755 {
 		t.Fatalf("mode %o after chmod 6755", st.Mode&0o7777)
 	}
-	out, err := exec.Command(p, "-u").Output()
+	// Run by a helper process: see its "run" op.
+	out, err := RunAs(t, Root, "run", p, "-u")
 	ok(t, err, "run the set-user-ID copy")
-	if got := strings.TrimSpace(string(out)); got != "65534" {
-		t.Fatalf("effective uid %q, want 65534", got)
+	if out != "65534" {
+		t.Fatalf("effective uid %q, want 65534", out)
 	}
-	out, err = exec.Command(p, "-g").Output()
+	out, err = RunAs(t, Root, "run", p, "-g")
 	ok(t, err, "run the set-group-ID copy")
-	if got := strings.TrimSpace(string(out)); got != "65534" {
-		t.Fatalf("effective gid %q, want 65534", got)
+	if out != "65534" {
+		t.Fatalf("effective gid %q, want 65534", out)
 	}
 }
