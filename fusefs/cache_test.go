@@ -376,8 +376,12 @@ func TestAtimeLargeFileKeepsCache(t *testing.T) {
 			if n == 0 {
 				t.Errorf("size %d: read with atime due sent no READ", size)
 			}
-			if n > 2 {
-				t.Errorf("size %d: read with atime due sent %d READs: the page cache was dropped", size, n)
+			// A dropped cache costs a READ per 128 KiB (4 and 24 here); a
+			// kept one one or two, and now and then a few more under load
+			// (seen once in about 17 runs beside another test package: 3
+			// for 3 MiB), so the bound is a quarter of the dropped count.
+			if limit := max(2, size/(512<<10)); n > uint64(limit) {
+				t.Errorf("size %d: read with atime due sent %d READs, more than %d: the page cache was dropped", size, n, limit)
 			}
 			st = stat(t, p)
 			if tsBefore(st.Atim, st.Mtim) {
