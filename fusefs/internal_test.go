@@ -349,8 +349,14 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 	}
 	testHookServe.Store(&h)
 	t.Cleanup(func() { testHookServe.Store(nil) })
-	const size = 4 << 20
-	for round := range 10 {
+	// The wait is best effort: a reader that has read the RELEASE but not
+	// yet registered it (descheduled in between, under load) is not waited
+	// for. Seen in about one run in ten beside another test package, one
+	// round of ten. Without the wait 3 or 4 rounds of 10 miss (measured six
+	// times; the rest find the RELEASE served already).
+	const size, rounds = 4 << 20, 20
+	missed := 0
+	for round := range rounds {
 		before := bfree()
 		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil { // closes: RELEASE, slowed
 			t.Fatal(err)
@@ -359,8 +365,12 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		if after := bfree(); after+size/2 < before {
-			t.Fatalf("round %d: statfs right after unlink: %d bytes free, %d before the file was written", round, after, before)
+			missed++
+			t.Logf("round %d: statfs right after unlink: %d bytes free, %d before the file was written", round, after, before)
 		}
+	}
+	if missed > 2 {
+		t.Fatalf("%d of %d statfs calls right after unlink did not see the space freed", missed, rounds)
 	}
 	if srv.Stats()["STATFS-WAITS"] == 0 {
 		t.Error("no statfs waited for the slowed RELEASE and FORGET")
