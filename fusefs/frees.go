@@ -15,7 +15,9 @@ import (
 // arrives. Those the kernel has queued before it are read before it (FORGETs
 // go first, the rest in order), possibly by another reader that has not
 // registered one yet: with one P that reader waits for the P the STATFS
-// holds, hence STATFS first yields for freeSpin.
+// holds, hence STATFS first yields for freeSpin. A reader descheduled for
+// longer between reading a RELEASE and registering it (a loaded machine) is
+// missed: the wait is best effort (TestStatfsWaitsForRelease measures it).
 //
 // One free is queued after the STATFS: the FORGET of an unlinked file whose
 // RELEASE was still being served when it was unlinked, which the kernel
