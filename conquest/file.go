@@ -90,8 +90,10 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 	return n, nil
 }
 
-// Write stores src at off (at the end of file if h was opened O_APPEND) and
-// returns the bytes written. killPriv clears S_ISUID, and S_ISGID if the
+// Write stores src at off (at the end of file if h was opened O_APPEND;
+// fusefs opens no handle O_APPEND, since the kernel places those writes
+// itself and writes cached pages back through any handle) and returns the
+// bytes written. killPriv clears S_ISUID, and S_ISGID if the
 // group-execute bit is set, and removes security.capability (what the
 // kernel's FUSE_WRITE_KILL_SUIDGID asks of a server that negotiated
 // FUSE_HANDLE_KILLPRIV_V2). A write to a file in the arena commits per
