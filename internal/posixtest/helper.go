@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -309,6 +310,12 @@ var helperOps = map[string]func(a []string) (string, error){
 		}
 		return strings.TrimSpace(string(out)), err
 	},
+	"mmapread": func(a []string) (string, error) { // path off n: "size hex-bytes" read through a shared mapping
+		// From the helper: a page fault on the mount in a process that
+		// serves it in-process holds a P the garbage collector then waits
+		// for, while the fault waits for the server.
+		return mmapRead(a[0], num(a[1]), num(a[2]))
+	},
 	"listxattr": func(a []string) (string, error) { // the names, sorted, space-separated
 		buf := make([]byte, 64<<10)
 		n, err := unix.Llistxattr(a[0], buf)
@@ -357,6 +364,52 @@ var helperOps = map[string]func(a []string) (string, error){
 		}
 		return "", unix.Flock(fd, how|unix.LOCK_NB)
 	},
+}
+
+// mmapRead maps the file read-only and shared, and copies n bytes at off
+// (fewer if the file is shorter). The file may shrink meanwhile; a page
+// past its new end faults (SIGBUS), which ends the copy there. It returns
+// the size the file had when mapped and the bytes, in hex.
+func mmapRead(path string, off, n int64) (string, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", err
+	}
+	n = max(0, min(n, st.Size-off))
+	if n == 0 {
+		return fmt.Sprintf("%d ", st.Size), nil
+	}
+	mem, err := unix.Mmap(fd, 0, int(off+n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Munmap(mem)
+	dst := make([]byte, n)
+	done := copyFaulting(dst, mem[off:], off)
+	return fmt.Sprintf("%d %x", st.Size, dst[:done]), nil
+}
+
+// copyFaulting copies src to dst page by page (src starts at file offset
+// off) and returns how much it copied before a fault, if any.
+func copyFaulting(dst, src []byte, off int64) (done int) {
+	old := debug.SetPanicOnFault(true)
+	defer debug.SetPanicOnFault(old)
+	defer func() {
+		if recover() != nil {
+			return // done holds what was copied before the fault
+		}
+	}()
+	for done < len(dst) {
+		end := min(len(dst), done+4096-int((off+int64(done))%4096))
+		copy(dst[done:end], src[done:end])
+		done = end
+	}
+	return done
 }
 
 func lockArgs(a []string) (int, *unix.Flock_t, error) {
