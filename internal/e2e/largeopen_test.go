@@ -23,107 +23,101 @@ import (
 // at the end the file holds exactly what was written, also after a
 // remount; the file system checks clean. Both page-cache modes.
 func TestLargeFileOpenWhileWriting(t *testing.T) {
-	for _, wb := range []bool{false, true} {
-		name := "writethrough"
-		if wb {
-			name = "writeback"
+	cacheModes(t, func(t *testing.T, wb bool) {
+		m := mount(t, mounttest.WithFuseOptions(fusefs.Options{AllowOther: true, WritebackCache: wb}))
+		p := m.Path("big")
+		const size = 2 << 20
+		r := rand.New(rand.NewSource(seed(t)))
+		model := make([]byte, size)
+		r.Read(model)
+		if err := os.WriteFile(p, model, 0o644); err != nil {
+			t.Fatal(err)
 		}
-		t.Run(name, func(t *testing.T) {
-			m := mount(t, mounttest.WithFuseOptions(fusefs.Options{AllowOther: true, WritebackCache: wb}))
-			p := m.Path("big")
-			const size = 2 << 20
-			r := rand.New(rand.NewSource(seed(t)))
-			model := make([]byte, size)
-			r.Read(model)
-			if err := os.WriteFile(p, model, 0o644); err != nil {
-				t.Fatal(err)
+		dur := 2 * time.Second
+		if testing.Short() {
+			dur = 500 * time.Millisecond
+		}
+		stop := time.Now().Add(dur)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		wg.Add(1)
+		go func() { // the writer: the only one to change model
+			defer wg.Done()
+			piece := make([]byte, 8<<10)
+			for time.Now().Before(stop) {
+				off := r.Intn(size - len(piece))
+				r.Read(piece)
+				fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					errs <- err
+					return
+				}
+				n, err := unix.Pwrite(fd, piece, int64(off))
+				unix.Close(fd)
+				if err != nil || n != len(piece) {
+					errs <- err
+					return
+				}
+				copy(model[off:], piece)
 			}
-			dur := 2 * time.Second
-			if testing.Short() {
-				dur = 500 * time.Millisecond
-			}
-			stop := time.Now().Add(dur)
-			var wg sync.WaitGroup
-			errs := make(chan error, 8)
+		}()
+		reads := make([]int, 3)
+		for i := range reads {
 			wg.Add(1)
-			go func() { // the writer: the only one to change model
+			go func() {
 				defer wg.Done()
-				piece := make([]byte, 8<<10)
+				buf := make([]byte, size+1)
 				for time.Now().Before(stop) {
-					off := r.Intn(size - len(piece))
-					r.Read(piece)
-					fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+					fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 					if err != nil {
 						errs <- err
 						return
 					}
-					n, err := unix.Pwrite(fd, piece, int64(off))
-					unix.Close(fd)
-					if err != nil || n != len(piece) {
-						errs <- err
-						return
-					}
-					copy(model[off:], piece)
-				}
-			}()
-			reads := make([]int, 3)
-			for i := range reads {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					buf := make([]byte, size+1)
-					for time.Now().Before(stop) {
-						fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+					got := 0
+					for {
+						n, err := unix.Read(fd, buf[got:])
 						if err != nil {
+							unix.Close(fd)
 							errs <- err
 							return
 						}
-						got := 0
-						for {
-							n, err := unix.Read(fd, buf[got:])
-							if err != nil {
-								unix.Close(fd)
-								errs <- err
-								return
-							}
-							if n == 0 {
-								break
-							}
-							got += n
+						if n == 0 {
+							break
 						}
-						unix.Close(fd)
-						if got != size {
-							t.Errorf("reader %d read %d bytes of a %d-byte file", i, got, size)
-							return
-						}
-						reads[i]++
+						got += n
 					}
-				}()
-			}
-			done := make(chan struct{})
-			go func() { wg.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(dur + 60*time.Second):
-				t.Fatal("readers or the writer hang")
-			}
-			close(errs)
-			for err := range errs {
-				t.Errorf("I/O error: %v", err)
-			}
-			for i, n := range reads {
-				if n == 0 {
-					t.Errorf("reader %d never finished a read", i)
+					unix.Close(fd)
+					if got != size {
+						t.Errorf("reader %d read %d bytes of a %d-byte file", i, got, size)
+						return
+					}
+					reads[i]++
 				}
+			}()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(dur + 60*time.Second):
+			t.Fatal("readers or the writer hang")
+		}
+		close(errs)
+		for err := range errs {
+			t.Errorf("I/O error: %v", err)
+		}
+		for i, n := range reads {
+			if n == 0 {
+				t.Errorf("reader %d never finished a read", i)
 			}
-			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, model) {
-				t.Fatalf("after the run the file differs from what was written (%v)", err)
-			}
-			check(t, m, "after the run")
-			remount(t, m)
-			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, model) {
-				t.Fatalf("after a remount the file differs from what was written (%v)", err)
-			}
-		})
-	}
+		}
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, model) {
+			t.Fatalf("after the run the file differs from what was written (%v)", err)
+		}
+		check(t, m, "after the run")
+		remount(t, m)
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, model) {
+			t.Fatalf("after a remount the file differs from what was written (%v)", err)
+		}
+	})
 }

@@ -26,6 +26,18 @@ func mount(t *testing.T, opts ...mounttest.Option) *mounttest.Mounted {
 	return mounttest.Mount(t, opts...)
 }
 
+// cacheModes runs f as two subtests, "writethrough" and "writeback" (wb:
+// the mount is to use the kernel's writeback cache).
+func cacheModes(t *testing.T, f func(t *testing.T, wb bool)) {
+	for _, wb := range []bool{false, true} {
+		name := "writethrough"
+		if wb {
+			name = "writeback"
+		}
+		t.Run(name, func(t *testing.T) { f(t, wb) })
+	}
+}
+
 // remount remounts an in-process mount.
 func remount(t *testing.T, m *mounttest.Mounted) {
 	t.Helper()

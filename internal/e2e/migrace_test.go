@@ -32,183 +32,177 @@ import (
 // system checks clean and the files keep the rule after a remount. Both
 // page-cache modes.
 func TestMigrationRace(t *testing.T) {
-	for _, wb := range []bool{false, true} {
-		name := "writethrough"
-		if wb {
-			name = "writeback"
+	cacheModes(t, func(t *testing.T, wb bool) {
+		m := mount(t, mounttest.WithFuseOptions(fusefs.Options{AllowOther: true, WritebackCache: wb}))
+		dur := 3 * time.Second
+		if testing.Short() {
+			dur = time.Second
 		}
-		t.Run(name, func(t *testing.T) {
-			m := mount(t, mounttest.WithFuseOptions(fusefs.Options{AllowOther: true, WritebackCache: wb}))
-			dur := 3 * time.Second
-			if testing.Short() {
-				dur = time.Second
+		base := seed(t)
+		t.Logf("seed %d", base)
+		const nfiles, span = 3, 3 << 20
+		pats := make([]pattern, nfiles)
+		for i := range pats {
+			pats[i] = pattern{seed: uint64(i) + 11, size: span}
+		}
+		path := func(i int) string { return m.Path(fmt.Sprintf("m%d", i)) }
+		for i := range pats {
+			createPattern(t, path(i), pattern{pats[i].seed, 1<<20 + 4096}, []int{128 << 10}, 0)
+		}
+		stop := time.Now().Add(dur)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failures []string
+		fail := func(format string, args ...any) {
+			mu.Lock()
+			if len(failures) < 10 {
+				failures = append(failures, fmt.Sprintf(format, args...))
 			}
-			base := seed(t)
-			t.Logf("seed %d", base)
-			const nfiles, span = 3, 3 << 20
-			pats := make([]pattern, nfiles)
-			for i := range pats {
-				pats[i] = pattern{seed: uint64(i) + 11, size: span}
-			}
-			path := func(i int) string { return m.Path(fmt.Sprintf("m%d", i)) }
-			for i := range pats {
-				createPattern(t, path(i), pattern{pats[i].seed, 1<<20 + 4096}, []int{128 << 10}, 0)
-			}
-			stop := time.Now().Add(dur)
-			var wg sync.WaitGroup
-			var mu sync.Mutex
-			var failures []string
-			fail := func(format string, args ...any) {
-				mu.Lock()
-				if len(failures) < 10 {
-					failures = append(failures, fmt.Sprintf(format, args...))
-				}
-				mu.Unlock()
-			}
-			ops := make([]int, 7)
-			for w := 0; w < 3; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r := rand.New(rand.NewSource(base + int64(w)))
-					buf := make([]byte, 1<<20)
-					tmp := m.Path(fmt.Sprintf("tmp%d", w))
-					for time.Now().Before(stop) {
-						i := r.Intn(nfiles)
-						fd, err := unix.Open(path(i), unix.O_RDWR|unix.O_CLOEXEC, 0)
-						if err != nil {
-							fail("writer %d: open m%d: %v", w, i, err)
-							return
-						}
-						switch op := r.Intn(20); {
-						case op < 12:
-							off := []int64{0, r.Int63n(span), 1<<20 - r.Int63n(70000), r.Int63n(1 << 20)}[r.Intn(4)]
-							n := []int64{1, 100, 4096, 8192, 65536, 131072, 300000, 1 << 20}[r.Intn(8)]
-							n = min(n, span-off)
-							pats[i].fill(buf[:n], off)
-							if _, err := unix.Pwrite(fd, buf[:n], off); err != nil {
-								fail("writer %d: pwrite m%d at %d: %v", w, i, off, err)
-							}
-						case op < 15:
-							size := []int64{0, 1000, 1<<20 - 1, 1 << 20, 1<<20 + 1, 1 << 19, r.Int63n(span)}[r.Intn(7)]
-							if err := unix.Ftruncate(fd, size); err != nil {
-								fail("writer %d: truncate m%d to %d: %v", w, i, size, err)
-							}
-						case op < 17:
-							if err := unix.Fsync(fd); err != nil {
-								fail("writer %d: fsync m%d: %v", w, i, err)
-							}
-						default:
-							size := []int64{5000, 1<<20 + 7, 2 << 20}[r.Intn(3)]
-							tfd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
-							if err == nil {
-								_, err = writePattern(tfd, pats[i], 0, size, []int{64 << 10, 200000}, r.Intn(2))
-								unix.Close(tfd)
-							}
-							if err == nil {
-								err = unix.Rename(tmp, path(i))
-							}
-							if err != nil {
-								fail("writer %d: replace m%d: %v", w, i, err)
-							}
-						}
-						unix.Close(fd)
-						mu.Lock()
-						ops[w]++
-						mu.Unlock()
-					}
-				}()
-			}
-			for rd := 0; rd < 4; rd++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r := rand.New(rand.NewSource(base + 100 + int64(rd)))
-					buf := make([]byte, 1<<20)
-					want := make([]byte, 1<<20)
-					for time.Now().Before(stop) {
-						i := r.Intn(nfiles)
-						fd, err := unix.Open(path(i), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-						if err != nil {
-							fail("reader %d: open m%d: %v", rd, i, err)
-							return
-						}
-						var st unix.Stat_t
-						if err := unix.Fstat(fd, &st); err != nil || st.Size == 0 {
-							unix.Close(fd)
-							continue
-						}
-						off := r.Int63n(st.Size)
-						n := min([]int64{1, 4096, 65536, 1 << 20}[r.Intn(4)], st.Size-off)
-						var got []byte
-						if rd%2 == 0 {
-							k, err := unix.Pread(fd, buf[:n], off)
-							if err != nil {
-								fail("reader %d: pread m%d at %d: %v", rd, i, off, err)
-							}
-							got = buf[:max(k, 0)]
-						} else {
-							// Through a mapping, made by a helper process
-							// (see posixtest's mmapread).
-							n = min(n, 64<<10)
-							out, err := posixtest.RunAs(t, posixtest.Root, "mmapread", path(i), fmt.Sprint(off), fmt.Sprint(n))
-							_, hexed, _ := strings.Cut(out, " ")
-							if err == nil {
-								got, err = hex.DecodeString(hexed)
-							}
-							if err != nil && !errors.Is(err, unix.ENOENT) {
-								fail("reader %d: mapped read of m%d at %d: %v", rd, i, off, err)
-							}
-						}
-						unix.Close(fd)
-						pats[i].fill(want[:len(got)], off)
-						for k := range got {
-							if got[k] != 0 && got[k] != want[k] {
-								fail("reader %d: m%d byte %d is %#x: neither zero nor the file's own %#x", rd, i, off+int64(k), got[k], want[k])
-								break
-							}
-						}
-						mu.Lock()
-						ops[3+rd]++
-						mu.Unlock()
-					}
-				}()
-			}
-			done := make(chan struct{})
-			go func() { wg.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(dur + 90*time.Second):
-				t.Fatal("writers or readers hang")
-			}
-			for _, f := range failures {
-				t.Error(f)
-			}
-			for k, n := range ops {
-				if n == 0 {
-					t.Errorf("worker %d did nothing", k)
-				}
-			}
-			t.Logf("operations per worker (3 writers, 4 readers): %v", ops)
-			verify := func(when string) {
-				for i := range pats {
-					got, err := readAllRaw(path(i))
+			mu.Unlock()
+		}
+		ops := make([]int, 7)
+		for w := 0; w < 3; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewSource(base + int64(w)))
+				buf := make([]byte, 1<<20)
+				tmp := m.Path(fmt.Sprintf("tmp%d", w))
+				for time.Now().Before(stop) {
+					i := r.Intn(nfiles)
+					fd, err := unix.Open(path(i), unix.O_RDWR|unix.O_CLOEXEC, 0)
 					if err != nil {
-						t.Fatalf("%s: reading m%d: %v", when, i, err)
+						fail("writer %d: open m%d: %v", w, i, err)
+						return
 					}
-					want := make([]byte, len(got))
-					pats[i].fill(want, 0)
+					switch op := r.Intn(20); {
+					case op < 12:
+						off := []int64{0, r.Int63n(span), 1<<20 - r.Int63n(70000), r.Int63n(1 << 20)}[r.Intn(4)]
+						n := []int64{1, 100, 4096, 8192, 65536, 131072, 300000, 1 << 20}[r.Intn(8)]
+						n = min(n, span-off)
+						pats[i].fill(buf[:n], off)
+						if _, err := unix.Pwrite(fd, buf[:n], off); err != nil {
+							fail("writer %d: pwrite m%d at %d: %v", w, i, off, err)
+						}
+					case op < 15:
+						size := []int64{0, 1000, 1<<20 - 1, 1 << 20, 1<<20 + 1, 1 << 19, r.Int63n(span)}[r.Intn(7)]
+						if err := unix.Ftruncate(fd, size); err != nil {
+							fail("writer %d: truncate m%d to %d: %v", w, i, size, err)
+						}
+					case op < 17:
+						if err := unix.Fsync(fd); err != nil {
+							fail("writer %d: fsync m%d: %v", w, i, err)
+						}
+					default:
+						size := []int64{5000, 1<<20 + 7, 2 << 20}[r.Intn(3)]
+						tfd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+						if err == nil {
+							_, err = writePattern(tfd, pats[i], 0, size, []int{64 << 10, 200000}, r.Intn(2))
+							unix.Close(tfd)
+						}
+						if err == nil {
+							err = unix.Rename(tmp, path(i))
+						}
+						if err != nil {
+							fail("writer %d: replace m%d: %v", w, i, err)
+						}
+					}
+					unix.Close(fd)
+					mu.Lock()
+					ops[w]++
+					mu.Unlock()
+				}
+			}()
+		}
+		for rd := 0; rd < 4; rd++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rand.New(rand.NewSource(base + 100 + int64(rd)))
+				buf := make([]byte, 1<<20)
+				want := make([]byte, 1<<20)
+				for time.Now().Before(stop) {
+					i := r.Intn(nfiles)
+					fd, err := unix.Open(path(i), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+					if err != nil {
+						fail("reader %d: open m%d: %v", rd, i, err)
+						return
+					}
+					var st unix.Stat_t
+					if err := unix.Fstat(fd, &st); err != nil || st.Size == 0 {
+						unix.Close(fd)
+						continue
+					}
+					off := r.Int63n(st.Size)
+					n := min([]int64{1, 4096, 65536, 1 << 20}[r.Intn(4)], st.Size-off)
+					var got []byte
+					if rd%2 == 0 {
+						k, err := unix.Pread(fd, buf[:n], off)
+						if err != nil {
+							fail("reader %d: pread m%d at %d: %v", rd, i, off, err)
+						}
+						got = buf[:max(k, 0)]
+					} else {
+						// Through a mapping, made by a helper process
+						// (see posixtest's mmapread).
+						n = min(n, 64<<10)
+						out, err := posixtest.RunAs(t, posixtest.Root, "mmapread", path(i), fmt.Sprint(off), fmt.Sprint(n))
+						_, hexed, _ := strings.Cut(out, " ")
+						if err == nil {
+							got, err = hex.DecodeString(hexed)
+						}
+						if err != nil && !errors.Is(err, unix.ENOENT) {
+							fail("reader %d: mapped read of m%d at %d: %v", rd, i, off, err)
+						}
+					}
+					unix.Close(fd)
+					pats[i].fill(want[:len(got)], off)
 					for k := range got {
 						if got[k] != 0 && got[k] != want[k] {
-							t.Fatalf("%s: m%d byte %d is %#x: neither zero nor the file's own %#x", when, i, k, got[k], want[k])
+							fail("reader %d: m%d byte %d is %#x: neither zero nor the file's own %#x", rd, i, off+int64(k), got[k], want[k])
+							break
 						}
+					}
+					mu.Lock()
+					ops[3+rd]++
+					mu.Unlock()
+				}
+			}()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(dur + 90*time.Second):
+			t.Fatal("writers or readers hang")
+		}
+		for _, f := range failures {
+			t.Error(f)
+		}
+		for k, n := range ops {
+			if n == 0 {
+				t.Errorf("worker %d did nothing", k)
+			}
+		}
+		t.Logf("operations per worker (3 writers, 4 readers): %v", ops)
+		verify := func(when string) {
+			for i := range pats {
+				got, err := readAllRaw(path(i))
+				if err != nil {
+					t.Fatalf("%s: reading m%d: %v", when, i, err)
+				}
+				want := make([]byte, len(got))
+				pats[i].fill(want, 0)
+				for k := range got {
+					if got[k] != 0 && got[k] != want[k] {
+						t.Fatalf("%s: m%d byte %d is %#x: neither zero nor the file's own %#x", when, i, k, got[k], want[k])
 					}
 				}
 			}
-			verify("after the run")
-			check(t, m, "after the run")
-			remount(t, m)
-			verify("after a remount")
-		})
-	}
+		}
+		verify("after the run")
+		check(t, m, "after the run")
+		remount(t, m)
+		verify("after a remount")
+	})
 }

@@ -23,27 +23,21 @@ import (
 // own bytes, and freeing space must make room again. The mount's cleanup
 // runs the full consistency check on the images.
 func TestNoSpaceThroughMount(t *testing.T) {
-	for _, wb := range []bool{false, true} {
-		name := "writethrough"
-		if wb {
-			name = "writeback"
+	cacheModes(t, func(t *testing.T, wb bool) {
+		dir := t.TempDir()
+		pram, disk := filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img")
+		if err := conquest.Mkfs(pram, disk, conquest.MkfsOptions{PramSize: 16 << 20, DiskSize: 32 << 20}); err != nil {
+			t.Fatalf("mkfs: %v", err)
 		}
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			pram, disk := filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img")
-			if err := conquest.Mkfs(pram, disk, conquest.MkfsOptions{PramSize: 16 << 20, DiskSize: 32 << 20}); err != nil {
-				t.Fatalf("mkfs: %v", err)
-			}
-			var m *mounttest.Mounted
-			if wb {
-				m = mounttest.MountProcess(t, mounttest.WithImages(pram, disk), mounttest.WithArgs("--writeback-cache"))
-			} else {
-				m = mount(t, mounttest.WithImages(pram, disk))
-			}
-			noSpaceArena(t, m)
-			noSpaceDisk(t, m, wb)
-		})
-	}
+		var m *mounttest.Mounted
+		if wb {
+			m = mounttest.MountProcess(t, mounttest.WithImages(pram, disk), mounttest.WithArgs("--writeback-cache"))
+		} else {
+			m = mount(t, mounttest.WithImages(pram, disk))
+		}
+		noSpaceArena(t, m)
+		noSpaceDisk(t, m, wb)
+	})
 }
 
 // isNoSpace fails the test unless err is ENOSPC.
