@@ -400,8 +400,12 @@ func copyFaulting(dst, src []byte, off int64) (done int) {
 	old := debug.SetPanicOnFault(true)
 	defer debug.SetPanicOnFault(old)
 	defer func() {
-		if recover() != nil {
-			return // done holds what was copied before the fault
+		// A memory fault (its panic value has Addr) ends the copy; done
+		// holds what was copied before it. Anything else is a bug.
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
 		}
 	}()
 	for done < len(dst) {
