@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,8 +20,9 @@ import (
 
 // TestMigrationRace: three writers change three files at random (pwrites
 // of 1 byte to 1 MiB anywhere in the first 3 MiB, truncates to sizes on
-// both sides of the 1 MiB threshold and to half of it, fsyncs, and a file
-// written under a temporary name renamed over one), so the files move
+// both sides of the 1 MiB threshold and to half of it, fsyncs, a second
+// name linked and unlinked, and a file written under a temporary name
+// renamed over one), through either name, so the files move
 // between the arena and the disk again and again, while four readers read
 // them with pread and through read-only shared mappings (those in a helper
 // process: a page fault on the mount must not happen in the process that
@@ -46,6 +48,20 @@ func TestMigrationRace(t *testing.T) {
 			pats[i] = pattern{seed: uint64(i) + 11, size: span}
 		}
 		path := func(i int) string { return m.Path(fmt.Sprintf("m%d", i)) }
+		// alias is a second name of file i, made and removed by the
+		// writers. After m<i> is replaced it may name the old file, whose
+		// bytes are i's pattern as well.
+		alias := func(i int) string { return m.Path(fmt.Sprintf("l%d", i)) }
+		// either names file i by one of its names, the alias a third of
+		// the time when it exists.
+		either := func(r *rand.Rand, i int) string {
+			if r.Intn(3) == 0 {
+				if _, err := os.Lstat(alias(i)); err == nil {
+					return alias(i)
+				}
+			}
+			return path(i)
+		}
 		for i := range pats {
 			createPattern(t, path(i), pattern{pats[i].seed, 1<<20 + 4096}, []int{128 << 10}, 0)
 		}
@@ -70,7 +86,10 @@ func TestMigrationRace(t *testing.T) {
 				tmp := m.Path(fmt.Sprintf("tmp%d", w))
 				for time.Now().Before(stop) {
 					i := r.Intn(nfiles)
-					fd, err := unix.Open(path(i), unix.O_RDWR|unix.O_CLOEXEC, 0)
+					fd, err := unix.Open(either(r, i), unix.O_RDWR|unix.O_CLOEXEC, 0)
+					if errors.Is(err, unix.ENOENT) {
+						continue // the alias went away meanwhile
+					}
 					if err != nil {
 						fail("writer %d: open m%d: %v", w, i, err)
 						return
@@ -92,6 +111,14 @@ func TestMigrationRace(t *testing.T) {
 					case op < 17:
 						if err := unix.Fsync(fd); err != nil {
 							fail("writer %d: fsync m%d: %v", w, i, err)
+						}
+					case op == 17:
+						err := unix.Link(path(i), alias(i))
+						if errors.Is(err, unix.EEXIST) {
+							err = unix.Unlink(alias(i))
+						}
+						if err != nil && !errors.Is(err, unix.ENOENT) {
+							fail("writer %d: link or unlink l%d: %v", w, i, err)
 						}
 					default:
 						size := []int64{5000, 1<<20 + 7, 2 << 20}[r.Intn(3)]
@@ -123,7 +150,11 @@ func TestMigrationRace(t *testing.T) {
 				want := make([]byte, 1<<20)
 				for time.Now().Before(stop) {
 					i := r.Intn(nfiles)
-					fd, err := unix.Open(path(i), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+					name := either(r, i)
+					fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+					if errors.Is(err, unix.ENOENT) {
+						continue
+					}
 					if err != nil {
 						fail("reader %d: open m%d: %v", rd, i, err)
 						return
@@ -146,7 +177,7 @@ func TestMigrationRace(t *testing.T) {
 						// Through a mapping, made by a helper process
 						// (see posixtest's mmapread).
 						n = min(n, 64<<10)
-						out, err := posixtest.RunAs(t, posixtest.Root, "mmapread", path(i), fmt.Sprint(off), fmt.Sprint(n))
+						out, err := posixtest.RunAs(t, posixtest.Root, "mmapread", name, fmt.Sprint(off), fmt.Sprint(n))
 						_, hexed, _ := strings.Cut(out, " ")
 						if err == nil {
 							got, err = hex.DecodeString(hexed)
@@ -187,15 +218,20 @@ func TestMigrationRace(t *testing.T) {
 		t.Logf("operations per worker (3 writers, 4 readers): %v", ops)
 		verify := func(when string) {
 			for i := range pats {
-				got, err := readAllRaw(path(i))
-				if err != nil {
-					t.Fatalf("%s: reading m%d: %v", when, i, err)
-				}
-				want := make([]byte, len(got))
-				pats[i].fill(want, 0)
-				for k := range got {
-					if got[k] != 0 && got[k] != want[k] {
-						t.Fatalf("%s: m%d byte %d is %#x: neither zero nor the file's own %#x", when, i, k, got[k], want[k])
+				for _, name := range []string{path(i), alias(i)} {
+					got, err := readAllRaw(name)
+					if errors.Is(err, unix.ENOENT) && name == alias(i) {
+						continue
+					}
+					if err != nil {
+						t.Fatalf("%s: reading %s: %v", when, name, err)
+					}
+					want := make([]byte, len(got))
+					pats[i].fill(want, 0)
+					for k := range got {
+						if got[k] != 0 && got[k] != want[k] {
+							t.Fatalf("%s: %s byte %d is %#x: neither zero nor the file's own %#x", when, name, k, got[k], want[k])
+						}
 					}
 				}
 			}
