@@ -95,13 +95,7 @@ func TestLargeFileOpenWhileWriting(t *testing.T) {
 				}
 			}()
 		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(dur + 60*time.Second):
-			t.Fatal("readers or the writer hang")
-		}
+		waitAll(t, &wg, dur+60*time.Second, "readers or the writer")
 		close(errs)
 		for err := range errs {
 			t.Errorf("I/O error: %v", err)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,19 @@ func cacheModes(t *testing.T, f func(t *testing.T, wb bool)) {
 			name = "writeback"
 		}
 		t.Run(name, func(t *testing.T) { f(t, wb) })
+	}
+}
+
+// waitAll waits for wg, failing the test if that takes longer than limit
+// (who names what hangs).
+func waitAll(t *testing.T, wg *sync.WaitGroup, limit time.Duration, who string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("%s hang", who)
 	}
 }
 

@@ -200,13 +200,7 @@ func TestMigrationRace(t *testing.T) {
 				}
 			}()
 		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(dur + 90*time.Second):
-			t.Fatal("writers or readers hang")
-		}
+		waitAll(t, &wg, dur+90*time.Second, "writers or readers")
 		for _, f := range failures {
 			t.Error(f)
 		}
