@@ -223,14 +223,18 @@ func TestKillPriv(t *testing.T) {
 			t.Errorf("after truncate by non-owner: mode %#o size %d", st.Mode&0o7777, st.Size)
 		}
 
-		// security.capability is asked for once per inode, not per write.
+		// security.capability is asked for about once per inode, not per
+		// write. The kernel forgets its "no privileges" flag (S_NOSEC) on
+		// every attribute refresh from the daemon, so a loaded machine that
+		// refreshes now and then asks a few more times (CI once saw 3); a
+		// question per write would be 20.
 		must(t, os.WriteFile(p("plain"), nil, 0o666))
 		before := m.Server.Stats()["GETXATTR"]
 		for range 20 {
 			appendAs(t, -1, p("plain"))
 		}
-		if n := m.Server.Stats()["GETXATTR"] - before; n > 2 {
-			t.Errorf("20 writes cost %d GETXATTRs, want at most 2", n)
+		if n := m.Server.Stats()["GETXATTR"] - before; n > 5 {
+			t.Errorf("20 writes cost %d GETXATTRs, want at most 5 (not one per write)", n)
 		}
 	})
 }
