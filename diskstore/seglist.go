@@ -127,11 +127,15 @@ type segment struct {
 
 func (x segment) end() uint64 { return x.fb + x.count }
 
+// fileBlocks is how many blocks a file of MaxFileSize bytes spans: no
+// segment reaches past it.
+func (s *Store) fileBlocks() uint64 { return (MaxFileSize + s.bs - 1) / s.bs }
+
 func (s *Store) segAt(l xlist, c xcur) (segment, error) {
 	r := l.get(c)
 	x := segment{r[0], Block(r[1]), r[2]}
 	if x.count == 0 || x.disk < 1 || uint64(x.disk)+x.count > s.super.Blocks || uint64(x.disk)+x.count < x.count ||
-		x.fb+x.count < x.fb || x.fb+x.count > MaxFileSize/s.bs+1 {
+		x.fb+x.count < x.fb || x.fb+x.count > s.fileBlocks() {
 		return x, fmt.Errorf("%w: segment list %d: segment file block %d, disk %d, %d blocks",
 			ErrCorrupt, l.hdr-slOffSegs, x.fb, x.disk, x.count)
 	}

@@ -321,3 +321,67 @@ func TestPersist(t *testing.T) {
 		t.Fatalf("persist of a bad segment list: %v", err)
 	}
 }
+
+// TestLastBlocks: the blocks just below MaxFileSize hold data like any
+// others, whichever write path puts it there; nothing is mapped past them
+// (an append there once preallocated a chunk beyond the last block, which
+// the store then took for corruption), and offsets at MaxFileSize fail.
+func TestLastBlocks(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		write func(e *env, seg pram.Off, off int64, data []byte) error
+	}{
+		{"Write", func(e *env, seg pram.Off, off int64, data []byte) error { return e.write(seg, off, data) }},
+		{"WriteThrough", func(e *env, seg pram.Off, off int64, data []byte) error {
+			return e.do(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, off, data) })
+		}},
+		{"Allocate", func(e *env, seg pram.Off, off int64, data []byte) error {
+			if err := e.do(func(tx *pram.Tx) error { return e.s.Allocate(tx, seg, off, int64(len(data))) }); err != nil {
+				return err
+			}
+			return e.write(seg, off, data)
+		}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{})
+			seg := e.newFile(1)
+			tail := pattern(7, MaxFileSize-3, 3)
+			if err := mode.write(e, seg, MaxFileSize-3, tail); err != nil {
+				t.Fatalf("writing the last 3 bytes: %v", err)
+			}
+			// A whole last megabyte, partly over what is there.
+			mb := pattern(8, MaxFileSize-(1<<20), 1<<20-3)
+			if err := mode.write(e, seg, MaxFileSize-(1<<20), mb); err != nil {
+				t.Fatalf("writing the last MiB: %v", err)
+			}
+			if err := e.write(seg, MaxFileSize, []byte{1}); !isErr(err, ErrFileTooBig) {
+				t.Fatalf("write at MaxFileSize: %v, want ErrFileTooBig", err)
+			}
+			if err := e.write(seg, MaxFileSize-1, []byte{1, 2}); !isErr(err, ErrFileTooBig) {
+				t.Fatalf("write across MaxFileSize: %v, want ErrFileTooBig", err)
+			}
+			if err := e.flush(seg); err != nil {
+				t.Fatal(err)
+			}
+			verify := func(when string) {
+				t.Helper()
+				got, err := e.read(seg, MaxFileSize-(1<<20), 1<<20)
+				if err != nil || !bytes.Equal(got[:1<<20-3], mb) || !bytes.Equal(got[1<<20-3:], tail) {
+					t.Fatalf("%s: reading the last MiB: %v", when, err)
+				}
+				if got, err := e.read(seg, MaxFileSize/2, 4096); err != nil || !bytes.Equal(got, make([]byte, 4096)) {
+					t.Fatalf("%s: the hole: %v", when, err)
+				}
+				if used, _ := e.s.DiskBytes(seg); used > 2<<20 {
+					t.Fatalf("%s: %d bytes of disk for 1 MiB of data", when, used)
+				}
+				e.check(map[pram.Off]int64{seg: MaxFileSize})
+			}
+			verify("written")
+			e.restart()
+			verify("after a restart")
+			e.must(func(tx *pram.Tx) error { return e.s.Truncate(tx, seg, MaxFileSize-2) })
+			e.check(map[pram.Off]int64{seg: MaxFileSize - 2})
+		})
+	}
+}

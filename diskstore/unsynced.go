@@ -101,7 +101,7 @@ func (s *Store) durable() bool { return s.o.Durability != GatherInMemory }
 func (s *Store) uentryOf(seg pram.Off, r rec) (uentry, error) {
 	e := uentry{r[0], r[1], Block(r[2]), r[3], r[4]}
 	if e.epoch > s.epoch() || uint64(e.old) >= s.super.Blocks || (e.old == 0) != (e.oldSum == 0) ||
-		e.keep == 0 || e.keep > s.bs || e.fb > MaxFileSize/s.bs {
+		e.keep == 0 || e.keep > s.bs || e.fb >= s.fileBlocks() {
 		return e, fmt.Errorf("%w: inode %d: unsynced record for file block %d: epoch %d (now %d), old block %d, keep %d",
 			ErrCorrupt, s.owner(seg), e.fb, e.epoch, s.epoch(), e.old, e.keep)
 	}

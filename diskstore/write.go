@@ -534,6 +534,8 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 					sp.n = 0
 				}
 				want = min(want, count+sp.n) // only into the hole after the run
+				// and never past the last block a file may have.
+				want = min(want, max(count, s.fileBlocks()-fb))
 			}
 		}
 		goal, err := s.goal(seg, fb)

@@ -21,6 +21,7 @@ var ioTests = map[string]Test{
 	"WritePastEOFHole":    testWritePastEOFHole,
 	"SparseFile":          testSparseFile,
 	"LargeOffset":         testLargeOffset,
+	"MaxFileSize":         testMaxFileSize,
 	"UnlinkOpenFile":      testUnlinkOpenFile,
 	"ReadWriteLarge":      testReadWriteLarge,
 	"SharedOffsetDup":     testSharedOffsetDup,
@@ -370,6 +371,84 @@ func testLargeOffset(t *testing.T, dir string) {
 			t.Fatalf("sparse file at %d uses %d blocks", off, st.Blocks)
 		}
 	}
+}
+
+// testMaxFileSize finds the file system's maximum file size M (the largest
+// size ftruncate accepts; one more is EFBIG) and uses the file's last bytes:
+// they can be written and read back, the rest of the file stays a hole, a
+// write at M is EFBIG and one across M is short.
+func testMaxFileSize(t *testing.T, dir string) {
+	p := join(dir, "max")
+	fd := open(t, p, unix.O_CREAT|unix.O_RDWR, 0644)
+	maxSize := MaxFileSize(t, fd)
+	if maxSize < 1<<20 {
+		t.Fatalf("maximum file size %d", maxSize)
+	}
+	t.Logf("maximum file size %d", maxSize)
+	if n, err := unix.Pwrite(fd, []byte("xyz"), maxSize-3); err != nil || n != 3 {
+		t.Fatalf("pwrite of the last 3 bytes: %d, %v", n, err)
+	}
+	check := func(when string) {
+		t.Helper()
+		if st := fstat(t, fd); st.Size != maxSize || st.Blocks*512 > 1<<20 {
+			t.Fatalf("%s: size %d blocks %d, want size %d and a sparse file", when, st.Size, st.Blocks, maxSize)
+		}
+		if got := pread(t, fd, 8192, maxSize-8192); len(got) != 8192 || !isZero(got[:8189]) || string(got[8189:]) != "xyz" {
+			t.Fatalf("%s: the last 8 KiB read back as %d bytes ending in %q", when, len(got), got[max(0, len(got)-3):])
+		}
+		if got := pread(t, fd, 4096, maxSize/2); len(got) != 4096 || !isZero(got) {
+			t.Fatalf("%s: the hole in the middle is not zero", when)
+		}
+	}
+	check("after the write")
+	// At the largest loff_t (tmpfs) the VFS refuses the end offset as
+	// EINVAL before any file system limit applies.
+	beyond, last := unix.EFBIG, "xab"
+	if maxSize == 1<<63-1 {
+		beyond, last = unix.EINVAL, "xyz"
+	}
+	_, err := unix.Pwrite(fd, []byte("!"), maxSize)
+	wantErr(t, err, beyond, "pwrite at the maximum size")
+	n, err := unix.Pwrite(fd, []byte("abcd"), maxSize-2)
+	if beyond == unix.EINVAL {
+		wantErr(t, err, unix.EINVAL, "pwrite past the largest offset")
+	} else if err != nil || n != 2 {
+		t.Fatalf("pwrite across the maximum size: %d, %v (want a short write of 2)", n, err)
+	}
+	if got := pread(t, fd, 3, maxSize-3); string(got) != last {
+		t.Fatalf("after writing across the end: %q, want %q", got, last)
+	}
+	ok(t, unix.Fsync(fd), "fsync")
+	ok(t, unix.Close(fd), "close")
+	fd = open(t, p, unix.O_RDWR, 0)
+	defer unix.Close(fd)
+	if got := pread(t, fd, 3, maxSize-3); string(got) != last {
+		t.Fatalf("after reopening: %q, want %q", got, last)
+	}
+	ok(t, unix.Ftruncate(fd, maxSize-2), "ftruncate below the end")
+	if got := pread(t, fd, 4, maxSize-4); string(got) != "\x00x" {
+		t.Fatalf("after truncating off the last 2 bytes: %q", got)
+	}
+}
+
+// MaxFileSize returns the largest size ftruncate gives the open file fd
+// (one byte more is EFBIG), and leaves the file empty.
+func MaxFileSize(t testing.TB, fd int) int64 {
+	t.Helper()
+	lo, hi := int64(0), int64(1<<63-1)
+	for lo < hi {
+		mid := int64((uint64(lo) + uint64(hi) + 1) / 2)
+		switch err := unix.Ftruncate(fd, mid); {
+		case err == nil:
+			lo = mid
+		case errors.Is(err, unix.EFBIG):
+			hi = mid - 1
+		default:
+			t.Fatalf("ftruncate to %d: %v", mid, err)
+		}
+	}
+	ok(t, unix.Ftruncate(fd, 0), "ftruncate to 0")
+	return lo
 }
 
 func testUnlinkOpenFile(t *testing.T, dir string) {
