@@ -99,7 +99,9 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 // FUSE_HANDLE_KILLPRIV_V2). A write to a file in the arena commits per
 // chunk of up to 1 MiB; a write to a large file is one transaction unless
 // the journal runs low. A failure after the first transaction returns the
-// bytes written so far. A write whose end crosses the large-file threshold
+// bytes written so far with the error that stopped the write (as
+// io.Writer: fewer bytes than len(src) only with an error; at the maximum
+// file size, ErrFileTooBig). A write whose end crosses the large-file threshold
 // moves the file to disk first, in the same transaction.
 func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (int, error) {
 	if off < 0 {
@@ -156,14 +158,14 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 			err = fs.finishShrinkLocked(ino)
 		}
 		if err != nil {
-			if total > 0 {
-				return total, nil
-			}
-			return 0, err
+			return total, err
 		}
 		total += wrote
-		if total >= len(src) || wrote == 0 {
+		if total >= len(src) {
 			return total, nil
+		}
+		if wrote == 0 {
+			return total, fmt.Errorf("%w: a write made no progress", ErrIO)
 		}
 	}
 }

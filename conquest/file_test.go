@@ -2,6 +2,7 @@ package conquest
 
 import (
 	"bytes"
+	"errors"
 	"math/rand"
 	"testing"
 )
@@ -224,10 +225,10 @@ func TestWriteErrors(t *testing.T) {
 	mustErr(t, err, ErrIsDir)
 	_, err = fs.Write(f.Ino, 0, maxFileSize, []byte("x"), false)
 	mustErr(t, err, ErrFileTooBig)
-	// A write crossing the limit is short.
+	// A write crossing the limit is short, with the reason.
 	n, err := fs.Write(f.Ino, 0, maxFileSize-3, []byte("abcdef"), false)
-	if err != nil || n != 3 {
-		t.Fatalf("write across the limit: %d, %v", n, err)
+	if !errors.Is(err, ErrFileTooBig) || n != 3 {
+		t.Fatalf("write across the limit: %d, %v (want 3, ErrFileTooBig)", n, err)
 	}
 	_, err = fs.SetAttr(f.Ino, SetAttr{Valid: SetSize, Size: maxFileSize + 1}, user)
 	mustErr(t, err, ErrFileTooBig)

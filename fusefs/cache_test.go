@@ -1,6 +1,7 @@
 package fusefs_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +13,10 @@ import (
 	"bazil.org/fuse"
 	"golang.org/x/sys/unix"
 
+	"conquest/conquest"
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
+	"conquest/internal/posixtest"
 )
 
 // cacheModes are the two page-cache policies; every cache-correctness test
@@ -453,4 +456,41 @@ func TestReadaheadKB(t *testing.T) {
 		}
 		m.Unmount()
 	}
+}
+
+// The kernel cannot be told a maximum file size below its own (2^63-1), so
+// with the writeback cache it takes a write past Conquest's maximum M into
+// its page cache. When it writes those pages back, the daemon stores what
+// lies below M and answers the WRITE with EFBIG rather than a short count
+// (which the kernel would take for success, losing the rest): fsync
+// reports the loss, and the file holds the bytes below M. Write-through,
+// the same write(2) is short, as on ext4.
+func TestWritePastMaxFileSize(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		fd, err := unix.Open(m.Path("max"), unix.O_CREAT|unix.O_RDWR, 0o644)
+		must(t, err)
+		defer unix.Close(fd)
+		maxSize := posixtest.MaxFileSize(t, fd)
+		n, err := unix.Pwrite(fd, []byte("abcd"), maxSize-2)
+		if m.Server.Features()&fuse.InitWritebackCache != 0 {
+			if err != nil || n != 4 {
+				t.Fatalf("pwrite across the maximum into the page cache: %d, %v", n, err)
+			}
+			if err := unix.Fsync(fd); !errors.Is(err, unix.EFBIG) {
+				t.Fatalf("fsync after writing back past the maximum: %v, want EFBIG", err)
+			}
+		} else {
+			if err != nil || n != 2 {
+				t.Fatalf("pwrite across the maximum: %d, %v, want a short write of 2", n, err)
+			}
+			must(t, unix.Fsync(fd))
+		}
+		a, err := m.FS.Lookup(conquest.RootIno, "max")
+		must(t, err)
+		buf := make([]byte, 4)
+		got, err := m.FS.Read(a.Ino, 0, maxSize-4, buf)
+		if err != nil || a.Size != uint64(maxSize) || string(buf[:got]) != "\x00\x00ab" {
+			t.Fatalf("the daemon's file: size %d (want %d), last bytes %q, %v", a.Size, maxSize, buf[:got], err)
+		}
+	})
 }

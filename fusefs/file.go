@@ -105,7 +105,13 @@ func (s *Server) write(r *fuse.WriteRequest) {
 		}
 	}
 	n, err := s.fs.Write(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
-	if err != nil {
+	// A write(2) that stopped part way is a short write, as on any file
+	// system, and its caller sees the error on its next write. A write of
+	// cached pages (the writeback cache) is another matter: the kernel
+	// ignores the count of its reply, marks every page clean and reports
+	// only an error (at the next fsync), so the part not written would be
+	// lost silently. Those get the error.
+	if err != nil && (n == 0 || r.Flags&fuse.WriteCache != 0) {
 		s.respondError(r, err)
 		return
 	}
