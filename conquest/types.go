@@ -128,7 +128,7 @@ const (
 	MaxXattrName  = 255       // bytes in an xattr name including its namespace prefix
 	MaxXattrValue = 64 << 10  // bytes in one xattr value (E2BIG beyond)
 	MaxXattrTotal = 128 << 10 // bytes of all xattrs of one inode, encoded (ENOSPC beyond)
-	MaxXattrList  = 64 << 10  // bytes of the NUL-separated name list (E2BIG beyond)
+	MaxXattrList  = 64 << 10  // bytes of the NUL-separated name list (ENOSPC beyond)
 	BlockSize     = 4096      // file data block and statfs block size
 )
 

@@ -163,13 +163,11 @@ func (fs *FS) ListXattr(ino Ino) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		total := 0
 		for _, e := range es {
 			names = append(names, e.name)
-			total += len(e.name) + 1
 		}
-		if total > MaxXattrList {
-			return ErrXattr2Big
+		if listSize(es) > MaxXattrList {
+			return ErrXattr2Big // made by an older version, which allowed it
 		}
 		return nil
 	})
@@ -196,11 +194,26 @@ func (fs *FS) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 			return nil, ErrNoData
 		case i >= 0:
 			es[i].value = value
+		case listSize(es)+len(name)+1 > MaxXattrList:
+			// A name list longer than listxattr(2) can return would
+			// leave the attributes unlistable (E2BIG) to every tool
+			// that copies them; refuse the name instead, as ext4 does
+			// when its attribute block is full.
+			return nil, ErrNoSpace
 		default:
 			es = append(es, xattrEntry{name: name, value: value})
 		}
 		return es, nil
 	})
+}
+
+// listSize is the length of the NUL-terminated name list of es.
+func listSize(es []xattrEntry) int {
+	n := 0
+	for _, e := range es {
+		n += len(e.name) + 1
+	}
+	return n
 }
 
 // RemoveXattr deletes an attribute (ErrNoData if absent). Sets ctime.

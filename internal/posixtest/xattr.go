@@ -16,6 +16,7 @@ var xattrTests = map[string]Test{
 	"XattrFlags":      testXattrFlags,
 	"XattrNamespaces": testXattrNamespaces,
 	"XattrList":       testXattrList,
+	"XattrManyNames":  testXattrManyNames,
 	"XattrSizes":      testXattrSizes,
 	"XattrSymlink":    testXattrSymlink,
 	"XattrDirAndFd":   testXattrDirAndFd,
@@ -280,5 +281,49 @@ func testXattrSurvive(t *testing.T, dir string) {
 	writeFile(t, b, nil, 0644)
 	if got := listxattr(t, b); len(got) != 0 {
 		t.Fatalf("new file at reused name has %q", got)
+	}
+}
+
+// testXattrManyNames adds long user.* names until the file system refuses
+// one (ENOSPC or E2BIG) or 1,000 are in. A file system that refused one
+// must be able to list, read and remove all it took (ext4 refuses long
+// before listxattr's 64 KiB limit). One that took all 1,000 (tmpfs) has a
+// list of 249 KB, which listxattr refuses with E2BIG.
+func testXattrManyNames(t *testing.T, dir string) {
+	p := join(dir, "f")
+	writeFile(t, p, nil, 0644)
+	needXattr(t, p)
+	name := func(i int) string { return "user." + strings.Repeat("n", 240) + formatInt(int64(1000+i)) }
+	n, refused := 0, false
+	for ; n < 1000; n++ {
+		err := unix.Setxattr(p, name(n), []byte("v"), 0)
+		if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.E2BIG) {
+			refused = true
+			break
+		}
+		ok(t, err, "setxattr "+itoa(n))
+	}
+	t.Logf("%d names of %d bytes", n, len(name(0)))
+	if !refused {
+		size, err := unix.Listxattr(p, nil)
+		ok(t, err, "listxattr size")
+		_, err = unix.Listxattr(p, make([]byte, size))
+		wantErr(t, err, unix.E2BIG, "listxattr of 1,000 long names")
+		return
+	}
+	names := listxattr(t, p)
+	if len(names) != n {
+		t.Fatalf("listxattr gave %d names, want %d", len(names), n)
+	}
+	for i := 0; i < n; i++ {
+		if v, err := getxattr(t, p, name(i)); err != nil || string(v) != "v" {
+			t.Fatalf("getxattr %d: %q %v", i, v, err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		ok(t, unix.Removexattr(p, name(i)), "removexattr "+itoa(i))
+	}
+	if names := listxattr(t, p); len(names) != 0 {
+		t.Fatalf("after removing all: %d names", len(names))
 	}
 }
