@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -41,7 +42,8 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		return 0
 	}
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintf(stderr, "conquest: %s\n", msg)
+		// The core's errors name their package, which is also the command.
+		fmt.Fprintf(stderr, "conquest: %s\n", strings.TrimPrefix(msg, "conquest: "))
 	}
 	var ec cli.ExitCoder
 	if errors.As(err, &ec) {

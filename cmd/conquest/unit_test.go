@@ -97,6 +97,8 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"fsck", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p"},
 		{[]string{"df", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p: no such arena"},
 		{[]string{"mount", "--pram", "x", t.TempDir()}, "--pram given without --disk"},
+		{[]string{"mkfs", "--pram", filepath.Join(t.TempDir(), "p"), "--disk", filepath.Join(t.TempDir(), "d"),
+			"--large-threshold", "1"}, "conquest: invalid argument: large-file threshold 1 outside"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"conquest"}, c.args...), &out, &errb)
@@ -105,6 +107,9 @@ func TestRunErrors(t *testing.T) {
 		}
 		if !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: stderr %q, want it to mention %q", c.args, errb.String(), c.want)
+		}
+		if strings.Contains(errb.String(), "conquest: conquest:") {
+			t.Errorf("%v: stderr %q names the command twice", c.args, errb.String())
 		}
 		if strings.Contains(errb.String()+out.String(), "goroutine ") {
 			t.Errorf("%v: stack trace printed:\n%s", c.args, errb.String())
