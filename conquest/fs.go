@@ -87,7 +87,7 @@ func Mkfs(pramPath, diskPath string, o MkfsOptions) error {
 		}
 		n := diskstore.BlockCount(dev.Size(), bs)
 		if n < diskstore.MinBlocks {
-			return fmt.Errorf("%s: %w: disk of %d bytes holds no data block of %d bytes", diskPath, ErrInvalid, dev.Size(), bs)
+			return fmt.Errorf("%w: %s: a disk of %d bytes holds no data block of %d bytes", ErrInvalid, diskPath, dev.Size(), bs)
 		}
 		params[diskstore.ParamBlockSize] = uint64(bs)
 		params[diskstore.ParamDiskBlocks] = n

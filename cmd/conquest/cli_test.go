@@ -153,6 +153,13 @@ func TestMkfs(t *testing.T) {
 	if exists(p5) || exists(d5) {
 		t.Error("refused mkfs created its images")
 	}
+	// A format that fails part way (a disk too small for one block, an
+	// arena too small) removes the images it created.
+	c.fails(1, "holds no data block", "mkfs", "--pram", p5, "--disk", d5, "--pram-size", "16M", "--disk-size", "4K")
+	c.fails(1, p5+": arena is too small", "mkfs", "--pram", p5, "--disk", d5, "--pram-size", "64K", "--disk-size", "64M")
+	if exists(p5) || exists(d5) {
+		t.Error("failed mkfs left its images behind")
+	}
 	c.ok("mkfs", "--pram", p5, "--disk", d5, "--pram-size", "16M", "--disk-size", "64M", "--disk-block-size", "16K")
 	if out, _ := c.ok("stat", "--pram", p5, "--disk", d5); !strings.Contains(out, "disk block size:      16.0K") {
 		t.Errorf("stat after mkfs --disk-block-size 16K:\n%s", out)

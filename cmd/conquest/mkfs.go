@@ -91,7 +91,21 @@ func mkfs(im images, o mkfsOptions) error {
 		return fmt.Errorf("--disk-block-size: %d is not a power of two from 4K to 1M", o.blockSize)
 	}
 	mo := conquest.MkfsOptions{PramSize: pramSize, DiskSize: diskSize, LargeFileThreshold: o.threshold, DiskBlockSize: uint32(o.blockSize)}
-	return conquest.Mkfs(im.pram, im.disk, mo)
+	created := []string{}
+	for _, p := range []string{im.pram, im.disk} {
+		if !exists(p) {
+			created = append(created, p)
+		}
+	}
+	err := conquest.Mkfs(im.pram, im.disk, mo)
+	if err != nil {
+		// Leave nothing behind that was not there (a failed 100T arena
+		// would stay as a sparse file of that size).
+		for _, p := range created {
+			os.Remove(p)
+		}
+	}
+	return err
 }
 
 // existingOr is the size of an existing non-empty regular file, else def.
