@@ -173,7 +173,7 @@ type Usage struct {
 	Specials      uint64 // FIFOs, sockets, devices
 	Orphans       uint64 // unlinked inodes still open (or awaiting cleanup)
 	FileBytes     uint64 // sum of regular file sizes
-	FileAllocated uint64 // bytes of data blocks held by regular files
+	FileAllocated uint64 // bytes of arena data blocks held by regular files (disk blocks: DiskUsed)
 	DiskBytes     uint64 // bytes of the disk's data blocks (0 without a disk)
 	DiskUsed      uint64 // bytes of disk blocks held by large files (data and preallocation)
 

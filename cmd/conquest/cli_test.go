@@ -248,7 +248,8 @@ func TestMountLifecycle(t *testing.T) {
 	}
 	fsys.Close()
 	out, _ = c.ok("stat", "--pram", pram, "--disk", disk)
-	for _, want := range []string{"uuid:", "arena size:", "heap:", "files:", "directories:"} {
+	for _, want := range []string{"uuid:", "arena size:", "heap:", "files:", "directories:",
+		"  in the arena:       1 (", "  on the disk:        1 (3.0M of data)", "disk free space:", "disk errors:          0 checksum, 0 I/O"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stat lacks %q:\n%s", want, out)
 		}

@@ -141,11 +141,19 @@ func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, u conqu
 	if u.DiskBytes > 0 {
 		row("disk usage", fmt.Sprintf("%s of %s", formatSize(u.DiskUsed), formatSize(u.DiskBytes)))
 		row("disk block size", formatSize(u.DiskBlockSize))
+		row("disk free space", fmt.Sprintf("%s in %d extents", formatSize(u.DiskFree), u.DiskFreeExtents))
+		row("disk unsynced", fmt.Sprintf("%s written since the last device sync, %s quarantined",
+			formatSize(u.DiskUnsynced), formatSize(u.DiskQuarantined)))
+		row("disk errors", fmt.Sprintf("%d checksum, %d I/O (since mkfs)", u.DiskChecksumErrors, u.DiskIOErrors))
 	} else {
 		row("disk usage", "- (large-file disk not in use yet)")
 	}
 	row("inodes", fmt.Sprintf("%d in use, %d free", u.Inodes, st.Ffree))
-	row("files", fmt.Sprintf("%d (%s of data, %s allocated)", u.Files, formatSize(u.FileBytes), formatSize(u.FileAllocated)))
+	row("files", fmt.Sprintf("%d (%s of data, %s of arena blocks)", u.Files, formatSize(u.FileBytes), formatSize(u.FileAllocated)))
+	if u.DiskBytes > 0 {
+		row("  in the arena", fmt.Sprintf("%d (%s of data)", u.SmallFiles, formatSize(u.SmallFileBytes)))
+		row("  on the disk", fmt.Sprintf("%d (%s of data)", u.LargeFiles, formatSize(u.LargeFileBytes)))
+	}
 	row("directories", u.Dirs)
 	row("symlinks", u.Symlinks)
 	row("special files", u.Specials)
