@@ -47,6 +47,9 @@ func (o *op) takeBlock(k uint) (uint64, error) {
 			break
 		}
 	}
+	if o.noBacking != nil {
+		return 0, o.noBacking
+	}
 	return 0, fmt.Errorf("%w: no free block of %d pages", ErrNoSpace, 1<<k)
 }
 
@@ -89,11 +92,16 @@ func (o *op) takeFree(pg uint64, e entry, j, k uint) error {
 
 // carve takes a block of 2^k pages from the never-used pages: it first
 // frees the pieces that align top to the block size. It reports false,
-// changing nothing, if the block does not fit.
+// changing nothing, if the block does not fit in the heap or the image
+// file's file system has no room for it (noted in o.noBacking).
 func (o *op) carve(k uint) (uint64, bool, error) {
 	blk := uint64(1) << k
 	pg := (o.top + blk - 1) &^ (blk - 1)
 	if pg+blk > o.h.g.npages {
+		return 0, false, nil
+	}
+	if err := o.h.reserve(pg + blk); err != nil {
+		o.noBacking = err // as if the block did not fit
 		return 0, false, nil
 	}
 	for o.top < pg {

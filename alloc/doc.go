@@ -23,7 +23,9 @@
 //     one free list per order linked through the page map. Only a block's
 //     first page has a non-zero entry. Requests no free list can serve are
 //     carved from the never-used pages above "top", so Format is O(1) and an
-//     image file stays sparse until its pages are needed;
+//     image file stays sparse until its pages are needed; carving asks the
+//     arena to reserve their blocks first (pram.Arena.Reserve), so a full
+//     file system under an image file is ErrNoSpace, not a fault;
 //   - page-sized allocations (MaxSmall < n <= MaxAlloc) take ceil(n/4 KiB)
 //     pages: the buddy block of the next power of two is taken and its tail
 //     returned at once, so a 100 KB object costs 100 KB rounded up to 4 KiB,

@@ -73,6 +73,7 @@ type op struct {
 	top uint64 // pages carved; entries of pages >= top are never read
 
 	topDirty             bool
+	noBacking            error // why carve found no room in the image file (see Heap.reserve)
 	dFree, dSlab, dLarge int64
 	dObjects, dUsed      int64
 }

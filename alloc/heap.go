@@ -59,6 +59,10 @@ func Format(tx *pram.Tx) (*Heap, error) {
 	if r := a.Root(0); r != 0 {
 		return nil, fmt.Errorf("%w at %#x", ErrFormatted, r)
 	}
+	h := &Heap{a: a, g: g}
+	if err := h.reserve(0); err != nil {
+		return nil, err
+	}
 	if a.Kind() != pram.KindFile {
 		clearNonZero(a.Bytes(g.mapOff, uint64(g.dataOff-g.mapOff)))
 	}
@@ -66,7 +70,18 @@ func Format(tx *pram.Tx) (*Heap, error) {
 	copy(b[:], staticHeader(g))
 	tx.SetBytes(g.hdr, b[:])
 	tx.Set64(pram.RootOff(0), uint64(g.hdr))
-	return &Heap{a: a, g: g}, nil
+	return h, nil
+}
+
+// reserve has the arena's image file back the heap up to the end of data
+// page pages-1, with the header and the page map (pram.Arena.Reserve): a
+// store to a page the file system cannot back would kill the process.
+// Called before pages are first handed out; ErrNoSpace if there is no room.
+func (h *Heap) reserve(pages uint64) error {
+	if err := h.a.Reserve(uint64(h.g.page(pages))); err != nil {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return nil
 }
 
 // clearNonZero zeroes b page by page, writing only pages that are not
@@ -94,6 +109,9 @@ func Open(a *pram.Arena) (*Heap, error) {
 		return nil, err
 	}
 	if err := h.checkHeader(); err != nil {
+		return nil, err
+	}
+	if err := h.reserve(h.a.U64(h.g.hdr + hdrTop)); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -31,6 +31,10 @@ func OpenForRepair(a *pram.Arena) (*Heap, error) {
 	if err := h.checkStatic(); err != nil {
 		return nil, err
 	}
+	// The header and the page map are rewritten; data pages are not.
+	if err := h.reserve(0); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 

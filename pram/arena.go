@@ -35,6 +35,8 @@ type Arena struct {
 	txSeq uint64 // Seq of the latest Tx; guarded by txMu
 
 	storeHook func() // test hook, see SetStoreHook
+
+	res reservation // blocks of an image file, see Reserve
 }
 
 // Kind is the type of backing store.
@@ -134,6 +136,10 @@ func Format(path string, opts Options) (*Arena, error) {
 		return nil, fmt.Errorf("%s: mapping %d bytes: %w", path, size, err)
 	}
 	a := &Arena{path: path, f: f, m: m, geo: g, kind: kind}
+	if err := a.Reserve(uint64(g.HeapOff)); err != nil {
+		a.unmap()
+		return nil, err
+	}
 	if kind != KindFile {
 		clear(m[:uint64(g.HeapOff)]) // devices hold old contents
 	}
@@ -188,6 +194,11 @@ func Open(path string) (*Arena, error) {
 		return nil, fmt.Errorf("%s: mapping %d bytes: %w", path, g.Size, err)
 	}
 	a := &Arena{path: path, f: f, m: m, geo: g, kind: kind}
+	// The superblock and the journal are stored to before anything else.
+	if err := a.Reserve(uint64(g.HeapOff)); err != nil {
+		a.unmap()
+		return nil, err
+	}
 	a.dirty = a.U64(offState) != StateClean
 	n, err := a.recover()
 	if err != nil {

@@ -17,7 +17,12 @@
 //     that had not committed. This makes each file-system operation atomic
 //     with respect to a crash of the daemon at any instruction;
 //   - Persist, the write-ordering point that flushes a range to the backing
-//     store (msync).
+//     store (msync);
+//   - Reserve, which gives a sparse image file blocks (fallocate) before
+//     its pages are first stored to: a store to a page its file system
+//     cannot back raises SIGBUS and kills the process, so a full file
+//     system must be an error (ErrNoSpace) before that (reserve.go; the
+//     heap calls it as it carves new pages).
 //
 // What pram must never do: interpret the heap (that is package alloc), hold a
 // Go pointer inside the arena, or let any other package import unsafe. All

@@ -24,6 +24,9 @@ var (
 	// panic with this error (wrapped); callers that walk a damaged arena check
 	// InRange first.
 	ErrOutOfRange = errors.New("offset out of arena range")
+	// ErrNoSpace: the file system under an image file has no room for the
+	// arena's next pages (see Arena.Reserve).
+	ErrNoSpace = errors.New("no space left for the arena image on its file system")
 	// ErrTxFull: a transaction recorded more undo data than the journal holds.
 	// Tx methods panic with it before changing anything, so recovering the
 	// panic and calling Abort leaves the arena as before the transaction.

@@ -13,6 +13,7 @@ import (
 
 	"conquest/conquest"
 	"conquest/internal/mounttest"
+	"conquest/internal/posixtest"
 )
 
 // TestNoSpaceThroughMount fills a small arena, then a small disk, through a
@@ -268,4 +269,34 @@ func noSpaceDisk(t *testing.T, m *mounttest.Mounted, wb bool) {
 	}
 	m.Remount()
 	checkPrefix(t, m.Path("again"), q, true, q.size)
+}
+
+// TestArenaBackingFull: the arena image is a sparse file on a file system
+// that fills before the arena does (a 16 MiB tmpfs under a 64 MiB arena). A
+// store to a page that file system cannot back would kill the daemon
+// (SIGBUS); the arena reserves blocks before it hands pages out, so the full
+// file system is ENOSPC, as a full arena is, and the mount lives on:
+// everything written before reads back, and freeing files makes room.
+func TestArenaBackingFull(t *testing.T) {
+	cacheModes(t, func(t *testing.T, wb bool) {
+		small, ok := posixtest.MountTmpfs(t, 16<<20)
+		if !ok {
+			t.Skip("cannot mount a tmpfs")
+		}
+		pram, disk := filepath.Join(small, "pram.img"), filepath.Join(t.TempDir(), "disk.img")
+		if err := conquest.Mkfs(pram, disk, conquest.MkfsOptions{PramSize: 64 << 20, DiskSize: 32 << 20}); err != nil {
+			t.Fatalf("mkfs: %v", err)
+		}
+		var m *mounttest.Mounted
+		if wb {
+			m = mounttest.MountProcess(t, mounttest.WithImages(pram, disk), mounttest.WithArgs("--writeback-cache"))
+		} else {
+			m = mount(t, mounttest.WithImages(pram, disk))
+		}
+		noSpaceArena(t, m)
+		var st unix.Statfs_t
+		if err := unix.Statfs(small, &st); err != nil || st.Bfree*uint64(st.Bsize) > 4<<20 {
+			t.Errorf("the tmpfs under the arena has %d bytes free (%v): the arena filled before it did", st.Bfree*uint64(st.Bsize), err)
+		}
+	})
 }

@@ -1,0 +1,55 @@
+package pram
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// An arena image on a file system smaller than the arena: Reserve gets
+// blocks while there are some, then fails with ErrNoSpace, and every byte
+// it reserved can be stored to (an unreserved one would raise SIGBUS and
+// kill the test).
+func TestReserveFullFileSystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=3584k"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+
+	a, err := Format(filepath.Join(dir, "arena"), Options{Size: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// More than fits with reserveAhead on top: falls back to exactly 3 MiB.
+	if err := a.Reserve(3 << 20); err != nil {
+		t.Fatalf("reserving 3 MiB of a 3.5 MiB tmpfs: %v", err)
+	}
+	err = a.Reserve(8 << 20)
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("reserving 8 MiB of a 3.5 MiB tmpfs: %v, want ErrNoSpace", err)
+	}
+	t.Log(err)
+	b := a.Bytes(a.Geometry().HeapOff, 3<<20-uint64(a.Geometry().HeapOff))
+	for i := range b {
+		b[i] = byte(i)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if used := (st.Blocks - st.Bfree) * uint64(st.Bsize); used < 3<<20 {
+		t.Errorf("the tmpfs has %d bytes in use after reserving 3 MiB", used)
+	}
+	// A device needs no reservation; nor does a range already reserved.
+	if err := a.Reserve(1 << 20); err != nil {
+		t.Errorf("reserving again below what is reserved: %v", err)
+	}
+}
