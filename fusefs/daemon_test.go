@@ -274,3 +274,49 @@ func parallel(n int, fn func(int) error, t *testing.T) {
 }
 
 func mountOpts() conquest.Options { return conquest.Options{} }
+
+// Abort works where fusectl is not mounted (a container, or someone
+// unmounted it): it mounts it and aborts, and does not mount it twice.
+func TestAbortWithoutFusectl(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting fusectl needs root")
+	}
+	dir := t.TempDir()
+	t.Cleanup(fusefs.SetFusectlDir(dir))
+	t.Cleanup(func() {
+		for unix.Unmount(dir, 0) == nil {
+		}
+	})
+	m := mounttest.Mount(t)
+	f, err := os.Create(m.Path("open"))
+	must(t, err)
+	defer f.Close()
+	_, err = f.Write([]byte("written before"))
+	must(t, err)
+	must(t, m.Server.Abort())
+	var st unix.Statfs_t
+	must(t, unix.Statfs(dir, &st))
+	if st.Type != 0x65735543 {
+		t.Fatalf("%s: f_type %#x after Abort, want fusectl's", dir, st.Type)
+	}
+	if _, err := f.Write([]byte("after")); !errors.Is(err, unix.ENOTCONN) {
+		t.Errorf("write after the abort: %v, want ENOTCONN", err)
+	}
+	select {
+	case <-m.Server.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the serve loop still runs 10 s after Abort")
+	}
+	// Aborting again finds fusectl mounted and stacks no second mount.
+	m.Server.Abort()
+	if n := strings.Count(mountinfo(t), " "+dir+" "); n != 1 {
+		t.Errorf("fusectl mounted %d times on %s", n, dir)
+	}
+}
+
+func mountinfo(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	return string(b)
+}

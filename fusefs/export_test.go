@@ -6,3 +6,11 @@ const PollName = pollName
 // SetPrimePoll turns the POLL primer at Mount on or off (poll_test.go's
 // child process turns it off to show the deadlock it prevents).
 func SetPrimePoll(on bool) { primePollOnMount = on }
+
+// SetFusectlDir points Abort at another fusectl mount point and returns the
+// function that restores the real one.
+func SetFusectlDir(dir string) (restore func()) {
+	old := fusectlDir
+	fusectlDir = dir
+	return func() { fusectlDir = old }
+}

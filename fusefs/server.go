@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
 )
@@ -167,8 +168,12 @@ func (s *Server) UnmountOrDetach() (detached bool, err error) {
 	return false, err
 }
 
-// fusectlDir is where the kernel's fusectl file system lists connections.
-const fusectlDir = "/sys/fs/fuse/connections"
+// fusectlDir is where the kernel's fusectl file system lists connections
+// (a variable for tests).
+var fusectlDir = "/sys/fs/fuse/connections"
+
+// fusectlMagic is fusectl's f_type in statfs(2).
+const fusectlMagic = 0x65735543
 
 // Abort ends serving now, through fusectl's abort: what Unmount left
 // attached (files still open on a lazily detached mount) fails from then on
@@ -180,10 +185,25 @@ func (s *Server) Abort() error {
 		return errors.New("aborting the FUSE connection: its number is unknown")
 	}
 	p := fusectlDir + "/" + s.connID + "/abort"
-	if err := os.WriteFile(p, []byte("1\n"), 0); err != nil {
+	err := os.WriteFile(p, []byte("1\n"), 0)
+	if errors.Is(err, fs.ErrNotExist) && mountFusectl() {
+		// fusectl was not mounted (a container, or unmounted by hand).
+		err = os.WriteFile(p, []byte("1\n"), 0)
+	}
+	if err != nil {
 		return fmt.Errorf("aborting the FUSE connection: %w", err)
 	}
 	return nil
+}
+
+// mountFusectl mounts fusectl on fusectlDir unless it is there already,
+// and reports whether it mounted it.
+func mountFusectl() bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(fusectlDir, &st); err != nil || st.Type == fusectlMagic {
+		return false
+	}
+	return unix.Mount("fusectl", fusectlDir, "fusectl", 0, "") == nil
 }
 
 // Features reports the FUSE features the kernel agreed to.
