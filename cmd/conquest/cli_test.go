@@ -344,8 +344,15 @@ func TestFsckAfterKill(t *testing.T) {
 	}
 }
 
-// SIGTERM to `conquest mount --foreground` unmounts cleanly and exits 0.
+// SIGTERM, SIGINT or SIGHUP (its terminal closed) to `conquest mount
+// --foreground` unmounts cleanly and exits 0.
 func TestForegroundSIGTERM(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) { foregroundSignal(t, sig) })
+	}
+}
+
+func foregroundSignal(t *testing.T, sig syscall.Signal) {
 	c := newCLI(t)
 	mp := c.mountpoint()
 	cmd := exec.Command(c.bin, "mount", "--foreground", mp)
@@ -370,21 +377,21 @@ func TestForegroundSIGTERM(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(sig)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("exit after SIGTERM: %v\n%s", err, errb.String())
+			t.Errorf("exit after %v: %v\n%s", sig, err, errb.String())
 		}
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		<-done
-		t.Fatal("no exit after SIGTERM")
+		t.Fatalf("no exit after %v", sig)
 	}
 	if _, ok := fusefs.Mounted(mp); ok {
-		t.Error("still mounted after SIGTERM")
+		t.Errorf("still mounted after %v", sig)
 	}
 	if !strings.Contains(errb.String(), "closed cleanly") {
 		t.Errorf("stderr: %s", errb.String())

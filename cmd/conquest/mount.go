@@ -156,7 +156,9 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 	// Catch SIGINT/SIGTERM before the mount becomes visible: a signal that
 	// arrives while mounting is queued and unmounts cleanly once serving.
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	// SIGHUP too: a --foreground daemon whose terminal closes unmounts
+	// cleanly rather than dying with its mount.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	if im.embedded && !exists(im.pram) {
 		if err := os.MkdirAll(im.dataDir, 0o700); err != nil {
