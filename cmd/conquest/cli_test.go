@@ -398,6 +398,61 @@ func foregroundSignal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// A foreground daemon whose stderr is a pipe nobody reads any more (its
+// `| tee` gone) keeps serving, and still unmounts cleanly on SIGTERM.
+func TestForegroundBrokenPipe(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // every write to w fails from the start
+	cmd := exec.Command(c.bin, "mount", "--foreground", mp)
+	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+c.home)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := fusefs.Mounted(mp); ok {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the daemon exited before mounting: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			t.Fatal("never mounted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("no exit after SIGTERM")
+	}
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Error("still mounted after SIGTERM")
+	}
+}
+
 // After kill -9 of the daemon, umount removes the dead mount, and the next
 // mount recovers the arena and says so; mount also clears a dead mount by
 // itself.

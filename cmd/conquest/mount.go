@@ -160,6 +160,10 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 	// cleanly rather than dying with its mount.
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// A log line written to a closed pipe (--foreground 2>&1 | tee, tee
+	// gone) must not kill the daemon and its mount: Go exits on SIGPIPE
+	// from stdout or stderr unless it is ignored; then it is EPIPE.
+	signal.Ignore(syscall.SIGPIPE)
 	if im.embedded && !exists(im.pram) {
 		if err := os.MkdirAll(im.dataDir, 0o700); err != nil {
 			return err
