@@ -46,6 +46,13 @@ type FS struct {
 	lsizeUndo []lsizeChange  // changes to lsize in the open Tx (mu held exclusively)
 
 	closed bool // protected by mu
+	// stuck: an unlinked inode could not be freed for lack of space (a
+	// large file's free can take an arena page for the disk's free map);
+	// the next successful free retries the orphan list (orphan.go). mu.
+	stuck bool
+	// freeHook, if set (tests), runs before each step of freeing an
+	// inode and can fail it.
+	freeHook func(Ino) error
 }
 
 // Mkfs formats pramPath as an empty Conquest file system: a pram arena, the

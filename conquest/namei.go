@@ -263,9 +263,7 @@ func (fs *FS) remove(parent Ino, name string, isDir bool) error {
 		return err
 	})
 	if err == nil && reap {
-		if err := fs.freeInodeLocked(victim); err != nil {
-			fs.logf("%s: freeing inode %d: %v", fs.a.Path(), victim, err)
-		}
+		fs.releaseLocked(victim)
 	}
 	return err
 }

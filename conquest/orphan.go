@@ -1,6 +1,7 @@
 package conquest
 
 import (
+	"errors"
 	"fmt"
 
 	"conquest/dirhash"
@@ -125,6 +126,11 @@ func (fs *FS) freeInodeLocked(ino Ino) error {
 			if in.nlink() != 0 || in.flags()&flagOrphan == 0 {
 				return fmt.Errorf("%w: freeing inode %d with %d links, flags %#x", ErrIO, ino, in.nlink(), in.flags())
 			}
+			if fs.freeHook != nil {
+				if err := fs.freeHook(ino); err != nil {
+					return err
+				}
+			}
 			done, err = fs.freeStep(tx, in)
 			return err
 		})
@@ -152,8 +158,52 @@ func (fs *FS) reapIfUnused(ino Ino) {
 	if !orphan || err != nil {
 		return
 	}
-	if err := fs.freeInodeLocked(ino); err != nil {
-		fs.logf("%s: freeing unlinked inode %d: %v", fs.a.Path(), ino, err)
+	fs.releaseLocked(ino)
+}
+
+// releaseLocked frees ino, an orphan with no links that nothing uses any
+// more. When that fails for lack of space it stays on the orphan list, and
+// fs.stuck has the next successful free retry it.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) releaseLocked(ino Ino) {
+	err := fs.freeInodeLocked(ino)
+	switch {
+	case errors.Is(err, ErrNoSpace):
+		fs.stuck = true
+	case err != nil:
+		fs.logf("%s: freeing inode %d: %v", fs.a.Path(), ino, err)
+	case fs.stuck:
+		fs.retryStuckLocked()
+	}
+}
+
+// retryStuckLocked frees the orphans that are unlinked and no longer in use
+// (those a lack of space kept from being freed), now that a free made room,
+// and keeps fs.stuck set while one still fails for lack of space.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) retryStuckLocked() {
+	fs.stuck = false
+	var candidates []Ino
+	var err error
+	func() {
+		defer fs.guard(&err)
+		seen := make(map[pram.Off]bool)
+		for off := pram.Off(fs.a.Root(slotOrphans)); off != 0 && !seen[off]; {
+			seen[off] = true
+			in, e := fs.inodeAt(off)
+			if e != nil {
+				return
+			}
+			if in.nlink() == 0 && !fs.vol.inUse(in.ino) {
+				candidates = append(candidates, in.ino)
+			}
+			off = in.orphNext()
+		}
+	}()
+	for _, ino := range candidates {
+		if err := fs.freeInodeLocked(ino); errors.Is(err, ErrNoSpace) {
+			fs.stuck = true
+		}
 	}
 }
 
@@ -167,6 +217,20 @@ func (fs *FS) reapIfUnused(ino Ino) {
 // cannot be walked.
 // Preconditions: fs.mu held exclusively; no kernel references exist.
 func (fs *FS) reapOrphansLocked() (freed int, stuck []error, err error) {
+	// Freeing one orphan can make the room another needed (freeing a large
+	// file can take an arena page for the disk's free map): pass again as
+	// long as a pass frees some and leaves some.
+	for {
+		n, s, err := fs.reapPassLocked()
+		freed += n
+		if err != nil || len(s) == 0 || n == 0 {
+			fs.stuck = len(s) > 0
+			return freed, s, err
+		}
+	}
+}
+
+func (fs *FS) reapPassLocked() (freed int, stuck []error, err error) {
 	seen := make(map[pram.Off]bool)
 	for off := pram.Off(fs.a.Root(slotOrphans)); off != 0; {
 		if seen[off] {

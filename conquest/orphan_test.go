@@ -252,3 +252,67 @@ func TestStuckOrphanDoesNotBlockOpen(t *testing.T) {
 		t.Fatal("repair did not free the damaged orphan")
 	}
 }
+
+// An unlinked file whose freeing fails for lack of space (freeing a large
+// file can take an arena page for the disk's free map) stays on the orphan
+// list, and the next free that succeeds, which may have made the room it
+// needed, frees it. Close passes over the orphan list until a pass frees
+// nothing, so an orphan that needs the room another one holds is freed
+// there too, in either order.
+func TestFreeRetriedAfterNoSpace(t *testing.T) {
+	fs, env := newTestFS(t)
+	a := create(t, fs, RootIno, "a", pattern(5000, 1))
+	b := create(t, fs, RootIno, "b", pattern(5000, 2))
+	room := false
+	fs.freeHook = func(ino Ino) error {
+		if ino == a.Ino && !room {
+			return ErrNoSpace
+		}
+		return nil
+	}
+	must(t, fs.Unlink(RootIno, "a"))
+	fs.Forget(a.Ino, 1)
+	if !fs.stuck {
+		t.Fatal("a free that failed with ENOSPC left no note to retry it")
+	}
+	if _, err := fs.GetAttr(a.Ino); err != nil {
+		t.Fatalf("the orphan that could not be freed is gone: %v", err)
+	}
+	room = true
+	must(t, fs.Unlink(RootIno, "b"))
+	fs.Forget(b.Ino, 1)
+	if fs.stuck {
+		t.Error("still stuck after a free made room")
+	}
+	if _, err := fs.GetAttr(a.Ino); err == nil {
+		t.Error("the stuck orphan was not freed after a free made room")
+	}
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check: %v", errs)
+	}
+
+	for _, order := range [][2]string{{"c", "d"}, {"d", "c"}} {
+		c := create(t, fs, RootIno, "c", pattern(5000, 3))
+		d := create(t, fs, RootIno, "d", pattern(5000, 4))
+		dFreed := false
+		fs.freeHook = func(ino Ino) error {
+			switch {
+			case ino == d.Ino:
+				dFreed = true
+			case ino == c.Ino && !dFreed:
+				return ErrNoSpace
+			}
+			return nil
+		}
+		// Unlinked while the kernel still holds them: freed at Close.
+		must(t, fs.Unlink(RootIno, order[0]))
+		must(t, fs.Unlink(RootIno, order[1]))
+		fs = env.reopen(fs)
+		if env.logged("freeing orphans at close") || env.logged("freed") {
+			t.Errorf("unlinked %v: Close left orphans for Open: %q", order, env.logs)
+		}
+		if _, err := fs.GetAttr(c.Ino); err == nil {
+			t.Errorf("unlinked %v: c survived Close", order)
+		}
+	}
+}

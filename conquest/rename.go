@@ -154,9 +154,7 @@ func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName strin
 		return nil
 	})
 	if err == nil && reap {
-		if err := fs.freeInodeLocked(victim); err != nil {
-			fs.logf("%s: freeing inode %d: %v", fs.a.Path(), victim, err)
-		}
+		fs.releaseLocked(victim)
 	}
 	return err
 }
