@@ -26,19 +26,24 @@ import (
 func TestNoSpaceThroughMount(t *testing.T) {
 	cacheModes(t, func(t *testing.T, wb bool) {
 		dir := t.TempDir()
-		pram, disk := filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img")
-		if err := conquest.Mkfs(pram, disk, conquest.MkfsOptions{PramSize: 16 << 20, DiskSize: 32 << 20}); err != nil {
-			t.Fatalf("mkfs: %v", err)
-		}
-		var m *mounttest.Mounted
-		if wb {
-			m = mounttest.MountProcess(t, mounttest.WithImages(pram, disk), mounttest.WithArgs("--writeback-cache"))
-		} else {
-			m = mount(t, mounttest.WithImages(pram, disk))
-		}
+		m := mountNew(t, filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img"), 16<<20, wb)
 		noSpaceArena(t, m)
 		noSpaceDisk(t, m, wb)
 	})
+}
+
+// mountNew formats an arena of pramSize at pram with a 32 MiB disk and
+// mounts it: in-process, or with the writeback cache (wb) by `conquest
+// mount`.
+func mountNew(t *testing.T, pram, disk string, pramSize uint64, wb bool) *mounttest.Mounted {
+	t.Helper()
+	if err := conquest.Mkfs(pram, disk, conquest.MkfsOptions{PramSize: pramSize, DiskSize: 32 << 20}); err != nil {
+		t.Fatalf("mkfs: %v", err)
+	}
+	if wb {
+		return mounttest.MountProcess(t, mounttest.WithImages(pram, disk), mounttest.WithArgs("--writeback-cache"))
+	}
+	return mount(t, mounttest.WithImages(pram, disk))
 }
 
 // isNoSpace fails the test unless err is ENOSPC.
@@ -283,16 +288,7 @@ func TestArenaBackingFull(t *testing.T) {
 		if !ok {
 			t.Skip("cannot mount a tmpfs")
 		}
-		pram, disk := filepath.Join(small, "pram.img"), filepath.Join(t.TempDir(), "disk.img")
-		if err := conquest.Mkfs(pram, disk, conquest.MkfsOptions{PramSize: 64 << 20, DiskSize: 32 << 20}); err != nil {
-			t.Fatalf("mkfs: %v", err)
-		}
-		var m *mounttest.Mounted
-		if wb {
-			m = mounttest.MountProcess(t, mounttest.WithImages(pram, disk), mounttest.WithArgs("--writeback-cache"))
-		} else {
-			m = mount(t, mounttest.WithImages(pram, disk))
-		}
+		m := mountNew(t, filepath.Join(small, "pram.img"), filepath.Join(t.TempDir(), "disk.img"), 64<<20, wb)
 		noSpaceArena(t, m)
 		var st unix.Statfs_t
 		if err := unix.Statfs(small, &st); err != nil || st.Bfree*uint64(st.Bsize) > 4<<20 {
