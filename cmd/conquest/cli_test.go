@@ -453,6 +453,35 @@ func TestForegroundBrokenPipe(t *testing.T) {
 	}
 }
 
+// The daemons started from one data directory share its log; one that
+// starts when the log is over maxLog moves it to conquest.log.1 first.
+func TestLogRotation(t *testing.T) {
+	c := newCLI(t)
+	log := filepath.Join(c.home, "conquest.log")
+	if err := os.WriteFile(log, []byte("old line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(log, maxLog+1); err != nil {
+		t.Fatal(err)
+	}
+	mp := c.mountpoint()
+	c.ok("mount", mp)
+	c.ok("umount", mp)
+	if st, err := os.Stat(log + ".1"); err != nil || st.Size() != maxLog+1 {
+		t.Fatalf("conquest.log.1 after a mount with a %d-byte log: %v", maxLog+1, err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil || len(b) > 64<<10 || !strings.Contains(string(b), "mounted") {
+		t.Fatalf("the new log: %d bytes, %v", len(b), err)
+	}
+	// Under the limit, the log goes on.
+	c.ok("mount", mp)
+	c.ok("umount", mp)
+	if b2, _ := os.ReadFile(log); !bytes.HasPrefix(b2, b) || len(b2) <= len(b) {
+		t.Errorf("a second mount did not append to the log (%d bytes, then %d)", len(b), len(b2))
+	}
+}
+
 // After kill -9 of the daemon, umount removes the dead mount, and the next
 // mount recovers the arena and says so; mount also clears a dead mount by
 // itself.

@@ -378,6 +378,18 @@ func (r *reporter) fail(err error) {
 	}
 }
 
+// maxLog is the size past which a daemon starting renames the log to
+// conquest.log.1 (replacing the previous one) and starts a new one: every
+// daemon started from the same data directory appends to one log, and one
+// that reports an error per request (a full disk) can write a lot.
+const maxLog = 16 << 20
+
+func rotateLog(path string) {
+	if st, err := os.Stat(path); err == nil && st.Size() > maxLog {
+		os.Rename(path, path+".1")
+	}
+}
+
 // daemonize starts `conquest mount --foreground` in a new session, logging
 // to the data directory, and waits until it reports the file system ready
 // (exit 0) or fails (its error, exit 1).
@@ -386,6 +398,7 @@ func daemonize(c *cli.Context, im images, mp string, o fusefs.Options) error {
 		return err
 	}
 	logPath := filepath.Join(im.dataDir, "conquest.log")
+	rotateLog(logPath)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
