@@ -195,6 +195,8 @@ func freeAllocAbort(t *testing.T, h *Heap, frees []pram.Off, n uint64) (pram.Off
 // page, whose bitmap is in the page, gets its bitmap back.
 func TestReuseInTx(t *testing.T) {
 	a, h, _ := newArena(t, 4<<20)
+	// The test needs a heap with no free page at all.
+	h.useReserve = 1
 	m := newModel()
 	add := func(n uint64, fill byte) pram.Off {
 		off := mustAlloc(t, h, n)

@@ -209,8 +209,19 @@ func TestNoSpace(t *testing.T) {
 		fill(n)
 	}
 	st := h.Stats()
-	if st.FreePages != 0 || st.NeverUsed != 0 {
-		t.Fatalf("heap full but %+v", st)
+	if st.FreePages != ReservePages(st.Pages) || st.ReservePages == 0 || st.AvailBytes != 0 {
+		t.Fatalf("heap full for ordinary allocations but %+v", st)
+	}
+	// Only frees may take the reserve, and they can take all of it.
+	var extra int
+	_ = h.UsingReserve(func() error {
+		for _, n := range []uint64{64 << 10, 4096, 16} {
+			extra += fill(n)
+		}
+		return nil
+	})
+	if st := h.Stats(); st.FreePages != 0 || st.NeverUsed != 0 || extra == 0 {
+		t.Fatalf("heap full but %+v after %d allocations from the reserve", st, extra)
 	}
 	if errs := h.Verify(); len(errs) > 0 {
 		t.Fatal(errs)

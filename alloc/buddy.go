@@ -29,6 +29,9 @@ const maxCandidates = 8
 // see reuse.go). Without frees in this Tx that is simply: the lowest order
 // free list, then never-used pages.
 func (o *op) takeBlock(k uint) (uint64, error) {
+	if err := o.checkReserve(1 << k); err != nil {
+		return 0, err
+	}
 	avoid := o.h.reuse.active(o.tx)
 	for pass := 0; pass < 2; pass++ {
 		for j := k; j <= MaxOrder; j++ {
@@ -100,7 +103,7 @@ func (o *op) carve(k uint) (uint64, bool, error) {
 	if pg+blk > o.h.g.npages {
 		return 0, false, nil
 	}
-	if err := o.h.reserve(pg + blk); err != nil {
+	if err := o.h.reserve(o.backTo(pg + blk)); err != nil {
 		o.noBacking = err // as if the block did not fit
 		return 0, false, nil
 	}

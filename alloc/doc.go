@@ -25,7 +25,11 @@
 //     carved from the never-used pages above "top", so Format is O(1) and an
 //     image file stays sparse until its pages are needed; carving asks the
 //     arena to reserve their blocks first (pram.Arena.Reserve), so a full
-//     file system under an image file is ErrNoSpace, not a fault;
+//     file system under an image file is ErrNoSpace, not a fault. A few
+//     pages (ReservePages: 1/128 of the heap, 128 KiB to 1 MiB) are kept
+//     for frees: ordinary requests fail with ErrNoSpace rather than take
+//     them, and only code inside Heap.UsingReserve (deleting and shrinking
+//     files, whose free-map records need memory) may (freereserve.go);
 //   - page-sized allocations (MaxSmall < n <= MaxAlloc) take ceil(n/4 KiB)
 //     pages: the buddy block of the next power of two is taken and its tail
 //     returned at once, so a 100 KB object costs 100 KB rounded up to 4 KiB,

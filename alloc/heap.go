@@ -27,6 +27,10 @@ type Heap struct {
 	// reuse tracks memory freed by the current Tx; guarded by the writer's
 	// lock like Alloc and Free.
 	reuse reuseTracker
+
+	// useReserve > 0 lets allocations take the pages kept for frees
+	// (freereserve.go); guarded by the writer's lock.
+	useReserve int
 }
 
 // Stats summarizes the heap. TotalBytes = FreeBytes + UsedBytes + SlackBytes.
@@ -43,6 +47,9 @@ type Stats struct {
 	SlabPages  uint64 // pages holding small objects
 	LargePages uint64 // pages of live page-sized allocations
 	NeverUsed  uint64 // pages never handed out since Format (still sparse in a file)
+
+	ReservePages uint64 // free pages only frees may take (ReservePages)
+	AvailBytes   uint64 // free bytes outside the reserve: what ordinary allocations can get
 }
 
 // Format lays allocator state over [HeapOff, Size) and sets root slot 0,
@@ -243,6 +250,10 @@ func (h *Heap) Stats() Stats {
 		NeverUsed:  h.g.npages - top,
 	}
 	s.FreeBytes = s.FreePages << pageShift
+	s.ReservePages = ReservePages(h.g.npages)
+	if s.FreePages > s.ReservePages {
+		s.AvailBytes = (s.FreePages - s.ReservePages) << pageShift
+	}
 	if held := (c.slab + c.large) << pageShift; held > c.used {
 		s.SlackBytes = held - c.used
 	}

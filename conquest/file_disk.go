@@ -337,7 +337,7 @@ func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err er
 			}
 		}
 	}
-	if err := fs.ds.Truncate(tx, seg, int64(size)); err != nil {
+	if err := fs.diskTruncate(tx, seg, old, size); err != nil {
 		return false, err
 	}
 	if size > in.size() {
@@ -363,7 +363,7 @@ func (fs *FS) diskShrinkStep(tx *pram.Tx, in inode) (more bool, err error) {
 	cur, floor := in.u64(iDiskCur), fs.roundUp(size)
 	if cur > floor+fs.diskStepBytes() {
 		next := cur - fs.diskStepBytes()
-		if err := fs.ds.Truncate(tx, seg, int64(next)); err != nil {
+		if err := fs.diskTruncate(tx, seg, cur, next); err != nil {
 			return false, err
 		}
 		in.set64(tx, iDiskCur, next)
@@ -378,7 +378,20 @@ func (fs *FS) diskShrinkStep(tx *pram.Tx, in inode) (more bool, err error) {
 			}
 		}
 	}
-	return false, fs.ds.Truncate(tx, seg, int64(size))
+	return false, fs.diskTruncate(tx, seg, cur, size)
+}
+
+// diskTruncate cuts or extends the disk data of segment list seg from old to
+// size bytes. A cut may draw on the heap's free reserve (alloc.UsingReserve):
+// the extents it returns to the disk's free map can need arena memory, and a
+// full arena must still be able to shrink and delete files. A cut frees the
+// file's own records too, so over its run it gives back what it takes.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) diskTruncate(tx *pram.Tx, seg pram.Off, old, size uint64) error {
+	if size >= old {
+		return fs.ds.Truncate(tx, seg, int64(size))
+	}
+	return fs.h.UsingReserve(func() error { return fs.ds.Truncate(tx, seg, int64(size)) })
 }
 
 // diskFallocate applies fallocate to the disk file's range [start, end)

@@ -77,6 +77,17 @@ func (fs *FS) dropLocked(tx *pram.Tx, in inode) (reap bool, err error) {
 // budget; done reports that the inode record itself is gone.
 // Preconditions: fs.mu held exclusively; in.nlink() == 0.
 func (fs *FS) freeStep(tx *pram.Tx, in inode) (done bool, err error) {
+	// Freeing may take the heap's free reserve: returning a large file's
+	// extents to the disk's free map can need arena memory (see diskTruncate).
+	err = fs.h.UsingReserve(func() error {
+		var err error
+		done, err = fs.freeStepReserved(tx, in)
+		return err
+	})
+	return done, err
+}
+
+func (fs *FS) freeStepReserved(tx *pram.Tx, in inode) (done bool, err error) {
 	switch in.typ() {
 	case S_IFREG:
 		if in.onDisk() {

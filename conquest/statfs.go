@@ -22,15 +22,18 @@ func (fs *FS) StatFS() StatFS {
 	}
 	st := fs.h.Stats()
 	used := fs.a.Root(slotInodes)
-	blocks, free := st.TotalBytes/BlockSize, st.FreeBytes/BlockSize
+	// The heap's free reserve (alloc.ReservePages) is free but not
+	// available, as ext4's reserved blocks are: only frees may use it.
+	blocks, free, avail := st.TotalBytes/BlockSize, st.FreeBytes/BlockSize, st.AvailBytes/BlockSize
 	if fs.ds != nil {
 		ds := fs.ds.Stats()
 		blocks += ds.DataBlocks * ds.BlockSize / BlockSize
 		free += ds.FreeBlocks * ds.BlockSize / BlockSize
+		avail += ds.FreeBlocks * ds.BlockSize / BlockSize
 	}
 	return StatFS{
-		Blocks: blocks, Bfree: free, Bavail: free,
-		Files: used + (st.FreeBytes+st.SlackBytes)/inodeSize, Ffree: (st.FreeBytes + st.SlackBytes) / inodeSize,
+		Blocks: blocks, Bfree: free, Bavail: avail,
+		Files: used + (st.AvailBytes+st.SlackBytes)/inodeSize, Ffree: (st.AvailBytes + st.SlackBytes) / inodeSize,
 		Bsize: BlockSize, Frsize: BlockSize, Namelen: MaxName,
 	}
 }

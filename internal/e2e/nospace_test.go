@@ -296,3 +296,74 @@ func TestArenaBackingFull(t *testing.T) {
 		}
 	})
 }
+
+// TestFreeOnFullArena deletes and cuts short large files through a mount
+// whose arena is full. Each such free returns disk extents that merge with
+// nothing, so the disk's free map (in the arena) needs room for a record:
+// the heap keeps a reserve that only frees may take. Every rm and truncate
+// must succeed, free its space at once (the live check finds no orphan left
+// behind), and keep the cut files' data. df shows the reserve as free but not
+// available, as ext4 shows its reserved blocks.
+func TestFreeOnFullArena(t *testing.T) {
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img")
+	if err := conquest.Mkfs(pram, disk, conquest.MkfsOptions{PramSize: 4 << 20, DiskSize: 64 << 20,
+		LargeFileThreshold: 16 << 10, DiskBlockSize: 4096}); err != nil {
+		t.Fatalf("mkfs: %v", err)
+	}
+	m := mount(t, mounttest.WithImages(pram, disk))
+	const files, size = 1200, 20 << 10
+	path := func(i int) string { return filepath.Join(m.Dir, fmt.Sprintf("L%d", i)) }
+	for i := range files {
+		p := pattern{seed: uint64(i), size: size}
+		buf := make([]byte, size)
+		p.fill(buf, 0)
+		if err := writeSynced(path(i), unix.O_EXCL, buf); err != nil {
+			t.Fatalf("large file %d: %v", i, err)
+		}
+	}
+	filled := 0
+	for ; ; filled++ {
+		err := writeSmall(filepath.Join(m.Dir, fmt.Sprintf("s%d", filled)), uint64(filled))
+		if err != nil {
+			isNoSpace(t, "creating a small file", err)
+			break
+		}
+	}
+	for i := 0; ; i++ {
+		fd, err := unix.Open(filepath.Join(m.Dir, fmt.Sprintf("e%d", i)), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			isNoSpace(t, "creating an empty file", err)
+			break
+		}
+		unix.Close(fd)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(m.Dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d small files fill the arena; df: %d blocks free, %d available", filled, st.Bfree, st.Bavail)
+	if st.Bfree <= st.Bavail {
+		t.Errorf("full arena: df shows %d blocks free and %d available, no reserve", st.Bfree, st.Bavail)
+	}
+	for i := 0; i < files; i += 2 {
+		if i%4 == 0 {
+			if err := unix.Truncate(path(i), 9000); err != nil {
+				t.Fatalf("truncating large file %d on a full arena: %v", i, err)
+			}
+		} else if err := unix.Unlink(path(i)); err != nil {
+			t.Fatalf("removing large file %d on a full arena: %v", i, err)
+		}
+	}
+	check(t, m, "after the frees on a full arena")
+	for i := 0; i < files; i += 4 {
+		got, err := os.ReadFile(path(i))
+		want := make([]byte, size)
+		(&pattern{seed: uint64(i), size: size}).fill(want, 0)
+		if err != nil || !bytes.Equal(got, want[:9000]) {
+			t.Fatalf("large file %d cut to 9000 bytes: %d bytes, %v, or wrong data", i, len(got), err)
+		}
+	}
+	m.Remount()
+	check(t, m, "after a remount")
+}

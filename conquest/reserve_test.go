@@ -1,0 +1,122 @@
+package conquest
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// fillArena creates files in dir until nothing more fits: first files with
+// data, then empty ones, then xattrs, so slabs are full as well as pages.
+// It returns the number of objects created.
+func fillArena(t *testing.T, fs *FS, dir Ino, prefix string) int {
+	t.Helper()
+	n := 0
+	for _, size := range []int{4000, 500, 64, 0} {
+		for i := 0; ; i++ {
+			name := sprintf("%s-%d-%d", prefix, size, i)
+			at, h, err := fs.Create(dir, name, 0o644, O_RDWR|O_CREAT|O_EXCL, user)
+			if errors.Is(err, ErrNoSpace) {
+				break
+			}
+			must(t, err)
+			n++
+			var werr error
+			if size > 0 {
+				_, werr = fs.Write(at.Ino, h, 0, pattern(size, byte(i)), false)
+			}
+			fs.Release(at.Ino, h)
+			fs.Forget(at.Ino, 1)
+			if errors.Is(werr, ErrNoSpace) {
+				break
+			}
+			must(t, werr)
+		}
+	}
+	for i := 0; ; i++ {
+		err := fs.SetXattr(RootIno, sprintf("user.%s%d", prefix, i), pattern(16, 1), 0)
+		if errors.Is(err, ErrNoSpace) {
+			break
+		}
+		must(t, err)
+		n++
+	}
+	return n
+}
+
+// TestFreeUsesReserve fills the arena completely and then deletes large
+// files whose disk extents cannot merge with any free extent, so every free
+// adds records to the disk's free map in the arena. Those records come from
+// a reserve that only frees may use: each deletion must free its file at
+// once (nothing stuck on the orphan list) and leave fsck clean.
+func TestFreeUsesReserve(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 4 << 20, disk: true, threshold: 16 << 10, diskSize: 256 << 20})
+	d := mkdir(t, fs, RootIno, "d")
+	var large []Attr
+	for i := 0; ; i++ {
+		at, h, err := fs.Create(d.Ino, sprintf("L%d", i), 0o644, O_RDWR|O_CREAT|O_EXCL, user)
+		if errors.Is(err, ErrNoSpace) {
+			break
+		}
+		must(t, err)
+		_, err = fs.Write(at.Ino, h, 0, pattern(20<<10, byte(i)), false)
+		fs.Release(at.Ino, h)
+		if errors.Is(err, ErrNoSpace) {
+			must(t, fs.Unlink(d.Ino, sprintf("L%d", i)))
+			fs.Forget(at.Ino, 1)
+			break
+		}
+		must(t, err)
+		must(t, fs.Fsync(at.Ino, false))
+		large = append(large, at)
+		if len(large) == 3000 {
+			break
+		}
+	}
+	if len(large) < 600 {
+		t.Fatalf("only %d large files fit", len(large))
+	}
+	fill := fillArena(t, fs, RootIno, "fill")
+	t.Logf("%d large files, %d objects fill the rest", len(large), fill)
+	extents := func() int { return int(fs.ds.Stats().FreeExtents) }
+	before := extents()
+	// Every fourth file is cut short (its tail blocks freed), the files
+	// between are deleted: each frees extents that cannot merge.
+	for i := 0; i < len(large); i += 2 {
+		if i%4 == 0 {
+			if _, err := fs.SetAttr(large[i].Ino, SetAttr{Valid: SetSize, Size: 9000}, user); err != nil {
+				t.Fatalf("truncating large file %d of %d (%d free extents, %d before): %v",
+					i, len(large), extents(), before, err)
+			}
+			continue
+		}
+		must(t, fs.Unlink(d.Ino, sprintf("L%d", i)))
+		fs.Forget(large[i].Ino, 1)
+		if fs.stuck {
+			t.Fatalf("deleting large file %d of %d (%d free extents, %d before) left it on the orphan list",
+				i, len(large), extents(), before)
+		}
+	}
+	if got := extents(); got < before+len(large)/2-2 {
+		t.Fatalf("free extents %d -> %d: the frees did not fragment the free map", before, got)
+	}
+	for i := 0; i < len(large); i += 4 {
+		if got, want := readAll(t, fs, large[i].Ino), pattern(20<<10, byte(i))[:9000]; !bytes.Equal(got, want) {
+			t.Fatalf("large file %d cut to 9000 bytes reads wrong", i)
+		}
+	}
+	st := fs.h.Stats()
+	t.Logf("free extents %d -> %d; %d of the %d reserved pages left", before, extents(), st.FreePages, st.ReservePages)
+	// Ordinary allocations still may not take what is left of the reserve.
+	if _, _, err := fs.Create(RootIno, "more", 0o644, O_RDWR|O_CREAT|O_EXCL, user); err == nil {
+		fillArena(t, fs, RootIno, "refill")
+	} else if !errors.Is(err, ErrNoSpace) {
+		t.Fatal(err)
+	}
+	if st2 := fs.h.Stats(); st2.FreePages < min(st.FreePages, st.ReservePages) {
+		t.Errorf("ordinary allocations took reserved pages: %d free before, %d after", st.FreePages, st2.FreePages)
+	}
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check: %v", errs)
+	}
+}
