@@ -53,7 +53,7 @@ func (fs *FS) Space() Space {
 func (fs *FS) spaceLocked() Space {
 	st := fs.h.Stats()
 	sp := Space{ArenaBytes: fs.a.Size(), HeapBytes: st.TotalBytes, HeapUsed: st.UsedBytes,
-		HeapFree: st.FreeBytes, Inodes: fs.a.Root(slotInodes)}
+		HeapFree: st.AvailBytes, Inodes: fs.a.Root(slotInodes)}
 	if fs.ds != nil {
 		ds := fs.ds.Stats()
 		sp.DiskBytes = ds.DataBlocks * ds.BlockSize

@@ -153,7 +153,7 @@ type Space struct {
 	ArenaBytes uint64 // size of the arena
 	HeapBytes  uint64 // bytes the allocator manages
 	HeapUsed   uint64 // capacity of live allocations
-	HeapFree   uint64 // bytes free in the heap
+	HeapFree   uint64 // bytes free in the heap for any use (the reserve for frees not counted, as in statfs's f_bavail)
 	Inodes     uint64 // inodes in use
 	DiskBytes  uint64 // bytes of the disk's data blocks (0 without a disk)
 	DiskUsed   uint64 // bytes of disk blocks held by large files
@@ -164,7 +164,7 @@ type Usage struct {
 	ArenaBytes    uint64 // size of the arena
 	HeapBytes     uint64 // bytes the allocator manages
 	HeapUsed      uint64 // capacity of live allocations
-	HeapFree      uint64 // bytes free in the heap
+	HeapFree      uint64 // as Space.HeapFree
 	HeapObjects   uint64 // live allocations
 	Inodes        uint64 // inodes in use (root slot 4)
 	Files         uint64 // regular files
