@@ -187,7 +187,7 @@ func (w *walk) pages() {
 			w.slabPage(pg, e)
 			pg++
 		case kindNone:
-			c.corrupt("page %d: below top %d but in no block (lost page)", pg, w.top)
+			c.add(derivedf("page %d: below top %d but in no block (lost page)", pg, w.top))
 			pg++
 		default:
 			c.add(&UnknownKindError{Page: pg, Kind: e.kind})

@@ -44,7 +44,9 @@ func (h *Heap) RepairKind(tx *pram.Tx, pg uint64) (string, error) {
 // is unknown, proves (see RepairKind), and its description.
 func (h *Heap) inferKind(pg, top uint64) (uint8, string, error) {
 	e := h.readEnt(pg)
-	if e.kind <= kindSlab {
+	// A kind byte damaged to zero (kindNone) leaves the other fields to
+	// prove the kind as any other unknown one; an all-zero entry proves none.
+	if e.kind != kindNone && e.kind <= kindSlab || h.entZero(pg) {
 		return 0, "", fmt.Errorf("%w: page %d: kind %d is a known one", ErrCorrupt, pg, e.kind)
 	}
 	o := h.g.ent(pg)

@@ -67,14 +67,15 @@ func (h *Heap) RebuildLists() (RebuildReport, error) {
 	// header's top, if sane, must not lie above that (pages below it in no
 	// block are lost pages: refused); and if the walk fails past it, on
 	// entries that were never carved but damaged, the header's top is used.
-	st, err := h.scanMap(h.g.npages)
 	headerTop := h.a.U64(h.g.hdr + hdrTop)
 	valid := headerTop <= h.g.npages
-	if err == nil && valid && st.c.top < headerTop {
-		return rep, fmt.Errorf("%w: page %d is in no block, below top %d", ErrCorrupt, st.c.top, headerTop)
+	lostBelow := uint64(0)
+	if valid {
+		lostBelow = headerTop
 	}
+	st, err := h.scanMap(h.g.npages, lostBelow)
 	if err != nil && valid {
-		if st2, err2 := h.scanMap(headerTop); err2 == nil && st2.c.top == headerTop {
+		if st2, err2 := h.scanMap(headerTop, lostBelow); err2 == nil && st2.c.top == headerTop {
 			st, err = st2, nil
 		}
 	}
@@ -102,6 +103,12 @@ func (h *Heap) RebuildLists() (RebuildReport, error) {
 	}
 	for _, q := range st.junk {
 		for w := pram.Off(0); w < EntrySize; w += 8 {
+			put(h.g.ent(q)+w, 0)
+		}
+	}
+	for _, q := range st.lost {
+		put(h.g.ent(q), uint64(kindLarge)|1<<32) // entNPages is the high half
+		for w := pram.Off(8); w < EntrySize; w += 8 {
 			put(h.g.ent(q)+w, 0)
 		}
 	}
@@ -178,6 +185,7 @@ type mapScan struct {
 	sizes   []sizeFix // allocations whose page count is damaged
 	orders  []sizeFix // free blocks whose order is damaged (npages: the order)
 	junk    []uint64  // pages inside a block whose entries hold junk
+	lost    []uint64  // pages in no block below top: made one-page allocations
 	c       counters  // recomputed
 }
 
@@ -197,7 +205,18 @@ type slabFix struct {
 // no block (top) or limit; a block running past limit, an entry of unknown
 // kind, a slab of unknown class or a block covering another's head is
 // ErrCorrupt.
-func (h *Heap) scanMap(limit uint64) (mapScan, error) {
+//
+// A page below lostBelow (the header's top) that is in no block, its entry
+// zero or with a kind byte of zero, while a block still follows below
+// lostBelow, is lost: the head entry of the block it was in is damaged. An
+// entry whose other fields prove a kind (inferKind) gets that kind back;
+// otherwise each such page becomes a one-page allocation. That keeps the
+// data of a one-page block something still points at, and a page nothing
+// points at is then a leak, which the repair frees once the walk is clean.
+// Pages in no block past the last block are above top, as after a damaged
+// top: up to one largest block of them (the last block's head lost) are
+// lost pages too; more means the header's top is what is damaged.
+func (h *Heap) scanMap(limit, lostBelow uint64) (mapScan, error) {
 	st := mapScan{onList: make(map[uint64]bool)}
 	c := &st.c
 	// interior: a block's other pages must have all-zero entries, or the
@@ -218,9 +237,16 @@ func (h *Heap) scanMap(limit uint64) (mapScan, error) {
 		}
 		return nil
 	}
+	lostBelow = min(lostBelow, limit)
 	pg := uint64(0)
 	for pg < limit {
 		e := h.readEnt(pg)
+		if e.kind == kindNone && pg < lostBelow && !h.entZero(pg) {
+			if k, _, err := h.inferKind(pg, limit); err == nil {
+				st.kinds = append(st.kinds, kindFix{pg, k})
+				e.kind = k
+			}
+		}
 		if e.kind > kindSlab {
 			// A head whose kind byte is damaged: its other fields may
 			// prove the kind (as Heap.RepairKind).
@@ -288,8 +314,25 @@ func (h *Heap) scanMap(limit uint64) (mapScan, error) {
 			c.used += n * uint64(classSizes[cl])
 			pg++
 		case kindNone:
-			c.top = pg
-			return st, nil
+			if pg >= lostBelow {
+				c.top = pg
+				return st, nil
+			}
+			q := pg + 1
+			for q < lostBelow && h.readEnt(q).kind == kindNone {
+				q++
+			}
+			if q == lostBelow && q-pg > maxBlockPages {
+				c.top = pg // the header's top is damaged
+				return st, nil
+			}
+			n := q - pg
+			for ; pg < q; pg++ {
+				st.lost = append(st.lost, pg)
+			}
+			c.large += n
+			c.objects += n
+			c.used += n << pageShift
 		default:
 			return st, fmt.Errorf("%w: page %d: unknown kind %d", ErrCorrupt, pg, e.kind)
 		}

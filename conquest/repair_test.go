@@ -175,6 +175,21 @@ func TestRepairFixesDamage(t *testing.T) {
 		}, []string{"unknown kind 195: its other fields prove it an allocation of"},
 			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
 
+		{"page map entry of a file block zeroed", func(t *testing.T, fs *FS, r repairTree) {
+			// Found by corrupting random bytes of an image: the page was
+			// then in no block ("lost page"), the rebuild of the heap
+			// refused the map, and fsck --repair could never finish. A
+			// lost page is now a one-page allocation again, and the
+			// file's block with it.
+			big, _ := fs.inode(r.big.Ino)
+			blk := pram.Off(fs.a.U64(big.data() + 8*5)) // block 5: not the last
+			hdr := pram.Off(fs.a.Root(0))
+			mapOff, dataOff := pram.Off(fs.a.U64(hdr+16)), pram.Off(fs.a.U64(hdr+24))
+			ent := mapOff + 32*((blk-dataOff)/4096)
+			corrupt(fs, func(tx *pram.Tx) { tx.Zero(ent, 32) })
+		}, []string{"problem(s) in the allocator's lists or counters: rebuilt them from its page map"},
+			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
+
 		{"order of a free block", func(t *testing.T, fs *FS, r repairTree) {
 			// Found by corrupting random bytes of an image: the order
 			// byte of a free block's entry (kind 1, order at +1).
