@@ -979,38 +979,51 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 	return rep, nil
 }
 
-// sumFixes rewrites the damaged checksum records the first (data
-// verifying) walk found, from their blocks' data (diskstore.SumDamageError:
-// the data is sound). It returns the fixes and what it could not rewrite.
+// sumFixes rewrites the damaged checksum records and checksum seeds the
+// first (data verifying) walk found (diskstore.SumDamageError,
+// diskstore.SeedDamageError: the data is sound). It returns the fixes and
+// what it could not rewrite.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) sumFixes(found []error) (fixes []Fix, left []error) {
 	var fd *findings
 	for _, err := range found {
-		sd, ok := errors.AsType[*diskstore.SumDamageError](err)
-		if !ok || fs.ds == nil {
+		var owner uint64
+		var seg pram.Off
+		var problem, action string
+		var fix func(tx *pram.Tx) error
+		if sd, ok := errors.AsType[*diskstore.SumDamageError](err); ok && fs.ds != nil {
+			owner, seg = sd.Owner, sd.Seg
+			problem = fmt.Sprintf("checksum record of the block at offset %d (disk block %d) differs from its data's in a byte or two", sd.Block*fs.ds.BlockSize(), sd.Disk)
+			action = "the record is damaged, not the data: rewrote it from the data"
+			fix = func(tx *pram.Tx) error { return fs.ds.RewriteSum(tx, sd.Seg, sd.Block, sd.Stored, sd.Data) }
+		} else if sd, ok := errors.AsType[*diskstore.SeedDamageError](err); ok && fs.ds != nil {
+			owner, seg = sd.Owner, sd.Seg
+			problem = fmt.Sprintf("every written block fails its checksum, and %d verify under a seed one small change from the recorded one", sd.Blocks)
+			action = "the seed is damaged, not the data: set it to the one the data verifies under"
+			fix = func(tx *pram.Tx) error { return fs.ds.RewriteSeed(tx, sd.Seg, sd.Stored, sd.Seed) }
+		} else {
 			continue
 		}
 		if fd == nil {
 			fd = &findings{}
 			fs.checkLocked(CheckOptions{}, fd) // for the paths after the repairs
 		}
-		what := fd.path(Ino(sd.Owner))
-		problem := fmt.Sprintf("checksum record of the block at offset %d (disk block %d) differs from its data's in a byte or two", sd.Block*fs.ds.BlockSize(), sd.Disk)
+		what := fd.path(Ino(owner))
 		err := fs.update(func(tx *pram.Tx) error {
-			in, err := fs.inode(Ino(sd.Owner))
+			in, err := fs.inode(Ino(owner))
 			if err != nil {
 				return err
 			}
-			if !in.onDisk() || in.seg() != sd.Seg {
-				return fmt.Errorf("%w: inode %d is no longer the large file it was", ErrInvalid, sd.Owner)
+			if !in.onDisk() || in.seg() != seg {
+				return fmt.Errorf("%w: inode %d is no longer the large file it was", ErrInvalid, owner)
 			}
-			return fs.ds.RewriteSum(tx, sd.Seg, sd.Block, sd.Stored, sd.Data)
+			return fix(tx)
 		})
 		if err != nil {
 			left = append(left, fmt.Errorf("%s: %s: not repaired: %w", what, problem, err))
 			continue
 		}
-		fixes = append(fixes, Fix{Path: what, Problem: problem, Action: "the record is damaged, not the data: rewrote it from the data"})
+		fixes = append(fixes, Fix{Path: what, Problem: problem, Action: action})
 	}
 	return fixes, left
 }

@@ -36,8 +36,11 @@ type Checker struct {
 	buf   []byte   // verify staging, allocated on first use
 	sums  []uint64 // checksums of one batch
 
-	unsynced map[pram.Off]bool // files reached that have unsynced records
-	liveOld  []oldRef          // old blocks of live records: must be quarantined
+	unsynced     map[pram.Off]bool         // files reached that have unsynced records
+	passed       map[pram.Off]uint64       // blocks that verified, by file (VerifyData)
+	seeds        map[pram.Off]*seedFinding // a damaged seed's search, by file (seed.go)
+	seedSearches int                       // searches made (maxSeedSearches)
+	liveOld      []oldRef                  // old blocks of live records: must be quarantined
 
 	// For RebuildLists (rebuild.go).
 	partial  bool           // a file's blocks could not all be walked
@@ -56,7 +59,7 @@ type oldRef struct {
 // allocations.
 func (s *Store) NewChecker(c *alloc.Checker, o CheckOptions) *Checker {
 	return &Checker{s: s, c: c, o: o, used: make([]uint64, (s.super.Blocks+63)/64), total: s.Stats().UsedBlocks,
-		unsynced: make(map[pram.Off]bool)}
+		unsynced: make(map[pram.Off]bool), passed: make(map[pram.Off]uint64), seeds: make(map[pram.Off]*seedFinding)}
 }
 
 func (k *Checker) add(format string, args ...any) {
@@ -172,6 +175,9 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 		}
 		k.progress(x.count)
 	}
+	if k.o.VerifyData {
+		k.seedResult(seg)
+	}
 	return k.errs[first:]
 }
 
@@ -237,22 +243,30 @@ func (k *Checker) verify(seg pram.Off, x segment, size int64) {
 					if err := s.readVerified(seg, fb+c, x.disk+Block(i+c), sums[c:c+1], dst[:bs]); err != nil {
 						if errors.Is(err, ErrDataChecksum) {
 							got := s.blockSum(s.a.U64(seg+slOffSeed), fb+c, dst[:bs])
-							if sumDamaged(sums[c], got) {
+							switch {
+							case sumDamaged(sums[c], got):
 								err = &SumDamageError{Owner: s.owner(seg), Seg: seg, Block: fb + c, Disk: x.disk + Block(i+c), Stored: sums[c], Data: got}
-							} else {
+							case k.seedExplains(seg, fb+c, sums[c], dst[:bs]):
+								continue // reported once for the file (seedResult)
+							default:
 								err = &DataChecksumError{Inode: s.owner(seg), Offset: int64((fb + c) * bs), Disk: x.disk + Block(i+c), Err: err}
 							}
 						}
 						k.errs = append(k.errs, err)
+					} else {
+						k.passed[seg]++
 					}
 				}
-			} else if end := uint64(size); end%bs != 0 && end/bs >= fb+a && end/bs < fb+b {
-				// The run holds the last block: its tail must be zeros.
-				at := (end/bs - (fb + a)) * bs
-				for j, c := range dst[at+end%bs : at+bs] {
-					if c != 0 {
-						k.add("inode %d: byte %d after the end of the file (size %d) is not zero", s.owner(seg), end+uint64(j), size)
-						break
+			} else {
+				k.passed[seg] += b - a
+				if end := uint64(size); end%bs != 0 && end/bs >= fb+a && end/bs < fb+b {
+					// The run holds the last block: its tail must be zeros.
+					at := (end/bs - (fb + a)) * bs
+					for j, c := range dst[at+end%bs : at+bs] {
+						if c != 0 {
+							k.add("inode %d: byte %d after the end of the file (size %d) is not zero", s.owner(seg), end+uint64(j), size)
+							break
+						}
 					}
 				}
 			}
