@@ -1,6 +1,7 @@
 package pram
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -198,6 +199,11 @@ func Open(path string) (*Arena, error) {
 	if err := a.Reserve(uint64(g.HeapOff)); err != nil {
 		a.unmap()
 		return nil, err
+	}
+	if !bytes.Equal(m[offBackup:offBackup+superStatic], m[:superStatic]) {
+		// An arena made before the copy existed, or a damaged copy:
+		// the static part was just validated (persisted below).
+		copy(m[offBackup:offBackup+superStatic], m[:superStatic])
 	}
 	a.dirty = a.U64(offState) != StateClean
 	n, err := a.recover()

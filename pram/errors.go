@@ -12,6 +12,9 @@ var (
 	ErrVersion = errors.New("unsupported Conquest arena format version")
 	// ErrChecksum: the superblock's checksum does not match its contents.
 	ErrChecksum = errors.New("superblock checksum mismatch")
+	// ErrSuperBackup: the superblock's static part is damaged and the copy
+	// of it that page 0 keeps is intact; RestoreSuper writes it back.
+	ErrSuperBackup = errors.New("its backup copy is intact: `conquest fsck --repair` restores it")
 	// ErrSizeMismatch: the superblock records a size other than the device's.
 	ErrSizeMismatch = errors.New("arena size in superblock does not match the device")
 	// ErrCorrupt: a superblock or journal field is out of range.

@@ -3,6 +3,7 @@ package pram
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	farm "github.com/dgryski/go-farm"
@@ -16,19 +17,20 @@ const (
 	Magic          = "CONQPRAM"
 	Version uint32 = 1
 
-	offMagic      = 0   // [8]byte
-	offVersion    = 8   // uint32
-	offFeatures   = 12  // uint32
-	offUUID       = 16  // [16]byte
-	offSize       = 32  // uint64: arena bytes
-	offJournal    = 40  // uint64: journal offset
-	offJournalLen = 48  // uint64: journal length
-	offHeap       = 56  // uint64: first heap byte
-	offCreated    = 64  // int64: unix ns at format
-	offParams     = 72  // [NumParams]uint64: static parameters of upper layers
-	NumParams     = 8   //
-	offChecksum   = 136 // uint64: farm.Hash64 of [0, offChecksum)
-	superStatic   = 144 // length of the static part including checksum
+	offMagic      = 0    // [8]byte
+	offVersion    = 8    // uint32
+	offFeatures   = 12   // uint32
+	offUUID       = 16   // [16]byte
+	offSize       = 32   // uint64: arena bytes
+	offJournal    = 40   // uint64: journal offset
+	offJournalLen = 48   // uint64: journal length
+	offHeap       = 56   // uint64: first heap byte
+	offCreated    = 64   // int64: unix ns at format
+	offParams     = 72   // [NumParams]uint64: static parameters of upper layers
+	NumParams     = 8    //
+	offChecksum   = 136  // uint64: farm.Hash64 of [0, offChecksum)
+	superStatic   = 144  // length of the static part including checksum
+	offBackup     = 2048 // a copy of the static part (see RestoreSuper)
 
 	offState      = 512 // uint64: StateClean or StateDirty
 	offMounts     = 520 // uint64: mount counter
@@ -94,6 +96,59 @@ func encodeSuper(page []byte, g Geometry) {
 		le.PutUint64(page[offParams+8*i:], p)
 	}
 	le.PutUint64(page[offChecksum:], farm.Hash64(page[:offChecksum]))
+	copy(page[offBackup:offBackup+superStatic], page[:superStatic])
+}
+
+// The static part never changes after Format, so page 0 also keeps a copy of
+// it at offBackup, written by Format (and by Open for arenas made before
+// the copy existed, or whose copy was damaged). When the static part fails
+// validation but its copy passes, Validate says so (ErrSuperBackup) and
+// RestoreSuper, run by `conquest fsck --repair`, writes the copy back: a
+// flipped bit in the superblock no longer loses the file system.
+
+// backupValid reports whether page holds a sound copy of the static part
+// at offBackup, and returns the geometry it describes.
+func backupValid(page []byte, deviceSize uint64) (Geometry, bool) {
+	if len(page) < PageSize {
+		return Geometry{}, false
+	}
+	cp := make([]byte, superDynEnd)
+	copy(cp, page[offBackup:offBackup+superStatic])
+	g, err := validateStatic(cp, deviceSize)
+	return g, err == nil
+}
+
+// RestoreSuper writes the copy of the superblock's static part that page 0
+// keeps back over the static part, for `conquest fsck --repair` when
+// Validate reports ErrSuperBackup. It reports whether it wrote anything:
+// false, nil when the static part is sound. Nothing else is read or
+// changed.
+func RestoreSuper(path string) (bool, error) {
+	f, _, devSize, err := openBacking(path, false)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if err := lockFile(f); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	page := make([]byte, PageSize)
+	if n, err := f.ReadAt(page, 0); n < PageSize {
+		return false, fmt.Errorf("%s: %w: reading the superblock: %v", path, ErrNotConquest, err)
+	}
+	if _, err := validateStatic(page, devSize); err == nil {
+		return false, nil
+	}
+	if _, ok := backupValid(page, devSize); !ok {
+		return false, fmt.Errorf("%s: %w: the superblock and its backup copy are both damaged", path, ErrCorrupt)
+	}
+	if _, err := f.WriteAt(page[offBackup:offBackup+superStatic], 0); err != nil {
+		return false, fmt.Errorf("%s: restoring the superblock: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return false, fmt.Errorf("%s: restoring the superblock: %w", path, err)
+	}
+	return true, nil
 }
 
 // Validate checks a superblock image (the first page of an arena) against
@@ -101,6 +156,17 @@ func encodeSuper(page []byte, g Geometry) {
 // returns the geometry. Errors wrap ErrNotConquest, ErrVersion, ErrChecksum,
 // ErrSizeMismatch or ErrCorrupt.
 func Validate(page []byte, deviceSize uint64) (Geometry, error) {
+	g, err := validateStatic(page, deviceSize)
+	if err != nil && !errors.Is(err, ErrSizeMismatch) {
+		if _, ok := backupValid(page, deviceSize); ok {
+			return g, fmt.Errorf("%w; %w", err, ErrSuperBackup)
+		}
+	}
+	return g, err
+}
+
+// validateStatic is Validate of the static part at the start of page.
+func validateStatic(page []byte, deviceSize uint64) (Geometry, error) {
 	var g Geometry
 	if len(page) < superDynEnd {
 		return g, fmt.Errorf("%w: image is only %d bytes", ErrNotConquest, len(page))

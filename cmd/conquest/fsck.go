@@ -61,8 +61,15 @@ func fsckCommand() *cli.Command {
 			opts.Disk.ForCheck = true // a damaged unsynced list is reported, not refused
 			fsys, err := coreOpen(im, opts)
 			var rebuilt []string // fixes made before the file system could be opened
-			for step := 0; err != nil && c.Bool("repair") && step < 2; step++ {
-				if _, ok := errors.AsType[*alloc.StaticHeaderError](err); ok {
+			for step := 0; err != nil && c.Bool("repair") && step < 3; step++ {
+				if errors.Is(err, pram.ErrSuperBackup) {
+					// The superblock's static part is damaged and page 0
+					// keeps an intact copy of it.
+					if _, rerr := pram.RestoreSuper(im.pram); rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%s: restoring the superblock failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("arena superblock: %v: wrote the backup copy back", err))
+				} else if _, ok := errors.AsType[*alloc.StaticHeaderError](err); ok {
 					// The allocator's root slot or header's static part
 					// is damaged: it follows from the arena's geometry.
 					n, rerr := conquest.RewriteHeapHeader(im.pram)
@@ -214,7 +221,7 @@ func (p *progressBar) done() {
 // isDamage reports whether err says the image is damaged (as opposed to
 // missing, in use, or not a Conquest image at all).
 func isDamage(err error) bool {
-	for _, e := range []error{pram.ErrChecksum, pram.ErrCorrupt, pram.ErrSizeMismatch, conquest.ErrCorrupt, alloc.ErrCorrupt,
+	for _, e := range []error{pram.ErrSuperBackup, pram.ErrChecksum, pram.ErrCorrupt, pram.ErrSizeMismatch, conquest.ErrCorrupt, alloc.ErrCorrupt,
 		diskstore.ErrChecksum, diskstore.ErrCorrupt, diskstore.ErrGeometry} {
 		if errors.Is(err, e) {
 			return true

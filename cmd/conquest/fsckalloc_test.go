@@ -42,6 +42,29 @@ func TestFsckRewritesHeapHeader(t *testing.T) {
 	}
 }
 
+// TestFsckRestoresSuperblock: a flipped bit in the arena superblock's
+// static part made the whole file system unusable for good. Page 0 keeps a
+// copy of it: mount and fsck refuse the image naming the damage and the
+// copy, and `fsck --repair` writes the copy back; every file reads back.
+func TestFsckRestoresSuperblock(t *testing.T) {
+	c, pramImg, disk, files := populatedImage(t)
+	f, err := os.OpenFile(pramImg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, 33); err != nil { // a byte of the arena's size
+		t.Fatal(err)
+	}
+	b[0] ^= 4
+	if _, err := f.WriteAt(b, 33); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	refusedThenRepaired(t, c, pramImg, disk, files, "superblock checksum mismatch",
+		"its backup copy is intact: `conquest fsck --repair` restores it: wrote the backup copy back")
+}
+
 // populatedImage makes images with 40 small files in a directory and one
 // large file, written through a mount, and returns the CLI, the images and
 // the files' contents.
