@@ -3,10 +3,10 @@ package pram
 import (
 	"bytes"
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	farm "github.com/dgryski/go-farm"
