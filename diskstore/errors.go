@@ -20,6 +20,9 @@ var (
 	ErrVersion = errors.New("diskstore: unsupported disk format version")
 	// ErrChecksum: the disk superblock's checksum does not match its contents.
 	ErrChecksum = errors.New("diskstore: disk superblock checksum mismatch")
+	// ErrSuperBackup: the disk superblock is damaged and the copy of it that
+	// block 0 keeps is intact; RestoreSuper writes it back.
+	ErrSuperBackup = errors.New("diskstore: its backup copy is intact: `conquest fsck --repair` restores it")
 	// ErrUUIDMismatch: the disk belongs to another arena (its superblock
 	// records another file system's UUID).
 	ErrUUIDMismatch = errors.New("diskstore: disk belongs to another file system (UUID mismatch)")

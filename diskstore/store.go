@@ -350,6 +350,9 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	if err := checkParams(g, sup); err != nil {
 		return nil, err
 	}
+	if err := writeBackup(dev); err != nil {
+		return nil, err
+	}
 	fm, st := pram.Off(a.Root(RootFreeMap)), pram.Off(a.Root(RootStats))
 	if !a.InHeap(fm, freeMapSize) || fm%8 != 0 || a.U64(fm) != freeMapMagic {
 		return nil, fmt.Errorf("%w: no free map at root slot %d (%d)", ErrCorrupt, RootFreeMap, fm)

@@ -27,6 +27,9 @@ const (
 	SuperSize = 56
 	// superIO is how much of block 0 is read and written (aligned for O_DIRECT).
 	superIO = 4096
+	// superBackup is where block 0 keeps a copy of the superblock (see
+	// RestoreSuper).
+	superBackup = 2048
 )
 
 // Block sizes. The block is the unit of allocation, of checksumming and of
@@ -78,13 +81,63 @@ func encodeDiskSuper(s Super) []byte {
 	le.PutUint64(page[superOffBlocks:], s.Blocks)
 	le.PutUint64(page[superOffCreated:], uint64(s.CreatedNs))
 	le.PutUint64(page[superOffChecksum:], farm.Hash64(page[:superOffChecksum]))
+	copy(page[superBackup:superBackup+SuperSize], page[:SuperSize])
 	return page
 }
 
+// The superblock never changes after FormatDisk, so block 0 also keeps a
+// copy of it at superBackup (written by FormatDisk, and by Open on disks made
+// before the copy existed). When the superblock fails validation and the
+// copy passes, DecodeSuper says so (ErrSuperBackup) and RestoreSuper, run by
+// `conquest fsck --repair`, writes the copy back. The copy holds the UUID,
+// so the check that disk and arena belong together is kept.
+
 // DecodeSuper parses and validates an encoded disk superblock against the
 // size of the device it came from (0 skips that check). Errors wrap
-// ErrNotConquestDisk, ErrVersion, ErrChecksum or ErrGeometry.
+// ErrNotConquestDisk, ErrVersion, ErrChecksum or ErrGeometry, and also
+// ErrSuperBackup when the copy of page (at least superIO bytes) is sound.
 func DecodeSuper(page []byte, devSize int64) (Super, error) {
+	s, err := decodeSuper(page, devSize)
+	if err != nil && len(page) >= superIO {
+		if _, berr := decodeSuper(page[superBackup:], devSize); berr == nil {
+			return s, fmt.Errorf("%w; %w", err, ErrSuperBackup)
+		}
+	}
+	return s, err
+}
+
+// hasBackup reports whether page (superIO bytes, its superblock sound)
+// holds an identical copy of it.
+func hasBackup(page []byte) bool {
+	return bytes.Equal(page[superBackup:superBackup+SuperSize], page[:SuperSize])
+}
+
+// RestoreSuper writes the copy of the superblock block 0 keeps back over the
+// superblock, for `conquest fsck --repair` when DecodeSuper reports
+// ErrSuperBackup, and syncs the device. It reports whether it wrote
+// anything: false, nil when the superblock is sound.
+func RestoreSuper(dev Device) (bool, error) {
+	page, err := readSuperPage(dev)
+	if err != nil {
+		return false, err
+	}
+	if _, err := decodeSuper(page, dev.Size()); err == nil {
+		return false, nil
+	}
+	if _, err := decodeSuper(page[superBackup:], dev.Size()); err != nil {
+		return false, fmt.Errorf("%w: the disk superblock and its backup copy are both damaged (%v)", ErrCorrupt, err)
+	}
+	copy(page[:SuperSize], page[superBackup:superBackup+SuperSize])
+	if _, err := dev.WriteAt(page, 0); err != nil {
+		return false, fmt.Errorf("%w: restoring the disk superblock: %w", ErrIO, err)
+	}
+	if err := dev.Sync(); err != nil {
+		return false, fmt.Errorf("%w: syncing the disk superblock: %w", ErrIO, err)
+	}
+	return true, nil
+}
+
+func decodeSuper(page []byte, devSize int64) (Super, error) {
 	var s Super
 	if len(page) < SuperSize {
 		return s, fmt.Errorf("%w: only %d bytes", ErrNotConquestDisk, len(page))
@@ -143,12 +196,41 @@ func FormatDisk(dev Device, uuid [16]byte, blockSize uint32) (Super, error) {
 
 // ReadSuper reads and validates the device's superblock.
 func ReadSuper(dev Device) (Super, error) {
+	page, err := readSuperPage(dev)
+	if err != nil {
+		return Super{}, err
+	}
+	return DecodeSuper(page, dev.Size())
+}
+
+// readSuperPage reads the first superIO bytes of the device.
+func readSuperPage(dev Device) ([]byte, error) {
 	if dev.Size() < superIO {
-		return Super{}, fmt.Errorf("%w: device of %d bytes", ErrNotConquestDisk, dev.Size())
+		return nil, fmt.Errorf("%w: device of %d bytes", ErrNotConquestDisk, dev.Size())
 	}
 	page := AlignedBuffer(superIO)
 	if _, err := dev.ReadAt(page, 0); err != nil {
-		return Super{}, fmt.Errorf("%w: reading disk superblock: %w", ErrIO, err)
+		return nil, fmt.Errorf("%w: reading disk superblock: %w", ErrIO, err)
 	}
-	return DecodeSuper(page, dev.Size())
+	return page, nil
+}
+
+// writeBackup gives a disk made before block 0 kept a copy of its
+// superblock (or whose copy is damaged) the copy, and syncs it.
+func writeBackup(dev Device) error {
+	page, err := readSuperPage(dev)
+	if err != nil {
+		return err
+	}
+	if _, err := decodeSuper(page, dev.Size()); err != nil || hasBackup(page) {
+		return err
+	}
+	copy(page[superBackup:superBackup+SuperSize], page[:SuperSize])
+	if _, err := dev.WriteAt(page, 0); err != nil {
+		return fmt.Errorf("%w: writing the disk superblock's copy: %w", ErrIO, err)
+	}
+	if err := dev.Sync(); err != nil {
+		return fmt.Errorf("%w: syncing the disk superblock's copy: %w", ErrIO, err)
+	}
+	return nil
 }

@@ -69,6 +69,12 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: restoring the superblock failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("arena superblock: %v: wrote the backup copy back", err))
+				} else if errors.Is(err, diskstore.ErrSuperBackup) {
+					// The same for the disk's superblock, in its block 0.
+					if rerr := restoreDiskSuper(im.disk); rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%s: restoring the disk superblock failed: %v", explainOpen(im, err), im.disk, rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("disk superblock: %v: wrote the backup copy back", err))
 				} else if _, ok := errors.AsType[*alloc.StaticHeaderError](err); ok {
 					// The allocator's root slot or header's static part
 					// is damaged: it follows from the arena's geometry.
@@ -221,7 +227,7 @@ func (p *progressBar) done() {
 // isDamage reports whether err says the image is damaged (as opposed to
 // missing, in use, or not a Conquest image at all).
 func isDamage(err error) bool {
-	for _, e := range []error{pram.ErrSuperBackup, pram.ErrChecksum, pram.ErrCorrupt, pram.ErrSizeMismatch, conquest.ErrCorrupt, alloc.ErrCorrupt,
+	for _, e := range []error{pram.ErrSuperBackup, diskstore.ErrSuperBackup, pram.ErrChecksum, pram.ErrCorrupt, pram.ErrSizeMismatch, conquest.ErrCorrupt, alloc.ErrCorrupt,
 		diskstore.ErrChecksum, diskstore.ErrCorrupt, diskstore.ErrGeometry} {
 		if errors.Is(err, e) {
 			return true
@@ -236,4 +242,18 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// restoreDiskSuper writes back the copy of the disk superblock that block 0
+// of the disk at path keeps (diskstore.RestoreSuper).
+func restoreDiskSuper(path string) error {
+	dev, err := diskstore.OpenDevice(path, diskstore.DeviceOptions{})
+	if err != nil {
+		return err
+	}
+	_, err = diskstore.RestoreSuper(dev)
+	if cerr := dev.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

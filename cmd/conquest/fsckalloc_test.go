@@ -65,6 +65,22 @@ func TestFsckRestoresSuperblock(t *testing.T) {
 		"its backup copy is intact: `conquest fsck --repair` restores it: wrote the backup copy back")
 }
 
+// TestFsckRestoresDiskSuperblock: the same for the disk's superblock,
+// whose copy block 0 keeps.
+func TestFsckRestoresDiskSuperblock(t *testing.T) {
+	c, pramImg, disk, files := populatedImage(t)
+	f, err := os.OpenFile(disk, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, 20); err != nil { // a byte of the UUID
+		t.Fatal(err)
+	}
+	f.Close()
+	refusedThenRepaired(t, c, pramImg, disk, files, "disk superblock checksum mismatch",
+		"disk superblock: disk "+disk)
+}
+
 // populatedImage makes images with 40 small files in a directory and one
 // large file, written through a mount, and returns the CLI, the images and
 // the files' contents.

@@ -19,7 +19,7 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%s: arena is in use by another process (already mounted? unmount it with `conquest umount MOUNTPOINT`)", im.pram)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
-	case errors.Is(err, pram.ErrSuperBackup):
+	case errors.Is(err, pram.ErrSuperBackup), errors.Is(err, diskstore.ErrSuperBackup):
 		return fmt.Errorf("%w; refusing to use it until then (`conquest fsck --repair --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrNotConquest):
 		return fmt.Errorf("%w (format it with `conquest mkfs`)", err)
