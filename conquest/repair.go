@@ -1326,6 +1326,16 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 		})
 	}
 	for _, err := range errs {
+		if _, ok := errors.AsType[*diskstore.FreeMapHeaderError](err); ok && fs.ds != nil {
+			fd.add(phaseAlloc, finding{n: 1, key: "free map header", where: "disk",
+				problem: err.Error(),
+				apply: func(tx *pram.Tx) (string, error) {
+					fs.ds.RewriteFreeMapHeader(tx)
+					return "set the free map's copy of the disk's geometry to the disk superblock's", nil
+				}})
+		}
+	}
+	for _, err := range errs {
 		if rw, ok := errors.AsType[*alloc.ReservedWordError](err); ok {
 			off := rw.Off
 			fd.add(phaseAlloc, finding{n: 1,

@@ -295,6 +295,9 @@ func (k *Checker) Finish() []error {
 	} else if s.a.U64(s.st+stOffIntents) != 0 {
 		k.add("stats record points to a bad intent area %d", s.a.U64(s.st+stOffIntents))
 	}
+	if err := s.freeMapHeaderErr(); err != nil {
+		k.errs = append(k.errs, err)
+	}
 	k.finished = true
 	k.fileUsed = slices.Clone(k.used)
 	k.finishUnsynced()

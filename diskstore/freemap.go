@@ -238,3 +238,38 @@ func (s *Store) allocFree(tx *pram.Tx, want uint64, goal Block) (extent, error) 
 	}
 	return best, s.takeExtent(tx, bestCur, best)
 }
+
+// FreeMapHeaderError is a free map whose copy of the disk's geometry (block
+// size and count) disagrees with the disk superblock and the arena's
+// parameters, which agree with each other. Only an Open for fsck
+// (Options.ForCheck) gets this far; a mount refuses it (ErrGeometry).
+// Store.RewriteFreeMapHeader repairs it. Callers get it with errors.As.
+type FreeMapHeaderError struct {
+	BlockSize, Blocks uint64 // what the free map records
+	Want              Super  // the disk's superblock
+}
+
+func (e *FreeMapHeaderError) Error() string {
+	return fmt.Sprintf("%v: free map for %d blocks of %d bytes, disk has %d of %d",
+		ErrCorrupt, e.Blocks, e.BlockSize, e.Want.Blocks, e.Want.BlockSize)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *FreeMapHeaderError) Unwrap() error { return ErrCorrupt }
+
+// freeMapHeaderErr reports the damage Open (ForCheck) found, or nil.
+func (s *Store) freeMapHeaderErr() error {
+	bs, n := s.a.U64(s.fm+fmOffBlockSize), s.a.U64(s.fm+fmOffBlocks)
+	if bs == uint64(s.super.BlockSize) && n == s.super.Blocks {
+		return nil
+	}
+	return &FreeMapHeaderError{BlockSize: bs, Blocks: n, Want: s.super}
+}
+
+// RewriteFreeMapHeader repairs a *FreeMapHeaderError: it sets the free
+// map's copy of the geometry to the disk superblock's.
+func (s *Store) RewriteFreeMapHeader(tx *pram.Tx) {
+	tx.Set64(s.fm+fmOffBlockSize, uint64(s.super.BlockSize))
+	tx.Set64(s.fm+fmOffBlocks, s.super.Blocks)
+	s.fmHeaderBad = false
+}

@@ -194,6 +194,8 @@ type Store struct {
 	o     Options
 	fm    pram.Off // free map
 	st    pram.Off // stats record
+
+	fmHeaderBad bool // (ForCheck) the free map's copy of the geometry is damaged
 	zero  []byte   // one zero block
 
 	cache    *blockCache  // verified blocks (own lock)
@@ -360,9 +362,16 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	if !a.InHeap(st, statsSize) || st%8 != 0 || a.U64(st) != statsMagic {
 		return nil, fmt.Errorf("%w: no stats record at root slot %d (%d)", ErrCorrupt, RootStats, st)
 	}
+	fmBad := false
 	if bs, n := a.U64(fm+fmOffBlockSize), a.U64(fm+fmOffBlocks); bs != uint64(sup.BlockSize) || n != sup.Blocks {
-		return nil, fmt.Errorf("%w: free map for %d blocks of %d bytes, disk has %d of %d",
-			ErrGeometry, n, bs, sup.Blocks, sup.BlockSize)
+		// The disk superblock and the arena's parameters (both
+		// checksummed) agreed above: the free map's copy is what is
+		// damaged. fsck opens the store to repair it (FreeMapHeaderError).
+		if !o.ForCheck {
+			return nil, fmt.Errorf("%w: free map for %d blocks of %d bytes, disk has %d of %d",
+				ErrGeometry, n, bs, sup.Blocks, sup.BlockSize)
+		}
+		fmBad = true
 	}
 	if free := a.U64(fm + fmOffFree); free >= sup.Blocks {
 		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
@@ -371,6 +380,7 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: unknown checksum format %d (made by a newer Conquest?)", ErrVersion, f)
 	}
 	s := newStore(a, h, dev, sup, fm, st, o)
+	s.fmHeaderBad = fmBad
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
