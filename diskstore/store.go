@@ -195,8 +195,8 @@ type Store struct {
 	fm    pram.Off // free map
 	st    pram.Off // stats record
 
-	fmHeaderBad bool // (ForCheck) the free map's copy of the geometry is damaged
-	zero  []byte   // one zero block
+	fmHeaderBad bool   // (ForCheck) the free map's copy of the geometry is damaged
+	zero        []byte // one zero block
 
 	cache    *blockCache  // verified blocks (own lock)
 	blocks   sync.Pool    // *[]byte: aligned one-block buffers for reads

@@ -301,6 +301,9 @@ func TestCorruptImageRefused(t *testing.T) {
 	mp := c.mountpoint()
 	c.fails(1, pram, "mount", "--pram", pram, "--disk", disk, mp)
 	errs := c.fails(4, "damaged", "fsck", "--pram", pram, "--disk", disk)
+	if !strings.Contains(errs, "backup copy is intact") {
+		t.Errorf("fsck does not say the superblock's copy is intact: %s", errs)
+	}
 	t.Logf("fsck said: %s", errs)
 	if _, ok := fusefs.Mounted(mp); ok {
 		t.Error("a corrupt image was mounted")

@@ -20,7 +20,7 @@ func explainOpen(im images, err error) error {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrSuperBackup), errors.Is(err, diskstore.ErrSuperBackup):
-		return fmt.Errorf("%w; refusing to use it until then (`conquest fsck --repair --pram %s --disk %s`)", err, im.pram, im.disk)
+		return fmt.Errorf("%w; the image is damaged: refusing to use it until then (`conquest fsck --repair --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrNotConquest):
 		return fmt.Errorf("%w (format it with `conquest mkfs`)", err)
 	case errors.Is(err, diskstore.ErrUUIDMismatch):
