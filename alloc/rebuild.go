@@ -51,9 +51,9 @@ type RebuildReport struct {
 // bits (RepairSize) and a free block's impossible order (RepairOrder). It refuses, with ErrCorrupt and nothing written, a map it
 // cannot walk: an entry of unknown kind that proves none, a block covering
 // an entry that claims to head another, a block that is misaligned or runs
-// past the heap, a slab of unknown class, or a page in no block below
-// pages in use. Top is the end of the last block (pages past it
-// have all-zero entries).
+// past the heap, or a slab of unknown class. A page in no block below pages
+// in use (a lost page) becomes a one-page allocation (scanMap). Top is the
+// end of the last block (pages past it have all-zero entries).
 //
 // The writes bypass the journal: a fragmented heap can need more of them
 // than a transaction holds. If they are interrupted, the heap is left half
@@ -63,10 +63,10 @@ type RebuildReport struct {
 // and the kind bytes, page counts, orders and junk entries above.
 func (h *Heap) RebuildLists() (RebuildReport, error) {
 	var rep RebuildReport
-	// Top is where the walk of the map meets a page in no block. The
-	// header's top, if sane, must not lie above that (pages below it in no
-	// block are lost pages: refused); and if the walk fails past it, on
-	// entries that were never carved but damaged, the header's top is used.
+	// Top is where the walk of the map meets a page in no block past the
+	// last block below the header's top (if sane): pages in no block before
+	// that are lost pages (scanMap). If the walk fails past the header's
+	// top, on entries that were never carved but damaged, that top is used.
 	headerTop := h.a.U64(h.g.hdr + hdrTop)
 	valid := headerTop <= h.g.npages
 	lostBelow := uint64(0)
