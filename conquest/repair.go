@@ -986,7 +986,21 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) sumFixes(found []error) (fixes []Fix, left []error) {
 	var fd *findings
-	for _, err := range found {
+	// Seeds first: a record the walk judged under a found seed is
+	// rewritten under it.
+	seedsFirst := slices.Clone(found)
+	slices.SortStableFunc(seedsFirst, func(a, b error) int {
+		_, sa := errors.AsType[*diskstore.SeedDamageError](a)
+		_, sb := errors.AsType[*diskstore.SeedDamageError](b)
+		switch {
+		case sa && !sb:
+			return -1
+		case sb && !sa:
+			return 1
+		}
+		return 0
+	})
+	for _, err := range seedsFirst {
 		var owner uint64
 		var seg pram.Off
 		var problem, action string
@@ -1000,7 +1014,11 @@ func (fs *FS) sumFixes(found []error) (fixes []Fix, left []error) {
 			owner, seg = sd.Owner, sd.Seg
 			problem = fmt.Sprintf("every written block fails its checksum, and %d verify under a seed one small change from the recorded one", sd.Blocks)
 			action = "the seed is damaged, not the data: set it to the one the data verifies under"
-			fix = func(tx *pram.Tx) error { return fs.ds.RewriteSeed(tx, sd.Seg, sd.Stored, sd.Seed) }
+			if len(sd.Rehash) > 0 {
+				problem = fmt.Sprintf("%d written block(s) fail their checksum and verify under a seed one small change from the recorded one; %d, written since, verify under the recorded one", sd.Blocks, len(sd.Rehash))
+				action = "the seed is damaged, not the data: set it to the one most of the data verifies under, and rehashed the blocks written since"
+			}
+			fix = func(tx *pram.Tx) error { return fs.ds.RewriteSeed(tx, sd.Seg, sd.Stored, sd.Seed, sd.Rehash) }
 		} else {
 			continue
 		}

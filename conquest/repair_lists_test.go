@@ -412,11 +412,15 @@ func TestRepairSeed(t *testing.T) {
 		name    string
 		xor     uint64
 		rewrite bool
+		append  bool // a block written after the damage, under the damaged seed
+		record  bool // and a byte of block 7's checksum record damaged too
 	}{
-		{"one bit", 1 << 37, true},
-		{"two bits", 1<<3 | 1<<60, true},
-		{"one byte", 0xa5 << 16, true},
-		{"three bytes", 0x5a_00_5a_00_5a, false},
+		{"one bit", 1 << 37, true, false, false},
+		{"two bits", 1<<3 | 1<<60, true, false, false},
+		{"one byte", 0xa5 << 16, true, false, false},
+		{"three bytes", 0x5a_00_5a_00_5a, false, false, false},
+		{"one bit, then an append", 1 << 11, true, true, false},
+		{"one bit and a checksum record", 1 << 50, true, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs, _ := newTestFSOpt(t, fsOpt{disk: true, noCheck: !c.rewrite})
@@ -425,15 +429,33 @@ func TestRepairSeed(t *testing.T) {
 			in, _ := fs.inode(ino)
 			seed := in.seg() + 16
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(seed, fs.a.U64(seed)^c.xor) })
+			if c.record {
+				rec := sumRecord(fs, in.seg(), 7)
+				corrupt(fs, func(tx *pram.Tx) { tx.Set8(rec+2, fs.a.U8(rec+2)^0x40) })
+			}
 			h := openRW(t, fs, ino, O_RDWR)
 			if _, err := fs.Read(ino, h, 0, make([]byte, 4096)); !errors.Is(err, ErrIO) {
 				t.Fatalf("read: %v, want EIO", err)
 			}
+			if c.append {
+				more := pattern(8192, 9)
+				if n, err := fs.Write(ino, h, int64(len(data)), more, false); err != nil || n != len(more) {
+					t.Fatalf("append: %d, %v", n, err)
+				}
+				data = append(data, more...)
+			}
 			fs.Release(ino, h)
 			errs := fs.CheckWith(CheckOptions{VerifyData: true})
 			var sd *diskstore.SeedDamageError
-			if got := len(errs) == 1 && errors.As(errs[0], &sd); got != c.rewrite {
-				t.Fatalf("Check: %d errors, first %v; want one SeedDamageError: %v", len(errs), errs[0], c.rewrite)
+			want := 1
+			if c.record {
+				want = 2
+			}
+			if got := len(errs) == want && errors.As(errs[len(errs)-1], &sd); got != c.rewrite {
+				t.Fatalf("Check: %d errors, first %v; want a SeedDamageError: %v", len(errs), errs[0], c.rewrite)
+			}
+			if c.append && len(sd.Rehash) != 2 {
+				t.Fatalf("SeedDamageError %v: want the 2 appended blocks to rehash", sd)
 			}
 			rep, err := fs.Repair(RepairOptions{VerifyData: true})
 			must(t, err)
@@ -444,8 +466,9 @@ func TestRepairSeed(t *testing.T) {
 				}
 				return
 			}
-			if len(rep.Remaining) > 0 || !strings.Contains(text, "/large: every written block fails its checksum, and 75 verify under a seed") ||
-				!strings.Contains(text, "the seed is damaged, not the data") {
+			if len(rep.Remaining) > 0 || !strings.Contains(text, "the seed is damaged, not the data") ||
+				(!c.append && !strings.Contains(text, "/large: every written block fails its checksum, and")) ||
+				(c.record && !strings.Contains(text, "rewrote it from the data")) {
 				t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
 			}
 			wantContent(t, fs, "/large", data)

@@ -248,17 +248,20 @@ func (k *Checker) verify(seg pram.Off, x segment, size int64) {
 								err = &SumDamageError{Owner: s.owner(seg), Seg: seg, Block: fb + c, Disk: x.disk + Block(i+c), Stored: sums[c], Data: got}
 							case k.seedExplains(seg, fb+c, sums[c], dst[:bs]):
 								continue // reported once for the file (seedResult)
+							case k.seedSumDamaged(seg, fb+c, sums[c], dst[:bs], &got):
+								// Its record is damaged too, judged under the found seed.
+								err = &SumDamageError{Owner: s.owner(seg), Seg: seg, Block: fb + c, Disk: x.disk + Block(i+c), Stored: sums[c], Data: got}
 							default:
 								err = &DataChecksumError{Inode: s.owner(seg), Offset: int64((fb + c) * bs), Disk: x.disk + Block(i+c), Err: err}
 							}
 						}
 						k.errs = append(k.errs, err)
 					} else {
-						k.passed[seg]++
+						k.seedPassed(seg, fb+c, fb+c+1)
 					}
 				}
 			} else {
-				k.passed[seg] += b - a
+				k.seedPassed(seg, fb+a, fb+b)
 				if end := uint64(size); end%bs != 0 && end/bs >= fb+a && end/bs < fb+b {
 					// The run holds the last block: its tail must be zeros.
 					at := (end/bs - (fb + a)) * bs

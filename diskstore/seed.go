@@ -30,9 +30,17 @@ type SeedDamageError struct {
 	Stored uint64 // the seed the segment list records
 	Seed   uint64 // the seed the data verifies under
 	Blocks uint64 // blocks that verify under Seed
+	// Rehash are the file blocks that verify under Stored: written since
+	// the damage, with the damaged seed. They are fewer than Blocks and
+	// come after the first block.
+	Rehash []uint64
 }
 
 func (e *SeedDamageError) Error() string {
+	if len(e.Rehash) > 0 {
+		return fmt.Sprintf("%v: inode %d: the checksum seed %#016x is damaged: %d block(s) verify under %#016x, %d written since the damage under it",
+			ErrCorrupt, e.Owner, e.Stored, e.Blocks, e.Seed, len(e.Rehash))
+	}
 	return fmt.Sprintf("%v: inode %d: the checksum seed %#016x is damaged: %d block(s) verify under %#016x and none under it",
 		ErrCorrupt, e.Owner, e.Stored, e.Blocks, e.Seed)
 }
@@ -50,7 +58,23 @@ type seedFinding struct {
 	tried  bool
 	found  bool
 	seed   uint64
-	blocks uint64 // failing blocks the found seed verifies
+	blocks uint64   // failing blocks the found seed verifies
+	rehash []uint64 // blocks that verified under the recorded seed after the search
+}
+
+// maxRehash bounds SeedDamageError.Rehash: the repair rewrites their
+// checksums in one transaction.
+const maxRehash = 1024
+
+// seedPassed notes that file blocks [fb, end) of seg verified under the
+// recorded seed.
+func (k *Checker) seedPassed(seg pram.Off, fb, end uint64) {
+	k.passed[seg] += end - fb
+	if f := k.seeds[seg]; f != nil && f.found {
+		for ; fb < end && len(f.rehash) <= maxRehash; fb++ {
+			f.rehash = append(f.rehash, fb)
+		}
+	}
 }
 
 // seedCandidates calls f with each seed a small damage to stored could have
@@ -104,28 +128,46 @@ func (k *Checker) seedExplains(seg pram.Off, fb, sum uint64, b []byte) bool {
 	return true
 }
 
+// seedSumDamaged reports whether block fb of seg (data b, recorded checksum
+// sum) looks like a block whose checksum record is damaged when judged
+// under the seed found for the file, and sets *data to its checksum under
+// that seed. The repair rewrites the seed before such records.
+func (k *Checker) seedSumDamaged(seg pram.Off, fb, sum uint64, b []byte, data *uint64) bool {
+	f := k.seeds[seg]
+	if f == nil || !f.found {
+		return false
+	}
+	*data = k.s.blockSum(f.seed, fb, b)
+	return sumDamaged(sum, *data)
+}
+
 // seedResult reports the finding for seg at the end of its walk: a
-// *SeedDamageError, or, if blocks passed under the recorded seed too, one
-// error per block the found seed had explained (which cannot both be).
+// *SeedDamageError. Blocks that verified under the recorded seed after the
+// first failing block were written since the damage (appends and
+// overwrites use the recorded seed); the repair rehashes them, if they are
+// fewer than those the found seed explains (and at most maxRehash). Else
+// neither seed is trusted and the walk says so.
 func (k *Checker) seedResult(seg pram.Off) {
 	f := k.seeds[seg]
 	if f == nil || !f.found || f.blocks == 0 {
 		return
 	}
-	owner := k.s.owner(seg)
-	if k.passed[seg] > 0 {
-		k.add("inode %d: %d block(s) verify under the seed %#016x, others under the recorded %#016x",
-			owner, f.blocks, f.seed, k.s.a.U64(seg+slOffSeed))
+	owner, stored := k.s.owner(seg), k.s.a.U64(seg+slOffSeed)
+	if uint64(len(f.rehash)) >= f.blocks || len(f.rehash) > maxRehash {
+		k.add("inode %d: %d block(s) verify under the seed %#016x, %d under the recorded %#016x",
+			owner, f.blocks, f.seed, k.passed[seg], stored)
 		return
 	}
-	k.errs = append(k.errs, &SeedDamageError{Owner: owner, Seg: seg, Stored: k.s.a.U64(seg + slOffSeed), Seed: f.seed, Blocks: f.blocks})
+	k.errs = append(k.errs, &SeedDamageError{Owner: owner, Seg: seg, Stored: stored, Seed: f.seed, Blocks: f.blocks, Rehash: f.rehash})
 }
 
 // RewriteSeed repairs a *SeedDamageError: it records seed as the checksum
-// seed of seg, after checking that stored is the seed recorded now and that
-// seed is one a small damage to it explains (else ErrCorrupt, nothing
-// changed). The caller found that the data verifies under seed.
-func (s *Store) RewriteSeed(tx *pram.Tx, seg pram.Off, stored, seed uint64) error {
+// seed of seg and rehashes under it the file blocks rehash (which must
+// verify under stored), after checking that stored is the seed recorded
+// now and that seed is one a small damage to it explains (else ErrCorrupt;
+// the caller aborts tx). The caller found that the rest of the data
+// verifies under seed.
+func (s *Store) RewriteSeed(tx *pram.Tx, seg pram.Off, stored, seed uint64, rehash []uint64) error {
 	if err := s.validSeg(seg); err != nil {
 		return err
 	}
@@ -134,6 +176,29 @@ func (s *Store) RewriteSeed(tx *pram.Tx, seg pram.Off, stored, seed uint64) erro
 	}
 	if _, ok := seedCandidates(stored, func(c uint64) bool { return c == seed }); !ok {
 		return fmt.Errorf("%w: inode %d: seed %#016x is not a small change of %#016x", ErrCorrupt, s.owner(seg), seed, stored)
+	}
+	buf := AlignedBuffer(int(s.bs))
+	for _, fb := range rehash {
+		sp, err := s.lookup(seg, fb)
+		if err != nil {
+			return err
+		}
+		var sum [1]uint64
+		if err := s.getSums(seg, fb, sum[:]); err != nil {
+			return err
+		}
+		if sp.disk == 0 || sum[0] == 0 {
+			return fmt.Errorf("%w: inode %d: file block %d holds no written data", ErrCorrupt, s.owner(seg), fb)
+		}
+		if _, err := s.dev.ReadAt(buf, int64(uint64(sp.disk)*s.bs)); err != nil {
+			return s.ioErr(fmt.Sprintf("inode %d: reading disk block %d", s.owner(seg), sp.disk), err)
+		}
+		if got := s.blockSum(stored, fb, buf); got != sum[0] {
+			return fmt.Errorf("%w: inode %d: file block %d does not verify under the recorded seed", ErrCorrupt, s.owner(seg), fb)
+		}
+		if err := s.setSums(tx, seg, fb, []uint64{s.blockSum(seed, fb, buf)}); err != nil {
+			return err
+		}
 	}
 	tx.Set64(seg+slOffSeed, seed)
 	s.bump(seg)
