@@ -892,6 +892,8 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 	tried := make(map[string]bool)
 	var bad []badBlock
 	var failed []error
+	var dataFound []error // the data walk's errors: checksum records, seeds, bad blocks
+	unverified := false   // the data walk could not read every file's blocks
 	for pass := 0; pass < maxRepairPasses; pass++ {
 		fd := &findings{zeroBad: o.ZeroBadBlocks, tried: tried}
 		co := CheckOptions{}
@@ -900,7 +902,8 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 		}
 		errs := fs.checkLocked(co, fd)
 		if pass == 0 {
-			rep.Found, bad = errs, fd.bad
+			rep.Found, bad, dataFound = errs, fd.bad, errs
+			unverified = fd.dk != nil && fd.dk.Partial()
 		}
 		fs.allocFindings(fd, errs)
 		fs.leakFindings(fd, errs)
@@ -950,7 +953,24 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 			break
 		}
 	}
-	sums, sumsLeft := fs.sumFixes(rep.Found)
+	if o.VerifyData && unverified && len(rep.Fixes) > 0 {
+		// Some file's lists were too damaged for the first walk to read
+		// its blocks; now that they are repaired, verify the data again so
+		// that its damaged checksum records and bad blocks are found too.
+		fd := &findings{zeroBad: o.ZeroBadBlocks}
+		dataFound = fs.checkLocked(CheckOptions{VerifyData: true, Progress: o.Progress}, fd)
+		bad = fd.bad
+		seen := make(map[string]bool)
+		for _, err := range rep.Found {
+			seen[err.Error()] = true
+		}
+		for _, err := range dataFound {
+			if (errors.Is(err, diskstore.ErrDataChecksum) || isSumFinding(err)) && !seen[err.Error()] {
+				rep.Found = append(rep.Found, err)
+			}
+		}
+	}
+	sums, sumsLeft := fs.sumFixes(dataFound)
 	rep.Fixes = append(rep.Fixes, sums...)
 	rep.Fixes = append(rep.Fixes, fs.badBlockFixes(o, bad, &failed)...)
 	// The final walk reads no data: the bad blocks found by the first are
@@ -977,6 +997,14 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 		rep.Remaining = append(rep.Remaining, failed...)
 	}
 	return rep, nil
+}
+
+// isSumFinding reports whether err is a damaged checksum record or seed
+// (what sumFixes repairs).
+func isSumFinding(err error) bool {
+	_, sum := errors.AsType[*diskstore.SumDamageError](err)
+	_, seed := errors.AsType[*diskstore.SeedDamageError](err)
+	return sum || seed
 }
 
 // sumFixes rewrites the damaged checksum records and checksum seeds the
