@@ -893,7 +893,7 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 	var bad []badBlock
 	var failed []error
 	var dataFound []error // the data walk's errors: checksum records, seeds, bad blocks
-	unverified := false   // the data walk could not read every file's blocks
+	var verified uint64   // large files the data walk verified
 	for pass := 0; pass < maxRepairPasses; pass++ {
 		fd := &findings{zeroBad: o.ZeroBadBlocks, tried: tried}
 		co := CheckOptions{}
@@ -903,7 +903,9 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 		errs := fs.checkLocked(co, fd)
 		if pass == 0 {
 			rep.Found, bad, dataFound = errs, fd.bad, errs
-			unverified = fd.dk != nil && fd.dk.Partial()
+			if fd.dk != nil {
+				verified = fd.dk.VerifiedFiles()
+			}
 		}
 		fs.allocFindings(fd, errs)
 		fs.leakFindings(fd, errs)
@@ -953,10 +955,11 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 			break
 		}
 	}
-	if o.VerifyData && unverified && len(rep.Fixes) > 0 {
-		// Some file's lists were too damaged for the first walk to read
-		// its blocks; now that they are repaired, verify the data again so
-		// that its damaged checksum records and bad blocks are found too.
+	if o.VerifyData && fs.ds != nil && len(rep.Fixes) > 0 && verified < fs.ds.Stats().Files {
+		// The first walk could not verify every large file's blocks (its
+		// lists were damaged, or damage elsewhere hid it); now that the
+		// repairs are made, verify the data again so that damaged checksum
+		// records and bad blocks are found too.
 		fd := &findings{zeroBad: o.ZeroBadBlocks}
 		dataFound = fs.checkLocked(CheckOptions{VerifyData: true, Progress: o.Progress}, fd)
 		bad = fd.bad

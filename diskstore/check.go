@@ -40,6 +40,7 @@ type Checker struct {
 	passed       map[pram.Off]uint64       // blocks that verified, by file (VerifyData)
 	seeds        map[pram.Off]*seedFinding // a damaged seed's search, by file (seed.go)
 	seedSearches int                       // searches made (maxSeedSearches)
+	verified     uint64                    // files whose data was verified (VerifyData)
 	liveOld      []oldRef                  // old blocks of live records: must be quarantined
 
 	// For RebuildLists (rebuild.go).
@@ -177,6 +178,7 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	}
 	if k.o.VerifyData {
 		k.seedResult(seg)
+		k.verified++
 	}
 	return k.errs[first:]
 }

@@ -55,6 +55,10 @@ func (k *Checker) listDamage(i, n int) bool {
 // repaired.
 func (k *Checker) Partial() bool { return k.partial }
 
+// VerifiedFiles is the number of files whose blocks the walk read and
+// verified (CheckOptions.VerifyData).
+func (k *Checker) VerifiedFiles() uint64 { return k.verified }
+
 // ListRebuild says what RebuildLists rewrote.
 type ListRebuild struct {
 	Lists         []string // the lists rebuilt
