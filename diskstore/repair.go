@@ -227,24 +227,14 @@ func (s *Store) RewriteSum(tx *pram.Tx, seg pram.Off, fb, stored, data uint64) e
 	if err := s.validSeg(seg); err != nil {
 		return err
 	}
-	sp, err := s.lookup(seg, fb)
+	buf := AlignedBuffer(int(s.bs))
+	sum, err := s.readWritten(seg, fb, buf)
 	if err != nil {
 		return err
 	}
-	if sp.disk == 0 {
-		return fmt.Errorf("%w: inode %d: file block %d maps no disk block", ErrCorrupt, s.owner(seg), fb)
-	}
-	var sum [1]uint64
-	if err := s.getSums(seg, fb, sum[:]); err != nil {
-		return err
-	}
-	buf := AlignedBuffer(int(s.bs))
-	if _, err := s.dev.ReadAt(buf, int64(uint64(sp.disk)*s.bs)); err != nil {
-		return s.ioErr(fmt.Sprintf("inode %d: reading disk block %d", s.owner(seg), sp.disk), err)
-	}
 	got := s.blockSum(s.a.U64(seg+slOffSeed), fb, buf)
-	if sum[0] != stored || got != data || !sumDamaged(stored, data) {
-		return fmt.Errorf("%w: inode %d, file block %d: recorded checksum %#x, data's %#x: not a damaged record of it", ErrCorrupt, s.owner(seg), fb, sum[0], got)
+	if sum != stored || got != data || !sumDamaged(stored, data) {
+		return fmt.Errorf("%w: inode %d, file block %d: recorded checksum %#x, data's %#x: not a damaged record of it", ErrCorrupt, s.owner(seg), fb, sum, got)
 	}
 	if err := s.setSums(tx, seg, fb, []uint64{data}); err != nil {
 		return err
@@ -270,4 +260,25 @@ func (s *Store) SetSegBlocks(tx *pram.Tx, seg pram.Off) (uint64, error) {
 	}
 	tx.Set64(seg+slOffBlocks, held)
 	return held, nil
+}
+
+// readWritten reads written file block fb of seg into buf (one block) for a
+// repair, unverified, and returns its recorded checksum. A block that maps
+// no disk block or records no checksum (zeros) is ErrCorrupt.
+func (s *Store) readWritten(seg pram.Off, fb uint64, buf []byte) (uint64, error) {
+	sp, err := s.lookup(seg, fb)
+	if err != nil {
+		return 0, err
+	}
+	var sum [1]uint64
+	if err := s.getSums(seg, fb, sum[:]); err != nil {
+		return 0, err
+	}
+	if sp.disk == 0 || sum[0] == 0 {
+		return 0, fmt.Errorf("%w: inode %d: file block %d holds no written data", ErrCorrupt, s.owner(seg), fb)
+	}
+	if _, err := s.dev.ReadAt(buf, int64(uint64(sp.disk)*s.bs)); err != nil {
+		return 0, s.ioErr(fmt.Sprintf("inode %d: reading disk block %d", s.owner(seg), sp.disk), err)
+	}
+	return sum[0], nil
 }

@@ -179,21 +179,11 @@ func (s *Store) RewriteSeed(tx *pram.Tx, seg pram.Off, stored, seed uint64, reha
 	}
 	buf := AlignedBuffer(int(s.bs))
 	for _, fb := range rehash {
-		sp, err := s.lookup(seg, fb)
+		sum, err := s.readWritten(seg, fb, buf)
 		if err != nil {
 			return err
 		}
-		var sum [1]uint64
-		if err := s.getSums(seg, fb, sum[:]); err != nil {
-			return err
-		}
-		if sp.disk == 0 || sum[0] == 0 {
-			return fmt.Errorf("%w: inode %d: file block %d holds no written data", ErrCorrupt, s.owner(seg), fb)
-		}
-		if _, err := s.dev.ReadAt(buf, int64(uint64(sp.disk)*s.bs)); err != nil {
-			return s.ioErr(fmt.Sprintf("inode %d: reading disk block %d", s.owner(seg), sp.disk), err)
-		}
-		if got := s.blockSum(stored, fb, buf); got != sum[0] {
+		if got := s.blockSum(stored, fb, buf); got != sum {
 			return fmt.Errorf("%w: inode %d: file block %d does not verify under the recorded seed", ErrCorrupt, s.owner(seg), fb)
 		}
 		if err := s.setSums(tx, seg, fb, []uint64{s.blockSum(seed, fb, buf)}); err != nil {
