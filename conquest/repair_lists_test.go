@@ -250,6 +250,13 @@ func TestRepairFileLists(t *testing.T) {
 		tx.Set64(dir, fs.a.U64(dir)+0x100)
 	}
 	badCount := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set64(list+16, 1<<50) }
+	// One flipped bit of a pointer, found by corrupting random bytes of an
+	// image: "directory at 269488640 out of range" left the file unreadable.
+	dirPtrBit := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set64(list, fs.a.U64(list)^1<<28) }
+	leafPtrBit := func(fs *FS, tx *pram.Tx, list pram.Off) {
+		dir := pram.Off(fs.a.U64(list))
+		tx.Set64(dir+8, fs.a.U64(dir+8)^1<<33)
+	}
 	// One more record than the leaves count, which they have room for:
 	// the list's count or a leaf's could be the damaged one.
 	plausibleCount := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set64(list+16, fs.a.U64(list+16)+1) }
@@ -267,6 +274,8 @@ func TestRepairFileLists(t *testing.T) {
 		{"segments mended", slSegs, badWidth, false, "/large: damaged list of segments: mended it from its other fields (record width 11→3)", false, false},
 		{"segments leaf count", slSegs, badLeafCount, false, "/large: damaged list of segments: mended it from its other fields (leaf 0 count 2130706433→", false, false},
 		{"sums directory key", slSums, badDirKey, false, "/large: damaged list of checksum pages: mended it from its other fields (directory key 0", false, false},
+		{"segments directory pointer", slSegs, dirPtrBit, false, "/large: damaged list of segments: mended it from its other fields (directory pointer", false, false},
+		{"sums leaf pointer", slSums, leafPtrBit, false, "/large: damaged list of checksum pages: mended it from its other fields (leaf 0 pointer", false, false},
 		{"segments count", slSegs, badCount, false, "/large: damaged list of segments: mended it from its other fields (record count 1125899906842624→", false, false},
 		{"segments ambiguous count kept", slSegs, plausibleCount, false, "", false, false},
 		{"unsynced emptied", slUnsynced, bogusDir, false, "/large: damaged list of unsynced blocks: emptied it", false, false},

@@ -18,10 +18,12 @@ import (
 //   - the directory's keys: the first keys of the leaves;
 //   - the header's record count, when impossible (more than the leaves
 //     hold): the sum of the leaves' counts; and a single leaf's count that
-//     is impossible, from the header's count and the other leaves'.
+//     is impossible, from the header's count and the other leaves';
+//   - a directory or leaf pointer that is no allocation, when exactly one
+//     pointer one bit away from it is a directory whose leaves are
+//     allocations, or a leaf starting with the key the directory records.
 //
-// The number of leaves and every leaf pointer must be sound (each an
-// allocation), and the records themselves are trusted: the mended list
+// The number of leaves must be sound, and the records themselves are trusted: the mended list
 // must then pass the full check (keys strictly increasing across leaves),
 // or the changes are rolled back by the caller's Abort. It returns what it
 // changed.
@@ -48,7 +50,27 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 	}
 	dsize, err := l.h.SizeOf(dir)
 	if err != nil || dir%8 != 0 {
-		return refuse("directory at %d is no allocation (%v)", dir, err)
+		// A pointer one bit away from a directory whose leaves are all
+		// allocations (the full check after mending must pass too).
+		alt, ok := flippedPointer(dir, func(c pram.Off) bool {
+			size, err := l.h.SizeOf(c)
+			if err != nil || c%8 != 0 || int(size/dirEntrySize) < nleaves {
+				return false
+			}
+			for i := range nleaves {
+				if _, err := l.h.SizeOf(pram.Off(l.a.U64(c + pram.Off(i*dirEntrySize+8)))); err != nil {
+					return false
+				}
+			}
+			return true
+		})
+		if !ok {
+			return refuse("directory at %d is no allocation (%v)", dir, err)
+		}
+		tx.Set64(l.hdr+xhDir, uint64(alt))
+		did = append(did, fmt.Sprintf("directory pointer %d→%d (one bit)", dir, alt))
+		dir = alt
+		dsize, _ = l.h.SizeOf(dir)
 	}
 	dirCap := min(int(dsize/dirEntrySize), maxDirEntries)
 	if nleaves > dirCap {
@@ -70,7 +92,21 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 		off := pram.Off(l.a.U64(dirLeafOff(h, i)))
 		size, err := l.h.SizeOf(off)
 		if err != nil || off%8 != 0 || size < leafHeaderSize+uint64(l.recBytes()) {
-			return refuse("leaf %d at %d is no allocation (%v)", i, off, err)
+			// A pointer one bit away from a leaf whose first key is the
+			// one the directory records for it.
+			key := l.a.U64(dirKeyOff(h, i))
+			alt, ok := flippedPointer(off, func(c pram.Off) bool {
+				size, err := l.h.SizeOf(c)
+				return err == nil && c%8 == 0 && size >= leafHeaderSize+uint64(l.recBytes()) &&
+					l.a.U32(c) >= 1 && l.a.U64(c+leafHeaderSize) == key
+			})
+			if !ok {
+				return refuse("leaf %d at %d is no allocation (%v)", i, off, err)
+			}
+			tx.Set64(dirLeafOff(h, i), uint64(alt))
+			did = append(did, fmt.Sprintf("leaf %d pointer %d→%d (one bit)", i, off, alt))
+			off = alt
+			size, _ = l.h.SizeOf(off)
 		}
 		lf := leafInfo{off: off, cap: min(l.leafCap(size), l.leafCap(maxLeafBytes)), n: int(l.a.U32(off))}
 		if c := int(l.a.U32(off + 4)); c != lf.cap {
@@ -120,6 +156,20 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 		}
 	}
 	return strings.Join(did, ", "), l.checkMended(did)
+}
+
+// flippedPointer returns the one pointer one bit away from p that ok
+// accepts; false if none or more than one does (then nothing tells which).
+func flippedPointer(p pram.Off, ok func(pram.Off) bool) (pram.Off, bool) {
+	var found pram.Off
+	n := 0
+	for i := range 64 {
+		if c := p ^ 1<<i; ok(c) {
+			found = c
+			n++
+		}
+	}
+	return found, n == 1
 }
 
 // checkMended runs the structure check on the mended list (tx's stores are
