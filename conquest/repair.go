@@ -1375,12 +1375,12 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 		})
 	}
 	for _, err := range errs {
-		if _, ok := errors.AsType[*diskstore.FreeMapHeaderError](err); ok && fs.ds != nil {
-			fd.add(phaseAlloc, finding{n: 1, key: "free map header", where: "disk",
+		if _, ok := errors.AsType[*diskstore.StoreHeaderError](err); ok && fs.ds != nil {
+			fd.add(phaseAlloc, finding{n: 1, key: "store headers", where: "disk",
 				problem: err.Error(),
 				apply: func(tx *pram.Tx) (string, error) {
-					fs.ds.RewriteFreeMapHeader(tx)
-					return "set the free map's copy of the disk's geometry to the disk superblock's", nil
+					fs.ds.RewriteHeaders(tx)
+					return "wrote the magics and the free map's copy of the disk's geometry again (from the disk superblock)", nil
 				}})
 		}
 	}

@@ -511,38 +511,52 @@ func TestRepairSegBlocks(t *testing.T) {
 	wantContent(t, fs, "/large", data)
 }
 
-// TestRepairFreeMapHeader: the free map keeps a copy of the disk's block
-// count (+16) and block size (+8). Damaged, a mount refuses the pair
-// (ErrGeometry, naming both); fsck opens it, reports a FreeMapHeaderError
-// and sets the copy from the disk superblock, after which it mounts with
-// the data intact. (Found by corrupting random bytes of an image: one
-// flipped bit made the pair unusable for good.)
-func TestRepairFreeMapHeader(t *testing.T) {
-	fs, env := newTestFSOpt(t, fsOpt{disk: true})
-	data := pattern(300<<10, 8)
-	makeFile(t, fs, "large", data)
-	fm := pram.Off(fs.a.Root(diskstore.RootFreeMap))
-	corrupt(fs, func(tx *pram.Tx) { tx.Set64(fm+16, fs.a.U64(fm+16)^0x1000) })
-	must(t, fs.Close())
-	if _, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now}); !errors.Is(err, diskstore.ErrGeometry) {
-		t.Fatalf("mount of the damaged pair: %v, want ErrGeometry", err)
+// TestRepairStoreHeaders: the free map keeps a copy of the disk's block
+// count (+16) and block size (+8), and the free map and the stats record
+// each start with a magic. Damaged, a mount refuses the pair; fsck opens
+// it, reports a StoreHeaderError and writes them again (the geometry from
+// the disk superblock), after which it mounts with the data intact.
+// (Found by corrupting random bytes of an image: one flipped bit made the
+// pair unusable for good.)
+func TestRepairStoreHeaders(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		off   func(fs *FS) pram.Off // the word damaged
+		xor   uint64
+		mount error // what a mount says
+	}{
+		{"free map block count", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootFreeMap)) + 16 }, 0x1000, diskstore.ErrGeometry},
+		{"free map magic", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootFreeMap)) }, 0x40 << 24, diskstore.ErrCorrupt},
+		{"stats magic", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootStats)) }, 0x81 << 8, diskstore.ErrCorrupt},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs, env := newTestFSOpt(t, fsOpt{disk: true})
+			data := pattern(300<<10, 8)
+			makeFile(t, fs, "large", data)
+			off := c.off(fs)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(off, fs.a.U64(off)^c.xor) })
+			must(t, fs.Close())
+			if _, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now}); !errors.Is(err, c.mount) {
+				t.Fatalf("mount of the damaged pair: %v, want %v", err, c.mount)
+			}
+			env.diskOpts.ForCheck = true
+			fs = env.open()
+			errs := fs.CheckWith(CheckOptions{VerifyData: true})
+			var sh *diskstore.StoreHeaderError
+			if len(errs) != 1 || !errors.As(errs[0], &sh) {
+				t.Fatalf("Check: %v; want one StoreHeaderError", errs)
+			}
+			rep, err := fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			if text := fixesText(rep); len(rep.Remaining) > 0 || !strings.Contains(text, "wrote the magics and the free map's copy of the disk's geometry again") {
+				t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+			}
+			must(t, fs.Close())
+			env.diskOpts.ForCheck = false
+			fs = env.open()
+			wantContent(t, fs, "/large", data)
+		})
 	}
-	env.diskOpts.ForCheck = true
-	fs = env.open()
-	errs := fs.CheckWith(CheckOptions{VerifyData: true})
-	var fh *diskstore.FreeMapHeaderError
-	if len(errs) != 1 || !errors.As(errs[0], &fh) {
-		t.Fatalf("Check: %v; want one FreeMapHeaderError", errs)
-	}
-	rep, err := fs.Repair(RepairOptions{VerifyData: true})
-	must(t, err)
-	if text := fixesText(rep); len(rep.Remaining) > 0 || !strings.Contains(text, "set the free map's copy of the disk's geometry") {
-		t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
-	}
-	must(t, fs.Close())
-	env.diskOpts.ForCheck = false
-	fs = env.open()
-	wantContent(t, fs, "/large", data)
 }
 
 // TestRepairVerifiesAfterListFix: a file whose list of segments is damaged

@@ -300,7 +300,7 @@ func (k *Checker) Finish() []error {
 	} else if s.a.U64(s.st+stOffIntents) != 0 {
 		k.add("stats record points to a bad intent area %d", s.a.U64(s.st+stOffIntents))
 	}
-	if err := s.freeMapHeaderErr(); err != nil {
+	if err := s.headerErr(); err != nil {
 		k.errs = append(k.errs, err)
 	}
 	k.finished = true

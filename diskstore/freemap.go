@@ -3,6 +3,7 @@ package diskstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"conquest/pram"
 )
@@ -239,37 +240,53 @@ func (s *Store) allocFree(tx *pram.Tx, want uint64, goal Block) (extent, error) 
 	return best, s.takeExtent(tx, bestCur, best)
 }
 
-// FreeMapHeaderError is a free map whose copy of the disk's geometry (block
-// size and count) disagrees with the disk superblock and the arena's
+// StoreHeaderError is damage to the store's own records in the arena that
+// the rest tells: the magic of the free map or of the stats record damaged
+// in a byte or two, or the free map's copy of the disk's geometry (block
+// size and count) disagreeing with the disk superblock and the arena's
 // parameters, which agree with each other. Only an Open for fsck
-// (Options.ForCheck) gets this far; a mount refuses it (ErrGeometry).
-// Store.RewriteFreeMapHeader repairs it. Callers get it with errors.As.
-type FreeMapHeaderError struct {
-	BlockSize, Blocks uint64 // what the free map records
-	Want              Super  // the disk's superblock
+// (Options.ForCheck) gets this far; a mount refuses it. Callers get it
+// with errors.As; Store.RewriteHeaders repairs it.
+type StoreHeaderError struct {
+	Problems []string
 }
 
-func (e *FreeMapHeaderError) Error() string {
-	return fmt.Sprintf("%v: free map for %d blocks of %d bytes, disk has %d of %d",
-		ErrCorrupt, e.Blocks, e.BlockSize, e.Want.Blocks, e.Want.BlockSize)
+func (e *StoreHeaderError) Error() string {
+	return fmt.Sprintf("%v: %s", ErrCorrupt, strings.Join(e.Problems, "; "))
 }
 
 // Unwrap returns ErrCorrupt.
-func (e *FreeMapHeaderError) Unwrap() error { return ErrCorrupt }
+func (e *StoreHeaderError) Unwrap() error { return ErrCorrupt }
 
-// freeMapHeaderErr reports the damage Open (ForCheck) found, or nil.
-func (s *Store) freeMapHeaderErr() error {
-	bs, n := s.a.U64(s.fm+fmOffBlockSize), s.a.U64(s.fm+fmOffBlocks)
-	if bs == uint64(s.super.BlockSize) && n == s.super.Blocks {
-		return nil
-	}
-	return &FreeMapHeaderError{BlockSize: bs, Blocks: n, Want: s.super}
+// magicDamaged reports whether got looks like want damaged in a byte or two.
+func magicDamaged(got, want uint64) bool {
+	return got != want && sumBytesDiffer(got, want) <= maxSumDamageBytes
 }
 
-// RewriteFreeMapHeader repairs a *FreeMapHeaderError: it sets the free
-// map's copy of the geometry to the disk superblock's.
-func (s *Store) RewriteFreeMapHeader(tx *pram.Tx) {
+// headerErr reports the damage an Open (ForCheck) let through, or nil.
+func (s *Store) headerErr() error {
+	var p []string
+	if m := s.a.U64(s.fm); m != freeMapMagic {
+		p = append(p, fmt.Sprintf("free map magic %#016x", m))
+	}
+	if m := s.a.U64(s.st); m != statsMagic {
+		p = append(p, fmt.Sprintf("stats record magic %#016x", m))
+	}
+	if bs, n := s.a.U64(s.fm+fmOffBlockSize), s.a.U64(s.fm+fmOffBlocks); bs != uint64(s.super.BlockSize) || n != s.super.Blocks {
+		p = append(p, fmt.Sprintf("free map for %d blocks of %d bytes, disk has %d of %d", n, bs, s.super.Blocks, s.super.BlockSize))
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return &StoreHeaderError{Problems: p}
+}
+
+// RewriteHeaders repairs a *StoreHeaderError: it writes the magics of the
+// free map and the stats record, and the free map's copy of the geometry
+// from the disk superblock.
+func (s *Store) RewriteHeaders(tx *pram.Tx) {
+	tx.Set64(s.fm, freeMapMagic)
+	tx.Set64(s.st, statsMagic)
 	tx.Set64(s.fm+fmOffBlockSize, uint64(s.super.BlockSize))
 	tx.Set64(s.fm+fmOffBlocks, s.super.Blocks)
-	s.fmHeaderBad = false
 }

@@ -194,9 +194,7 @@ type Store struct {
 	o     Options
 	fm    pram.Off // free map
 	st    pram.Off // stats record
-
-	fmHeaderBad bool   // (ForCheck) the free map's copy of the geometry is damaged
-	zero        []byte // one zero block
+	zero  []byte   // one zero block
 
 	cache    *blockCache  // verified blocks (own lock)
 	blocks   sync.Pool    // *[]byte: aligned one-block buffers for reads
@@ -356,22 +354,21 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 		return nil, err
 	}
 	fm, st := pram.Off(a.Root(RootFreeMap)), pram.Off(a.Root(RootStats))
-	if !a.InHeap(fm, freeMapSize) || fm%8 != 0 || a.U64(fm) != freeMapMagic {
+	// fsck (ForCheck) opens a store whose free map or stats record has a
+	// magic damaged in a byte or two, or whose free map's copy of the
+	// geometry disagrees with the disk superblock and the arena's
+	// parameters (both checksummed, and they agreed above): the walk
+	// reports a *StoreHeaderError and the repair rewrites them.
+	magicOK := func(got, want uint64) bool { return got == want || o.ForCheck && magicDamaged(got, want) }
+	if !a.InHeap(fm, freeMapSize) || fm%8 != 0 || !magicOK(a.U64(fm), freeMapMagic) {
 		return nil, fmt.Errorf("%w: no free map at root slot %d (%d)", ErrCorrupt, RootFreeMap, fm)
 	}
-	if !a.InHeap(st, statsSize) || st%8 != 0 || a.U64(st) != statsMagic {
+	if !a.InHeap(st, statsSize) || st%8 != 0 || !magicOK(a.U64(st), statsMagic) {
 		return nil, fmt.Errorf("%w: no stats record at root slot %d (%d)", ErrCorrupt, RootStats, st)
 	}
-	fmBad := false
-	if bs, n := a.U64(fm+fmOffBlockSize), a.U64(fm+fmOffBlocks); bs != uint64(sup.BlockSize) || n != sup.Blocks {
-		// The disk superblock and the arena's parameters (both
-		// checksummed) agreed above: the free map's copy is what is
-		// damaged. fsck opens the store to repair it (FreeMapHeaderError).
-		if !o.ForCheck {
-			return nil, fmt.Errorf("%w: free map for %d blocks of %d bytes, disk has %d of %d",
-				ErrGeometry, n, bs, sup.Blocks, sup.BlockSize)
-		}
-		fmBad = true
+	if bs, n := a.U64(fm+fmOffBlockSize), a.U64(fm+fmOffBlocks); (bs != uint64(sup.BlockSize) || n != sup.Blocks) && !o.ForCheck {
+		return nil, fmt.Errorf("%w: free map for %d blocks of %d bytes, disk has %d of %d",
+			ErrGeometry, n, bs, sup.Blocks, sup.BlockSize)
 	}
 	if free := a.U64(fm + fmOffFree); free >= sup.Blocks {
 		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
@@ -380,7 +377,6 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: unknown checksum format %d (made by a newer Conquest?)", ErrVersion, f)
 	}
 	s := newStore(a, h, dev, sup, fm, st, o)
-	s.fmHeaderBad = fmBad
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
