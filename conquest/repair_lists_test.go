@@ -257,6 +257,7 @@ func TestRepairFileLists(t *testing.T) {
 		dir := pram.Off(fs.a.U64(list))
 		tx.Set64(dir+8, fs.a.U64(dir+8)^1<<33)
 	}
+	dirPtrByte := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set8(list+3, fs.a.U8(list+3)^0xb7) }
 	// One more record than the leaves count, which they have room for:
 	// the list's count or a leaf's could be the damaged one.
 	plausibleCount := func(fs *FS, tx *pram.Tx, list pram.Off) { tx.Set64(list+16, fs.a.U64(list+16)+1) }
@@ -275,6 +276,7 @@ func TestRepairFileLists(t *testing.T) {
 		{"segments leaf count", slSegs, badLeafCount, false, "/large: damaged list of segments: mended it from its other fields (leaf 0 count 2130706433→", false, false},
 		{"sums directory key", slSums, badDirKey, false, "/large: damaged list of checksum pages: mended it from its other fields (directory key 0", false, false},
 		{"segments directory pointer", slSegs, dirPtrBit, false, "/large: damaged list of segments: mended it from its other fields (directory pointer", false, false},
+		{"unsynced directory pointer byte", slUnsynced, dirPtrByte, false, "/large: damaged list of unsynced blocks: mended it from its other fields (directory pointer", false, false},
 		{"sums leaf pointer", slSums, leafPtrBit, false, "/large: damaged list of checksum pages: mended it from its other fields (leaf 0 pointer", false, false},
 		{"segments count", slSegs, badCount, false, "/large: damaged list of segments: mended it from its other fields (record count 1125899906842624→", false, false},
 		{"segments ambiguous count kept", slSegs, plausibleCount, false, "", false, false},

@@ -20,8 +20,9 @@ import (
 //     hold): the sum of the leaves' counts; and a single leaf's count that
 //     is impossible, from the header's count and the other leaves';
 //   - a directory or leaf pointer that is no allocation, when exactly one
-//     pointer one bit away from it is a directory whose leaves are
-//     allocations, or a leaf starting with the key the directory records.
+//     pointer one byte away from it (a flipped bit, an overwritten byte) is
+//     a directory whose leaves are allocations, or a leaf starting with the
+//     key the directory records.
 //
 // The number of leaves must be sound, and the records themselves are trusted: the mended list
 // must then pass the full check (keys strictly increasing across leaves),
@@ -50,9 +51,9 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 	}
 	dsize, err := l.h.SizeOf(dir)
 	if err != nil || dir%8 != 0 {
-		// A pointer one bit away from a directory whose leaves are all
+		// A pointer one byte away from a directory whose leaves are all
 		// allocations (the full check after mending must pass too).
-		alt, ok := flippedPointer(dir, func(c pram.Off) bool {
+		alt, ok := nearPointer(dir, func(c pram.Off) bool {
 			size, err := l.h.SizeOf(c)
 			if err != nil || c%8 != 0 || int(size/dirEntrySize) < nleaves {
 				return false
@@ -68,7 +69,7 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 			return refuse("directory at %d is no allocation (%v)", dir, err)
 		}
 		tx.Set64(l.hdr+xhDir, uint64(alt))
-		did = append(did, fmt.Sprintf("directory pointer %d→%d (one bit)", dir, alt))
+		did = append(did, fmt.Sprintf("directory pointer %d→%d (one byte)", dir, alt))
 		dir = alt
 		dsize, _ = l.h.SizeOf(dir)
 	}
@@ -92,10 +93,10 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 		off := pram.Off(l.a.U64(dirLeafOff(h, i)))
 		size, err := l.h.SizeOf(off)
 		if err != nil || off%8 != 0 || size < leafHeaderSize+uint64(l.recBytes()) {
-			// A pointer one bit away from a leaf whose first key is the
+			// A pointer one byte away from a leaf whose first key is the
 			// one the directory records for it.
 			key := l.a.U64(dirKeyOff(h, i))
-			alt, ok := flippedPointer(off, func(c pram.Off) bool {
+			alt, ok := nearPointer(off, func(c pram.Off) bool {
 				size, err := l.h.SizeOf(c)
 				return err == nil && c%8 == 0 && size >= leafHeaderSize+uint64(l.recBytes()) &&
 					l.a.U32(c) >= 1 && l.a.U64(c+leafHeaderSize) == key
@@ -104,7 +105,7 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 				return refuse("leaf %d at %d is no allocation (%v)", i, off, err)
 			}
 			tx.Set64(dirLeafOff(h, i), uint64(alt))
-			did = append(did, fmt.Sprintf("leaf %d pointer %d→%d (one bit)", i, off, alt))
+			did = append(did, fmt.Sprintf("leaf %d pointer %d→%d (one byte)", i, off, alt))
 			off = alt
 			size, _ = l.h.SizeOf(off)
 		}
@@ -158,15 +159,19 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 	return strings.Join(did, ", "), l.checkMended(did)
 }
 
-// flippedPointer returns the one pointer one bit away from p that ok
-// accepts; false if none or more than one does (then nothing tells which).
-func flippedPointer(p pram.Off, ok func(pram.Off) bool) (pram.Off, bool) {
+// nearPointer returns the one pointer that differs from p in one byte (a
+// flipped bit, or a byte overwritten) and that ok accepts; false if none or
+// more than one does (then nothing tells which).
+func nearPointer(p pram.Off, ok func(pram.Off) bool) (pram.Off, bool) {
 	var found pram.Off
 	n := 0
-	for i := range 64 {
-		if c := p ^ 1<<i; ok(c) {
-			found = c
-			n++
+	for at := 0; at < 64; at += 8 {
+		for v := range pram.Off(256) {
+			c := p&^(0xff<<at) | v<<at
+			if c != p && ok(c) {
+				found = c
+				n++
+			}
 		}
 	}
 	return found, n == 1
