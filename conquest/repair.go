@@ -669,11 +669,14 @@ func (ck *checker) straySums(ino Ino, seg pram.Off, errs []error) {
 	}
 }
 
-// badSumPages: a damaged record of a checksum page of ino's file is
-// dropped, with ZeroBadBlocks only: the blocks it covers then read as zeros
-// (see diskstore.Store.DropSumPage); without it they fail with EIO.
+// badSumPages: a damaged record of a checksum page of ino's file is mended
+// when one byte of it is what is damaged and the data verifies the
+// checksums the mended record points at (diskstore.Store.MendSumPage).
+// Else it is dropped, with ZeroBadBlocks only: the blocks it covers then
+// read as zeros (see diskstore.Store.DropSumPage); without it they fail
+// with EIO.
 func (ck *checker) badSumPages(ino Ino, seg pram.Off, errs []error) {
-	if ck.fd == nil || !ck.fd.zeroBad {
+	if ck.fd == nil {
 		return
 	}
 	for _, err := range errs {
@@ -682,8 +685,16 @@ func (ck *checker) badSumPages(ino Ino, seg pram.Off, errs []error) {
 			continue
 		}
 		base := bp.Base
+		zeroBad := ck.fd.zeroBad
 		ck.segFix(ino, seg, fmt.Sprintf("sum page %d %d", ino, base), fmt.Sprintf("damaged checksum page record for file blocks from %d", base),
 			func(tx *pram.Tx) (string, error) {
+				what, err := ck.fs.ds.MendSumPage(tx, seg, base)
+				if err == nil {
+					return "mended it from the data the checksums verify (" + what + "): no data lost", nil
+				}
+				if !zeroBad {
+					return "", err
+				}
 				return "dropped it: the blocks it covered read as zeros (their data is lost)", ck.fs.ds.DropSumPage(tx, seg, base)
 			})
 	}

@@ -621,3 +621,60 @@ func TestRepairVerifiesLostFile(t *testing.T) {
 	}
 	wantContent(t, fs, fmt.Sprintf("/lost+found/#%d", ino), data)
 }
+
+// TestRepairSumPageRecord: a damaged byte of a checksum page record (its
+// page pointer or its capacity) is mended from the data: of the records a
+// byte away, the one whose checksums the file's data verifies. Damage to
+// two bytes is left alone, and dropped (the blocks read as zeros) only with
+// ZeroBadBlocks. (Found by TestRepairRandomDamage.)
+func TestRepairSumPageRecord(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		word   pram.Off // 8: the page pointer, 16: the capacity
+		xor    uint64
+		mended bool
+	}{
+		{"page pointer byte", 8, 0x5c << 8, true},
+		{"page pointer bit", 8, 1 << 45, true},
+		{"capacity byte", 16, 0x30 << 56, true},
+		{"page pointer two bytes", 8, 0x0101 << 24, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := newTestFSOpt(t, fsOpt{disk: true, noCheck: !c.mended})
+			data := pattern(300<<10, 8)
+			ino := makeFile(t, fs, "large", data)
+			in, _ := fs.inode(ino)
+			dir := pram.Off(fs.a.U64(in.seg() + slSums))
+			rec := pram.Off(fs.a.U64(dir+8)) + 16 // the first record: base, page, capacity
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(rec+c.word, fs.a.U64(rec+c.word)^c.xor) })
+			// Never zeros for data: a page pointer into free memory would
+			// read as checksums of zero ("never written").
+			h := openRW(t, fs, ino, O_RDWR)
+			if _, err := fs.Read(ino, h, 0, make([]byte, 4096)); !errors.Is(err, ErrIO) {
+				t.Fatalf("read before the repair: %v, want EIO", err)
+			}
+			fs.Release(ino, h)
+			rep, err := fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			text := fixesText(rep)
+			if !c.mended {
+				if len(rep.Remaining) == 0 || strings.Contains(text, "mended it from the data") {
+					t.Fatalf("fixes:\n%sremaining: %v; want it left", text, rep.Remaining)
+				}
+				rep, err = fs.Repair(RepairOptions{VerifyData: true, ZeroBadBlocks: true})
+				must(t, err)
+				if text := fixesText(rep); len(rep.Remaining) > 0 || !strings.Contains(text, "dropped it: the blocks it covered read as zeros") {
+					t.Fatalf("with ZeroBadBlocks: fixes:\n%sremaining: %v", text, rep.Remaining)
+				}
+				return
+			}
+			if len(rep.Remaining) > 0 || !strings.Contains(text, "damaged checksum page record for file blocks from 0: mended it from the data") {
+				t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+			}
+			wantContent(t, fs, "/large", data)
+			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) > 0 {
+				t.Fatalf("Check after repair: %v", errs)
+			}
+		})
+	}
+}

@@ -146,7 +146,7 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	// Checksums: pages sane, non-zero only on mapped blocks below EOF.
 	err = sm.walk(func(r rec) bool {
 		p := sumPage{r[0], pram.Off(r[1]), r[2]}
-		if p.base%sumsPerPage != 0 || p.cap < 1 || p.cap > sumsPerPage || !s.a.InHeap(p.page, p.cap*8) || p.page%8 != 0 {
+		if !s.sumPageSane(p) {
 			k.errs = append(k.errs, &BadSumPageError{Owner: owner, Seg: seg, Base: p.base, Page: p.page, Cap: p.cap})
 			return true
 		}

@@ -282,3 +282,72 @@ func (s *Store) readWritten(seg pram.Off, fb uint64, buf []byte) (uint64, error)
 	}
 	return sum[0], nil
 }
+
+// MendSumPage repairs a *BadSumPageError without losing data when one byte
+// of the record (its page pointer or capacity, a flipped bit or an
+// overwritten byte) is what is damaged: of the records one byte away that
+// are sane, it takes the one whose page holds checksums that the file's
+// data verifies (up to four written blocks read, none failing), if exactly
+// one does. Else ErrCorrupt and nothing changed; DropSumPage (data lost)
+// is what is left. It returns what it changed.
+func (s *Store) MendSumPage(tx *pram.Tx, seg pram.Off, base uint64) (string, error) {
+	if err := s.validSeg(seg); err != nil {
+		return "", err
+	}
+	l := s.sums(seg)
+	c, ok, err := l.seekLE(base)
+	if err != nil {
+		return "", err
+	}
+	if !ok || l.get(c)[0] != base {
+		return "", fmt.Errorf("%w: inode %d has no checksum page record for file block %d", ErrCorrupt, s.owner(seg), base)
+	}
+	r := l.get(c)
+	seed := s.a.U64(seg + slOffSeed)
+	buf := AlignedBuffer(int(s.bs))
+	verifies := func(p sumPage) bool {
+		good := 0
+		for i := uint64(0); i < p.cap && good < 4; i++ {
+			sum := s.a.U64(p.page + pram.Off(8*i))
+			if sum == 0 {
+				continue
+			}
+			sp, err := s.lookup(seg, p.base+i)
+			if err != nil || sp.disk == 0 {
+				return false
+			}
+			if _, err := s.dev.ReadAt(buf, int64(uint64(sp.disk)*s.bs)); err != nil || s.blockSum(seed, p.base+i, buf) != sum {
+				return false
+			}
+			good++
+		}
+		return good > 0
+	}
+	var found rec
+	var what string
+	n := 0
+	for _, field := range []int{1, 2} {
+		for at := 0; at < 64; at += 8 {
+			for v := range uint64(256) {
+				cand := r
+				cand[field] = r[field]&^(0xff<<at) | v<<at
+				p := sumPage{cand[0], pram.Off(cand[1]), cand[2]}
+				if cand[field] == r[field] || !s.sumPageSane(p) {
+					continue
+				}
+				if verifies(p) {
+					found, n = cand, n+1
+					what = fmt.Sprintf("page %d→%d, capacity %d→%d", r[1], cand[1], r[2], cand[2])
+				}
+			}
+		}
+	}
+	if n != 1 {
+		return "", fmt.Errorf("%w: inode %d: no single record one byte away from the checksum page record for file block %d holds checksums its data verifies (%d do)", ErrCorrupt, s.owner(seg), base, n)
+	}
+	if err := l.set(tx, c, found); err != nil {
+		return "", err
+	}
+	s.bump(seg) // cached reads of the file are stale
+	return what, nil
+}

@@ -328,10 +328,22 @@ type sumPage struct {
 func (s *Store) sumPageAt(l xlist, c xcur) (sumPage, error) {
 	r := l.get(c)
 	p := sumPage{r[0], pram.Off(r[1]), r[2]}
-	if p.base%sumsPerPage != 0 || p.cap < 1 || p.cap > sumsPerPage || !s.a.InHeap(p.page, p.cap*8) || p.page%8 != 0 {
+	if !s.sumPageSane(p) {
 		return p, fmt.Errorf("%w: checksum page base %d at %d, capacity %d", ErrCorrupt, p.base, p.page, p.cap)
 	}
 	return p, nil
+}
+
+// sumPageSane reports whether the record p can be what it says: an aligned
+// base, a capacity in range, and a page that is an allocation holding it.
+// (A page pointer into free memory would read as checksums of zero, which
+// means "never written": the file's blocks would read as zeros.)
+func (s *Store) sumPageSane(p sumPage) bool {
+	if p.base%sumsPerPage != 0 || p.cap < 1 || p.cap > sumsPerPage || !s.a.InHeap(p.page, p.cap*8) || p.page%8 != 0 {
+		return false
+	}
+	size, err := s.h.SizeOf(p.page)
+	return err == nil && size >= p.cap*8
 }
 
 // getSums fills out with the checksums of file blocks fb, fb+1, ...
