@@ -13,12 +13,13 @@ import (
 // it: when a file's first written block fails, it tries the seeds a small
 // damage to the recorded one could have come from (one or two bits flipped,
 // or one byte changed: about 4,000 hashes of one block). If one of them
-// verifies that block, and no block verified under the recorded seed, every
-// failing block that verifies under the found seed is explained by it; the
-// walk reports a *SeedDamageError instead of those blocks, and
-// Store.RewriteSeed repairs it. A walk searches for at most maxSeedSearches
-// files. A wrong seed that happens to verify a block
-// of unrelated data has a chance of about 2^-52.
+// verifies that block, and no block before it verified under the recorded
+// seed, every failing block that verifies under the found seed is explained
+// by it; blocks after it that verify under the recorded seed were written
+// since the damage (seedResult). The walk reports a *SeedDamageError
+// instead of those blocks, and Store.RewriteSeed repairs it. A walk
+// searches for at most maxSeedSearches files. A wrong seed that happens to
+// verify a block of unrelated data has a chance of about 2^-52.
 
 // SeedDamageError is a large file whose recorded checksum seed is damaged:
 // Blocks of its blocks verify under Seed and none under the recorded
