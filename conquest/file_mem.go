@@ -51,7 +51,7 @@ func (fs *FS) memRead(in inode, off uint64, dst []byte) {
 		n := uint64(0)
 		if off < c {
 			n = min(uint64(len(dst)), c-off)
-			copy(dst[:n], fs.a.Bytes(data+pram.Off(off), n))
+			copy(dst[:n], fs.a.View(data+pram.Off(off), n))
 		}
 		clear(dst[n:])
 	default:
@@ -66,7 +66,7 @@ func (fs *FS) memRead(in inode, off uint64, dst []byte) {
 			if blk == 0 {
 				clear(dst[:n])
 			} else {
-				copy(dst[:n], fs.a.Bytes(blk+pram.Off(o), n))
+				copy(dst[:n], fs.a.View(blk+pram.Off(o), n))
 			}
 			dst, off = dst[n:], off+n
 		}
@@ -173,7 +173,7 @@ func (fs *FS) memUnsmall(tx *pram.Tx, in inode, end uint64) error {
 			return err
 		}
 		nc = min(nc, maxSmall)
-		copy(fs.a.Bytes(blk, valid), fs.a.Bytes(old, valid))
+		copy(fs.a.Bytes(blk, valid), fs.a.View(old, valid))
 		if err := fs.h.Free(tx, old); err != nil {
 			return err
 		}
@@ -191,7 +191,7 @@ func (fs *FS) memUnsmall(tx *pram.Tx, in inode, end uint64) error {
 	if err != nil {
 		return err
 	}
-	copy(fs.a.Bytes(blk, valid), fs.a.Bytes(old, valid))
+	copy(fs.a.Bytes(blk, valid), fs.a.View(old, valid))
 	fs.a.PutU64(idx, uint64(blk)) // fresh in this Tx: unlogged
 	if err := fs.h.Free(tx, old); err != nil {
 		return err
@@ -211,7 +211,7 @@ func (fs *FS) memGrowIndex(tx *pram.Tx, in inode, n uint64) error {
 	}
 	if old := in.data(); old != 0 {
 		k := in.idxLen()
-		copy(fs.a.Bytes(idx, 8*k), fs.a.Bytes(old, 8*k))
+		copy(fs.a.Bytes(idx, 8*k), fs.a.View(old, 8*k))
 		if err := fs.h.Free(tx, old); err != nil {
 			return err
 		}

@@ -176,7 +176,11 @@ func createDisk(path string, size uint64) (diskstore.Device, error) {
 // Options.OnCrashCheck asks for it, and every orphan left by a crash is
 // freed.
 func Open(pramPath, diskPath string, o Options) (*FS, error) {
-	a, err := pram.Open(pramPath)
+	ao := o.Arena
+	if ao.Logf == nil {
+		ao.Logf = o.Logf
+	}
+	a, err := pram.OpenWith(pramPath, ao)
 	if err != nil {
 		return nil, err
 	}

@@ -613,7 +613,7 @@ func (ck *checker) sharedBlocks(ino Ino, blocks []uint64) {
 				if err != nil {
 					return "", err
 				}
-				tx.SetBytes(blk, fs.a.Bytes(old, BlockSize))
+				tx.SetBytes(blk, fs.a.View(old, BlockSize))
 				tx.Set64(slot, uint64(blk))
 			}
 			return fmt.Sprintf("gave each its own copy (block indexes %v; the data there may be the other file's)", blocks), nil

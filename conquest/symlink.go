@@ -47,7 +47,7 @@ func (fs *FS) Readlink(ino Ino) (string, error) {
 		if n == 0 || n > MaxSymlink || in.data() == 0 {
 			return ErrIO
 		}
-		s = string(fs.a.Bytes(in.data(), n))
+		s = string(fs.a.View(in.data(), n))
 		atime = fs.atimeDue(in)
 		return nil
 	})

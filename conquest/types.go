@@ -1,6 +1,9 @@
 package conquest
 
-import "conquest/diskstore"
+import (
+	"conquest/diskstore"
+	"conquest/pram"
+)
 
 // Ino is an inode number as the kernel sees it (the FUSE node id). The root
 // directory is RootIno; every other inode's number is its arena offset >> 8.
@@ -265,4 +268,7 @@ type Options struct {
 	// called with a message as the walk begins (the mount reports it).
 	// fsck leaves it nil: it must open damaged file systems to repair them.
 	OnCrashCheck func(msg string)
+	// Arena tunes how the arena is opened (its RAM copy and checkpoints,
+	// pram/shadow.go); its Logf, when nil, is Logf.
+	Arena pram.OpenOptions
 }

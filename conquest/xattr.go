@@ -64,7 +64,7 @@ func (fs *FS) xattrs(in inode) ([]xattrEntry, error) {
 	if used < xattrHeader || used > MaxXattrTotal+xattrHeader || !fs.a.InHeap(off, used) {
 		return nil, fmt.Errorf("%w: xattr blob of inode %d: %d bytes", ErrIO, in.ino, used)
 	}
-	b := fs.a.Bytes(off, used)[xattrHeader:]
+	b := fs.a.View(off, used)[xattrHeader:]
 	var es []xattrEntry
 	for len(b) > 0 {
 		if len(b) < xattrEntryHeader {

@@ -9,11 +9,11 @@ func (d Dir) loadPage(off pram.Off) (page, error) {
 	if off == 0 || off%8 != 0 || !d.a.InHeap(off, pageHdr) {
 		return page{}, corruptf("directory %d: bucket page at bad offset %d", d.root, off)
 	}
-	size := uint64(le.Uint16(d.a.Bytes(off+pageOffSize, 2)))
+	size := uint64(le.Uint16(d.a.View(off+pageOffSize, 2)))
 	if size < minPage || size > maxPage || size&(size-1) != 0 || !d.a.InHeap(off, size) {
 		return page{}, corruptf("directory %d: bucket page %d: bad size %d", d.root, off, size)
 	}
-	p := page{off: off, b: d.a.Bytes(off, size)}
+	p := page{off: off, b: d.a.View(off, size)} // changed only through the Tx
 	if m := le.Uint32(p.b[pageOffMagic:]); m != pageMagic {
 		return page{}, corruptf("directory %d: bucket page %d: bad magic %#x", d.root, off, m)
 	}

@@ -36,7 +36,7 @@ func (d Dir) loadRoot() (rootHdr, error) {
 	if d.root%8 != 0 || !d.a.InHeap(d.root, rootSize) {
 		return r, corruptf("root offset %d outside the heap", d.root)
 	}
-	b := d.a.Bytes(d.root, rootSize)
+	b := d.a.View(d.root, rootSize)
 	if m := le.Uint32(b[rootOffMagic:]); m != rootMagic {
 		return r, corruptf("root %d: bad magic %#x", d.root, m)
 	}

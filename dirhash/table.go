@@ -27,7 +27,7 @@ func (d Dir) slotAddr(r *rootHdr, i uint64) (pram.Off, error) {
 	if r.depth <= leafBits {
 		return r.table + pram.Off(8*i), nil
 	}
-	leaf := pram.Off(le.Uint64(d.a.Bytes(r.table+pram.Off(8*(i>>leafBits)), 8)))
+	leaf := pram.Off(le.Uint64(d.a.View(r.table+pram.Off(8*(i>>leafBits)), 8)))
 	if leaf%8 != 0 || !d.a.InHeap(leaf, leafBytes) {
 		return 0, corruptf("directory %d: table leaf %d at bad offset %d", r.off, i>>leafBits, leaf)
 	}
@@ -40,7 +40,7 @@ func (d Dir) bucketAt(r *rootHdr, i uint64) (pram.Off, error) {
 	if err != nil {
 		return 0, err
 	}
-	return pram.Off(le.Uint64(d.a.Bytes(addr, 8))), nil
+	return pram.Off(le.Uint64(d.a.View(addr, 8))), nil
 }
 
 // tableAllocs lists the allocations of a table: the table itself or the top
@@ -50,7 +50,7 @@ func (d Dir) tableAllocs(r *rootHdr) ([]pram.Off, error) {
 	if r.depth <= leafBits {
 		return offs, nil
 	}
-	top := d.a.Bytes(r.table, tableBytes(r.depth))
+	top := d.a.View(r.table, tableBytes(r.depth))
 	for j := 0; j < len(top); j += 8 {
 		leaf := pram.Off(le.Uint64(top[j:]))
 		if leaf%8 != 0 || !d.a.InHeap(leaf, leafBytes) {

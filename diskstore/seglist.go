@@ -473,7 +473,7 @@ func (s *Store) newSumPage(tx *pram.Tx, need uint64, old pram.Off, oldCap uint64
 		return 0, 0, err
 	}
 	if old != 0 {
-		copy(freshBytes(s.h, s.a, pg, 0, oldCap*8), s.a.Bytes(old, oldCap*8))
+		copy(freshBytes(s.h, s.a, pg, 0, oldCap*8), s.a.View(old, oldCap*8))
 	}
 	return pg, pcap, nil
 }

@@ -391,7 +391,7 @@ func (l xlist) growLeaf(tx *pram.Tx, h xhead, lf xleaf) (xleaf, error) {
 	}
 	nb := freshBytes(l.h, l.a, no, 0, nsize)
 	clear(nb)
-	copy(nb, l.a.Bytes(lf.off, size))
+	copy(nb, l.a.View(lf.off, size))
 	ncap := l.leafCap(nsize)
 	binary.LittleEndian.PutUint32(nb[4:], uint32(ncap))
 	tx.SetOff(dirLeafOff(h, lf.idx), no)
@@ -419,7 +419,7 @@ func (l xlist) split(tx *pram.Tx, h xhead, lf xleaf) (xhead, xleaf, xleaf, error
 	rn := lf.n - half
 	binary.LittleEndian.PutUint32(rb[0:], uint32(rn))
 	binary.LittleEndian.PutUint32(rb[4:], uint32(l.leafCap(maxLeafBytes)))
-	copy(rb[leafHeaderSize:], l.a.Bytes(l.recOff(lf, half), uint64(rn*l.recBytes())))
+	copy(rb[leafHeaderSize:], l.a.View(l.recOff(lf, half), uint64(rn*l.recBytes())))
 	tx.Set32(lf.off, uint32(half))
 	// Insert the directory entry at lf.idx+1.
 	at := lf.idx + 1
@@ -445,7 +445,7 @@ func (l xlist) growDir(tx *pram.Tx, h xhead) (xhead, error) {
 	}
 	nb := freshBytes(l.h, l.a, nd, 0, uint64(ncap*dirEntrySize))
 	clear(nb)
-	copy(nb, l.a.Bytes(h.dir, uint64(h.nleaves*dirEntrySize)))
+	copy(nb, l.a.View(h.dir, uint64(h.nleaves*dirEntrySize)))
 	tx.SetOff(l.hdr+xhDir, nd)
 	tx.Set32(l.hdr+xhDirCap, uint32(ncap))
 	if err := l.h.Free(tx, h.dir); err != nil {
@@ -483,7 +483,7 @@ func (l xlist) remove(tx *pram.Tx, c xcur) error {
 			return err
 		}
 		if lf.n+nl.n <= lf.cap/2 {
-			tx.SetBytes(l.recOff(lf, lf.n), append([]byte(nil), l.a.Bytes(l.recOff(nl, 0), uint64(nl.n*l.recBytes()))...))
+			tx.SetBytes(l.recOff(lf, lf.n), append([]byte(nil), l.a.View(l.recOff(nl, 0), uint64(nl.n*l.recBytes()))...))
 			tx.Set32(lf.off, uint32(lf.n+nl.n))
 			tx.Set32(nl.off, 0)
 			return l.dropLeaf(tx, h, nl)

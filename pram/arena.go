@@ -24,16 +24,24 @@ import (
 type Arena struct {
 	path  string
 	f     *os.File
-	m     mmap.MMap
+	m     mmap.MMap // the image itself, or its RAM copy (shadow.go)
 	geo   Geometry
 	kind  Kind
 	dirty bool // the arena was not closed cleanly before this Open
 
-	recovered int // undo entries rolled back by this Open
+	recovered     int  // undo entries rolled back by this Open
+	recoveredCkpt bool // this Open finished a checkpoint a crash interrupted
 
 	txMu  sync.Mutex // held by the open Tx
 	tx    Tx
 	txSeq uint64 // Seq of the latest Tx; guarded by txMu
+
+	// loose is held shared by stores made outside the journal (PutU64)
+	// and exclusively by a checkpoint while it copies pages (after txMu).
+	loose sync.RWMutex
+
+	sh      *shadow // nil when the image is mapped in place
+	inPlace string  // why the image is mapped in place ("" for a device or Format)
 
 	storeHook func() // test hook, see SetStoreHook
 
@@ -138,7 +146,7 @@ func Format(path string, opts Options) (*Arena, error) {
 	}
 	a := &Arena{path: path, f: f, m: m, geo: g, kind: kind}
 	if err := a.Reserve(uint64(g.HeapOff)); err != nil {
-		a.unmap()
+		a.unmap(false)
 		return nil, err
 	}
 	if kind != KindFile {
@@ -149,7 +157,7 @@ func Format(path string, opts Options) (*Arena, error) {
 	clear(m[:PageSize])
 	clear(m[g.JournalOff : uint64(g.JournalOff)+journalHeader])
 	if err := a.Persist(0, uint64(g.HeapOff)); err != nil {
-		a.unmap()
+		a.unmap(false)
 		return nil, err
 	}
 	encodeSuper(m[:PageSize], g)
@@ -158,16 +166,42 @@ func Format(path string, opts Options) (*Arena, error) {
 	boot := bootID()
 	copy(m[offBoot:offBoot+16], boot[:])
 	if err := a.Persist(0, PageSize); err != nil {
-		a.unmap()
+		a.unmap(false)
 		return nil, err
 	}
 	return a, nil
 }
 
+// OpenOptions tunes OpenWith. The zero value is what Open does.
+type OpenOptions struct {
+	// InPlace maps an image file itself even where it would be shadowed
+	// (shadow.go): a power loss can then leave it damaged.
+	InPlace bool
+	// ShadowDir is the directory of RAM copies; "" means $CONQUEST_SHADOW_DIR,
+	// else DefaultShadowDir.
+	ShadowDir string
+	// Interval is how often a checkpoint is made when something changed;
+	// 0 means DefaultCheckpointInterval. A negative value means no
+	// background checkpoints at all, only Sync, Persist, Close and the
+	// backpressure limit's (tests that must know when each happens).
+	Interval time.Duration
+	// WrapImage, if set, wraps the image's I/O (tests: CrashImage).
+	WrapImage func(ImageFile) ImageFile
+	// Logf receives messages about checkpoints and RAM copies; nil discards them.
+	Logf func(format string, args ...any)
+	// OnCheckpoint, if set, is called once each checkpoint is durable, with
+	// its sequence number, from the goroutine that made it (tests).
+	OnCheckpoint func(seq uint64)
+}
+
 // Open maps an existing arena, validates its superblock, rolls back a
 // transaction that a crash interrupted, and marks the arena dirty until
 // Close. Errors name the path and wrap the sentinel errors of errors.go.
-func Open(path string) (*Arena, error) {
+func Open(path string) (*Arena, error) { return OpenWith(path, OpenOptions{}) }
+
+// OpenWith is Open with options. An image file on a disk is shadowed
+// (shadow.go): the arena is a RAM copy of it, checkpointed back.
+func OpenWith(path string, o OpenOptions) (*Arena, error) {
 	f, kind, devSize, err := openBacking(path, false)
 	if err != nil {
 		return nil, err
@@ -175,6 +209,11 @@ func Open(path string) (*Arena, error) {
 	if err := lockFile(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var img ImageFile = osImage{f}
+	shadowed := kind == KindFile && !o.InPlace && !onRAM(f)
+	if shadowed && o.WrapImage != nil {
+		img = o.WrapImage(img)
 	}
 	page := make([]byte, PageSize)
 	if n, err := f.ReadAt(page, 0); n < superDynEnd {
@@ -189,26 +228,49 @@ func Open(path string) (*Arena, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	m, err := mmap.MapRegion(f, int(g.Size), mmap.RDWR, 0, 0)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: mapping %d bytes: %w", path, g.Size, err)
+	a := &Arena{path: path, f: f, geo: g, kind: kind}
+	switch {
+	case shadowed:
+		why, err := a.openShadow(img, o)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if why != "" {
+			a.inPlace = why
+			if o.Logf != nil {
+				o.Logf("pram: %s: mapping the image in place (a power loss may damage it): %s", path, why)
+			}
+		}
+	case kind == KindFile && o.InPlace:
+		a.inPlace = "asked to"
+	case kind == KindFile:
+		a.inPlace = "the image is on tmpfs or ramfs"
 	}
-	a := &Arena{path: path, f: f, m: m, geo: g, kind: kind}
+	if a.m == nil {
+		m, err := mmap.MapRegion(f, int(a.geo.Size), mmap.RDWR, 0, 0)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: mapping %d bytes: %w", path, a.geo.Size, err)
+		}
+		a.m = m
+	}
+	g = a.geo
+	m := a.m
 	// The superblock and the journal are stored to before anything else.
 	if err := a.Reserve(uint64(g.HeapOff)); err != nil {
-		a.unmap()
+		a.failOpen()
 		return nil, err
 	}
 	if !bytes.Equal(m[offBackup:offBackup+superStatic], m[:superStatic]) {
 		// An arena made before the copy existed, or a damaged copy:
 		// the static part was just validated (persisted below).
-		copy(m[offBackup:offBackup+superStatic], m[:superStatic])
+		copy(a.Bytes(offBackup, superStatic), m[:superStatic])
 	}
 	a.dirty = a.U64(offState) != StateClean
 	n, err := a.recover()
 	if err != nil {
-		a.unmap()
+		a.failOpen()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	a.recovered = n
@@ -216,14 +278,22 @@ func Open(path string) (*Arena, error) {
 	a.PutU64(offState, StateDirty)
 	a.PutU64(offMounts, a.U64(offMounts)+1)
 	if err := a.Persist(0, PageSize); err != nil {
-		a.unmap()
+		a.failOpen()
 		return nil, err
+	}
+	if sh := a.sh; sh != nil && sh.interval > 0 {
+		sh.stop, sh.done, sh.kick = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+		go a.checkpointer()
 	}
 	return a, nil
 }
 
 // Close marks the arena clean, flushes it and releases the mapping and lock.
-// An open transaction is rolled back first.
+// An open transaction is rolled back first. A shadowed arena makes its last
+// checkpoint, cuts the checkpoint slots off the image (so that a closed
+// image is just the arena) and removes its RAM copy; if that checkpoint
+// fails, the RAM copy stays (the next Open uses it) and Close reports the
+// error.
 func (a *Arena) Close() error {
 	if a.m == nil {
 		return nil
@@ -231,27 +301,60 @@ func (a *Arena) Close() error {
 	if a.tx.active {
 		a.tx.Abort()
 	}
+	if a.sh != nil {
+		a.sh.stopCheckpointer(false)
+	}
 	err := a.Sync()
 	if err == nil {
 		a.PutU64(offState, StateClean)
 		err = a.Persist(0, PageSize)
 	}
-	if e := a.unmap(); err == nil {
+	if err == nil && a.sh != nil && verifyCheckpoints {
+		err = a.verifyImage()
+	}
+	if err == nil && a.sh != nil {
+		err = a.sh.dropSlots(a.geo.Size)
+	}
+	if e := a.unmap(err == nil); err == nil {
 		err = e
 	}
 	return err
 }
 
 // Abandon releases the mapping and lock without marking the arena clean, as
-// a crash would. Tests use it to simulate kill -9.
-func (a *Arena) Abandon() error { return a.unmap() }
+// a crash would. Tests use it to simulate kill -9: a shadowed arena's RAM
+// copy stays, as it would (RemoveShadow then simulates a power loss).
+func (a *Arena) Abandon() error {
+	if a.sh != nil {
+		// A transaction the "crash" interrupted holds txMu for ever; a
+		// checkpoint would wait for it. Otherwise let one in progress end.
+		a.sh.stopCheckpointer(a.tx.active)
+	}
+	return a.unmap(false)
+}
 
-func (a *Arena) unmap() error {
+// failOpen undoes a failed Open: a RAM copy it loaded from the image is
+// removed, one a crash left (newer than the image) stays.
+func (a *Arena) failOpen() { a.unmap(a.sh != nil && a.sh.loaded) }
+
+// unmap releases the mapping, the RAM copy's descriptor (removing the copy
+// when removeShadow is set) and the image.
+func (a *Arena) unmap(removeShadow bool) error {
 	if a.m == nil {
 		return nil
 	}
 	err := a.m.Unmap()
 	a.m = nil
+	if sh := a.sh; sh != nil {
+		if e := sh.f.Close(); err == nil {
+			err = e
+		}
+		if removeShadow {
+			if e := os.Remove(sh.path); err == nil {
+				err = e
+			}
+		}
+	}
 	if e := a.f.Close(); err == nil {
 		err = e
 	}
@@ -302,11 +405,20 @@ func (a *Arena) InHeap(off Off, n uint64) bool {
 	return off >= a.geo.HeapOff && a.InRange(off, n)
 }
 
-// Bytes is the one accessor that turns an offset into memory: the n bytes at
-// off, aliasing the mapping. It panics with ErrOutOfRange if the range is
-// outside the arena. Writes through it bypass the journal: use them only for
-// memory the current transaction allocated (file data) or through a Tx.
+// Bytes is the one accessor that turns an offset into writable memory: the
+// n bytes at off, aliasing the mapping. It panics with ErrOutOfRange if the
+// range is outside the arena. Writes through it bypass the journal: use them
+// only for memory the current transaction allocated (file data), inside a
+// transaction, or through a Tx. It marks the pages for the next checkpoint
+// (shadow.go), so a caller that only reads should use View.
 func (a *Arena) Bytes(off Off, n uint64) []byte {
+	b := a.View(off, n)
+	a.mark(off, n)
+	return b
+}
+
+// View is Bytes for reading only: the bytes must not be written through it.
+func (a *Arena) View(off Off, n uint64) []byte {
 	if !a.InRange(off, n) {
 		panic(fmt.Errorf("%w: [%d, +%d) in arena of %d bytes", ErrOutOfRange, off, n, a.geo.Size))
 	}
@@ -317,34 +429,50 @@ func (a *Arena) word8(off Off) []byte {
 	if off&7 != 0 {
 		panic(fmt.Errorf("%w: unaligned word at %d", ErrOutOfRange, off))
 	}
-	return a.Bytes(off, 8)
+	return a.View(off, 8)
 }
 
 // U64 reads the 8-byte word at off (8-aligned).
 func (a *Arena) U64(off Off) uint64 { return load64(a.word8(off)) }
 
 // PutU64 stores the 8-byte word at off with one store, bypassing the journal.
-func (a *Arena) PutU64(off Off, v uint64) { store64(a.word8(off), v) }
+// It may be called outside a transaction (counters); a checkpoint sees the
+// word either before or after the store, and the next one after.
+func (a *Arena) PutU64(off Off, v uint64) {
+	w := a.word8(off)
+	a.loose.RLock()
+	store64(w, v)
+	a.mark(off, 8)
+	a.loose.RUnlock()
+}
 
 // U32 reads a little-endian uint32 at off.
-func (a *Arena) U32(off Off) uint32 { return binary.LittleEndian.Uint32(a.Bytes(off, 4)) }
+func (a *Arena) U32(off Off) uint32 { return binary.LittleEndian.Uint32(a.View(off, 4)) }
 
 // U16 reads a little-endian uint16 at off.
-func (a *Arena) U16(off Off) uint16 { return binary.LittleEndian.Uint16(a.Bytes(off, 2)) }
+func (a *Arena) U16(off Off) uint16 { return binary.LittleEndian.Uint16(a.View(off, 2)) }
 
 // U8 reads the byte at off.
-func (a *Arena) U8(off Off) uint8 { return a.Bytes(off, 1)[0] }
+func (a *Arena) U8(off Off) uint8 { return a.View(off, 1)[0] }
 
 // Persist is a write-ordering point: it flushes [off, off+n) to the backing
 // store (msync MS_SYNC over the pages that cover it). On a file that lives on
 // tmpfs this is cheap and changes nothing; on a disk-backed file or a block
-// device it waits for the device.
+// device it waits for the device. A shadowed arena cannot make part of its
+// changes durable without breaking the image's consistency: it makes a
+// checkpoint of all of them.
 func (a *Arena) Persist(off Off, n uint64) error {
 	if n == 0 {
 		return nil
 	}
 	if !a.InRange(off, n) {
 		return fmt.Errorf("%s: persist: %w: [%d, +%d) in arena of %d bytes", a.path, ErrOutOfRange, off, n, a.geo.Size)
+	}
+	if a.sh != nil {
+		if err := a.checkpoint(); err != nil {
+			return fmt.Errorf("%s: checkpoint: %w", a.path, err)
+		}
+		return nil
 	}
 	start := uint64(off) &^ (PageSize - 1)
 	end := min((uint64(off)+n+PageSize-1)&^(PageSize-1), a.geo.Size)

@@ -55,7 +55,7 @@ func (a *Arena) noteBoot() {
 		a.PutU64(offCheckDue, 1)
 	}
 	if cur != ([16]byte{}) {
-		copy(a.m[offBoot:offBoot+16], cur[:])
+		copy(a.Bytes(offBoot, 16), cur[:])
 	}
 }
 

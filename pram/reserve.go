@@ -46,10 +46,10 @@ func (a *Arena) Reserve(end uint64) error {
 		return nil
 	}
 	ahead := min(a.geo.Size, (end+reserveAhead(a.geo.Size)+PageSize-1)&^(PageSize-1))
-	err := a.fallocate(r.upTo, ahead)
+	err := a.allocate(r.upTo, ahead)
 	if errors.Is(err, unix.ENOSPC) && ahead > end {
 		ahead = end
-		err = a.fallocate(r.upTo, end)
+		err = a.allocate(r.upTo, end)
 	}
 	switch {
 	case err == nil:
@@ -65,9 +65,23 @@ func (a *Arena) Reserve(end uint64) error {
 	}
 }
 
-func (a *Arena) fallocate(from, to uint64) error {
+// allocate gives [from, to) blocks in the image and, for a shadowed arena,
+// in its RAM copy too: the mapping faults on the copy, and a checkpoint
+// writes the page to the image later, which must not fail for lack of space.
+func (a *Arena) allocate(from, to uint64) error {
+	if a.sh != nil {
+		err := a.sh.img.Allocate(int64(from), int64(to-from))
+		if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+			return err
+		}
+		return fallocate(int(a.sh.f.Fd()), from, to)
+	}
+	return fallocate(int(a.f.Fd()), from, to)
+}
+
+func fallocate(fd int, from, to uint64) error {
 	for {
-		err := unix.Fallocate(int(a.f.Fd()), 0, int64(from), int64(to-from))
+		err := unix.Fallocate(fd, 0, int64(from), int64(to-from))
 		if err != unix.EINTR {
 			return err
 		}

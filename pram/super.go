@@ -36,6 +36,7 @@ const (
 	offMounts     = 520 // uint64: mount counter
 	offBoot       = 528 // [16]byte: boot ID of the kernel that last opened the arena (zeros: unknown)
 	offCheckDue   = 544 // uint64: non-zero when a full consistency check is due (boot.go)
+	offCkptSeq    = 552 // uint64: sequence number of the checkpoint this image holds (checkpoint.go)
 	offRoots      = 576 // [NumRoots]uint64
 	NumRoots      = 32
 	superDynEnd   = offRoots + 8*NumRoots
@@ -194,7 +195,9 @@ func validateStatic(page []byte, deviceSize uint64) (Geometry, error) {
 	if g.Features&^knownFeatures != 0 {
 		return g, fmt.Errorf("%w: unknown feature flags %#x", ErrVersion, g.Features&^knownFeatures)
 	}
-	if deviceSize != 0 && g.Size != deviceSize {
+	// An image file is the arena, or the arena and its checkpoint slots
+	// (shadow.go).
+	if deviceSize != 0 && g.Size != deviceSize && deviceSize != g.Size+TailLen(g.Size) {
 		return g, fmt.Errorf("%w: superblock says %d bytes, device has %d", ErrSizeMismatch, g.Size, deviceSize)
 	}
 	if err := g.check(); err != nil {

@@ -32,7 +32,10 @@ type Tx struct {
 }
 
 // Begin opens the arena's transaction. The caller must Commit or Abort it.
+// A shadowed arena with too many pages waiting for a checkpoint makes one
+// first (backpressure).
 func (a *Arena) Begin() *Tx {
+	a.backpressure()
 	a.txMu.Lock()
 	a.txSeq++
 	a.tx = Tx{a: a, active: true, seq: a.txSeq}
@@ -88,6 +91,11 @@ func (tx *Tx) Touch(off Off, n uint64) {
 	copy(a.m[base+16:base+16+n], a.m[off:uint64(off)+n])
 	tx.used += rec
 	store64(a.m[a.geo.JournalOff:], tx.used) // publish the record
+	// Mark the record, the length word and the target (which the caller
+	// changes next) for the next checkpoint: none runs during a Tx.
+	a.mark(Off(base), rec)
+	a.mark(a.geo.JournalOff, 8)
+	a.mark(off, n)
 }
 
 // Set64 stores an 8-byte word (8-aligned) at off.
@@ -199,7 +207,9 @@ func (a *Arena) rollback(used uint64) (int, error) {
 	for i := len(recs) - 1; i >= 0; i-- {
 		r := recs[i]
 		copy(a.m[r.off:r.off+r.n], a.m[r.data:r.data+r.n])
+		a.mark(Off(r.off), r.n)
 	}
 	store64(a.m[a.geo.JournalOff:], 0)
+	a.mark(a.geo.JournalOff, 8)
 	return len(recs), nil
 }

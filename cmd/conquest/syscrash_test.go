@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,18 +10,33 @@ import (
 
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
+	"conquest/pram"
 )
 
 // pretendSystemCrash makes the arena look as if the kernel that last opened
 // it was another boot: what a power loss or a kernel crash with the arena
 // open leaves (pram/boot.go). The boot ID is at byte 528 of the superblock.
-func pretendSystemCrash(t *testing.T, pram string) {
+// The RAM copy of the arena (pram/shadow.go), in tmpfs, is lost with the
+// system: the image holds the last checkpoint, which the killed daemon
+// wrote in place whole (its writes are in the page cache), so its slots
+// are cut off too, and the changes made here stand.
+func pretendSystemCrash(t *testing.T, img string) {
 	t.Helper()
-	f, err := os.OpenFile(pram, os.O_RDWR, 0)
+	if err := pram.RemoveShadow(img, ""); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	var size [8]byte
+	if _, err := f.ReadAt(size[:], 32); err != nil { // pram's offSize
+		t.Fatal(err)
+	}
+	if err := f.Truncate(int64(binary.LittleEndian.Uint64(size[:]))); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := f.WriteAt(bytes.Repeat([]byte{0x5a}, 16), 528); err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +57,24 @@ func replaceInImage(t *testing.T, path, old, new string) int {
 	return n
 }
 
+// writeSynced writes a file and fsyncs it.
+func writeSynced(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // After the system went down with the arena open, mount walks the whole file
 // system before serving it: a consistent one is mounted (once checked, later
 // mounts do not walk it again), a damaged one is refused, again at every
@@ -52,13 +86,9 @@ func TestMountAfterSystemCrash(t *testing.T) {
 	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
 	const name = "canary-named-file-of-the-crash-test"
 	m := mounttest.MountProcess(t, mounttest.WithImages(pram, disk))
-	if err := os.WriteFile(m.Path(name), []byte("kept"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeSynced(t, m.Path(name), []byte("kept"))
 	big := bytes.Repeat([]byte("large file data "), 1<<17) // 2 MiB: on the disk
-	if err := os.WriteFile(m.Path("big"), big, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeSynced(t, m.Path("big"), big)
 	// An unlinked file still open at the crash: an orphan, which the check
 	// must accept and the mount then frees.
 	orphan, err := os.Create(m.Path("orphan"))
@@ -70,6 +100,9 @@ func TestMountAfterSystemCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Remove(m.Path("orphan")); err != nil {
+		t.Fatal(err)
+	}
+	if err := orphan.Sync(); err != nil { // what a power loss keeps
 		t.Fatal(err)
 	}
 	m.Kill()

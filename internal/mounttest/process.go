@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"conquest/fusefs"
+	"conquest/internal/shadowtest"
 )
 
 // readyWait bounds how long MountProcess waits for the daemon.
@@ -32,6 +33,7 @@ var (
 //
 //	func TestMain(m *testing.M) { mounttest.Main(m) }
 func Main(m *testing.M) {
+	cleanShadows := shadowtest.Setup()
 	dir, err := os.MkdirTemp("", "conquest-mounttest-")
 	if err == nil {
 		buildMu.Lock()
@@ -52,6 +54,7 @@ func Main(m *testing.M) {
 			code = 1
 		}
 	}
+	cleanShadows()
 	os.Exit(code)
 }
 

@@ -1,0 +1,43 @@
+// Package shadowtest gives a test binary a directory of its own for the RAM
+// copies of shadowed arenas (pram/shadow.go) and turns on pram's
+// verification mode, in the process and in the daemons it starts.
+//
+// What it owns: the directory's life (made before the tests, removed after,
+// with whatever RAM copies abandoned arenas left in it). What it must never
+// do: touch the default shadow directory, which a real mount may be using.
+package shadowtest
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"conquest/pram"
+)
+
+// Setup makes the directory, points $CONQUEST_SHADOW_DIR at it and turns
+// verification on; the function it returns removes the directory.
+func Setup() (cleanup func()) {
+	dir, err := os.MkdirTemp("/dev/shm", "conquest-test-")
+	if err != nil {
+		dir, err = os.MkdirTemp("", "conquest-test-shadow-")
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "shadowtest: %v\n", err)
+		os.Exit(2)
+	}
+	os.Setenv(pram.ShadowDirEnv, dir)
+	os.Setenv("CONQUEST_VERIFY_CHECKPOINTS", "1")
+	pram.VerifyCheckpoints(true)
+	return func() { os.RemoveAll(dir) }
+}
+
+// Main is a TestMain: Setup, the tests, cleanup.
+//
+//	func TestMain(m *testing.M) { shadowtest.Main(m) }
+func Main(m *testing.M) {
+	cleanup := Setup()
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}

@@ -1,0 +1,340 @@
+package pram
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultCheckpointInterval is how long a change may stay only in the RAM
+// copy before a checkpoint writes it to the image (ext4 commits its journal
+// every 5 seconds too).
+const DefaultCheckpointInterval = 5 * time.Second
+
+// shadow is the state of a shadowed arena (see shadow.go): the RAM copy
+// that the mapping is, the image it is checkpointed to, and the pages
+// changed since the last checkpoint.
+//
+// Lock order: ckptMu, then Arena.txMu, then Arena.loose. A checkpoint holds
+// txMu and loose only while it copies the changed pages (no transaction and
+// no unlogged store is in progress then), and ckptMu throughout, so
+// checkpoints run one at a time and in sequence order.
+type shadow struct {
+	path string   // the RAM copy's file
+	f    fileLike // its descriptor (the mapping's)
+	img  ImageFile
+	ino  string // "dev-ino" of the image, part of the RAM copy's name
+
+	cur   atomic.Pointer[dirtySet] // pages changed since the last checkpoint
+	spare *dirtySet                // the other set (ckptMu)
+
+	limit  int64 // pages: Begin makes a checkpoint before a transaction past this
+	kickAt int64 // pages: the background checkpointer is woken at this many
+
+	ckptMu   sync.Mutex
+	seq      uint64      // newest sequence number used or found (ckptMu)
+	stage    []byte      // staging buffer of the last checkpoint (ckptMu)
+	prevRuns [][2]uint64 // image byte ranges the previous checkpoint applied, not yet dropped (ckptMu)
+	failedAt time.Time   // when a checkpoint last failed (ckptMu)
+
+	phase    atomic.Int32 // of the checkpoint in progress, for Abandon
+	interval time.Duration
+	stop     chan struct{}
+	done     chan struct{}
+	kick     chan struct{}
+	logf     func(string, ...any)
+	onCommit func(seq uint64)
+
+	reused, loaded bool
+
+	// statistics
+	mu          sync.Mutex // protects the fields below
+	checkpoints uint64
+	written     uint64 // pages written to slots
+	last        time.Time
+	err         error // the last checkpoint's error (nil after a success)
+
+	verifiedAt time.Time // verify.go (txMu)
+	verifyErr  error     // first mismatch found (txMu)
+}
+
+// fileLike is the RAM copy's descriptor (an *os.File).
+type fileLike interface {
+	Fd() uintptr
+	Close() error
+}
+
+// limitPages is the backpressure limit for an arena of size bytes: 1/8 of
+// it, from 8 MiB to 256 MiB. The background checkpointer starts at a
+// quarter of it, so a transaction waits only when changes come faster than
+// checkpoints write them.
+func limitPages(size uint64) int64 {
+	b := min(max(size/8, 8<<20), 256<<20, size)
+	return int64(b / PageSize)
+}
+
+// mark records that [off, off+n) is about to be or was stored to.
+func (a *Arena) mark(off Off, n uint64) {
+	sh := a.sh
+	if sh == nil || n == 0 {
+		return
+	}
+	d := sh.cur.Load()
+	added := d.mark(uint64(off)/PageSize, (uint64(off)+n-1)/PageSize)
+	if added == 0 {
+		return
+	}
+	if c := d.count(); sh.kick != nil && c >= sh.kickAt && c-added < sh.kickAt {
+		select {
+		case sh.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// backpressure makes a checkpoint before a transaction when too many pages
+// wait for one (Begin): the slot, the staging buffer and the work at the
+// next power-loss recovery stay bounded.
+func (a *Arena) backpressure() {
+	sh := a.sh
+	if sh == nil || sh.cur.Load().count() < sh.limit {
+		return
+	}
+	_ = a.checkpointAtLeast(sh.limit)
+}
+
+// checkpoint writes the pages changed since the last checkpoint to the
+// image, atomically with respect to a power loss:
+//
+//  1. with no transaction and no unlogged store in progress (txMu, loose),
+//     record the next sequence number in the superblock, take the set of
+//     changed pages (a new, empty set takes the marks from now on) and copy
+//     those pages into a staging buffer;
+//  2. write them to the next slot with its index and header, and sync: the
+//     checkpoint is now durable (a power loss from here on leaves a valid
+//     slot, which the next Open applies again), and so are the in-place
+//     writes of the previous checkpoint (step 3 of the last one);
+//  3. write the pages into the arena part of the image, without a sync:
+//     the next checkpoint's sync (its step 2) makes them durable, and only
+//     the checkpoint after that one reuses this slot. Until then this slot
+//     stays valid, so a power loss in between is recovered by applying it
+//     again (and, if the next slot was written whole, that one after it:
+//     recoverSlots).
+//
+// If a step fails, the pages are marked changed again, so that a later
+// checkpoint writes them: an image is never left with part of a checkpoint
+// that no slot holds.
+func (a *Arena) checkpoint() error { return a.checkpointAtLeast(0) }
+
+// checkpointAtLeast is checkpoint, made only if at least n pages are
+// changed once the previous checkpoint has ended (backpressure: that one
+// may have taken them), and, for n > 0, not within a second of a failed
+// one (the image is failing: no retry at every transaction).
+func (a *Arena) checkpointAtLeast(n int64) error {
+	sh := a.sh
+	sh.ckptMu.Lock()
+	defer sh.ckptMu.Unlock()
+	if c := sh.cur.Load().count(); c == 0 || c < n || n > 0 && time.Since(sh.failedAt) < time.Second {
+		return nil
+	}
+	sh.phase.Store(phaseWaiting)
+	a.txMu.Lock()
+	sh.phase.Store(phaseWorking)
+	defer sh.phase.Store(phaseIdle)
+	a.loose.Lock()
+	seq := sh.seq + 1
+	store64(a.m[offCkptSeq:], seq)
+	a.mark(offCkptSeq, 8)
+	d := sh.cur.Load()
+	sh.cur.Store(sh.spare)
+	pages := d.take()
+	np := uint64(len(pages))
+	_, dataOff := slotLayout(np)
+	need := dataOff + np*PageSize
+	if uint64(cap(sh.stage)) < need {
+		sh.stage = make([]byte, need)
+	}
+	stage := sh.stage[:need]
+	for i, p := range pages {
+		copy(stage[dataOff+uint64(i)*PageSize:], a.m[p*PageSize:(p+1)*PageSize])
+	}
+	if verifyCheckpoints {
+		a.verifyLocked(pages, false)
+	}
+	a.loose.Unlock()
+	a.txMu.Unlock()
+	sh.spare = d
+
+	err := a.commitSlot(seq, pages, stage)
+	if err != nil {
+		a.remark(pages)
+		sh.failedAt = time.Now()
+		sh.note(err, 0)
+		sh.logf("pram: %s: checkpoint %d failed, the changes stay in the RAM copy %s: %v", a.path, seq, sh.path, err)
+		return err
+	}
+	if uint64(cap(sh.stage)) > 2*uint64(sh.limit)*PageSize {
+		sh.stage = nil // a rare large checkpoint: do not keep its buffer
+	}
+	sh.note(nil, np)
+	if sh.onCommit != nil {
+		sh.onCommit(seq)
+	}
+	return nil
+}
+
+// commitSlot is steps 2 and 3 of checkpoint.
+// Preconditions: sh.ckptMu held.
+func (a *Arena) commitSlot(seq uint64, pages []uint64, stage []byte) error {
+	sh := a.sh
+	size := a.geo.Size
+	sealSlot(stage, a.geo.UUID, seq, size, pages)
+	base := slotOff(size, seq%2)
+	if _, err := sh.img.WriteAt(stage, base); err != nil {
+		return fmt.Errorf("writing checkpoint slot: %w", err)
+	}
+	if err := sh.img.Sync(); err != nil {
+		return fmt.Errorf("syncing checkpoint slot: %w", err)
+	}
+	sh.seq = seq
+	// The slot and the previous checkpoint's in-place pages are on the
+	// device now: the RAM copy has them, the page cache need not.
+	sh.img.Drop(base, int64(len(stage)))
+	for _, r := range sh.prevRuns {
+		sh.img.Drop(int64(r[0]), int64(r[1]))
+	}
+	sh.prevRuns = sh.prevRuns[:0]
+	_, dataOff := slotLayout(uint64(len(pages)))
+	if err := applyPages(sh.img, pages, stage[dataOff:]); err != nil {
+		return fmt.Errorf("writing checkpoint %d in place: %w", seq, err)
+	}
+	for i := 0; i < len(pages); {
+		j := i + 1
+		for j < len(pages) && pages[j] == pages[j-1]+1 {
+			j++
+		}
+		sh.prevRuns = append(sh.prevRuns, [2]uint64{pages[i] * PageSize, uint64(j-i) * PageSize})
+		i = j
+	}
+	return nil
+}
+
+// remark marks pages changed again after a failed checkpoint.
+func (a *Arena) remark(pages []uint64) {
+	d := a.sh.cur.Load()
+	for _, p := range pages {
+		d.mark(p, p)
+	}
+}
+
+func (sh *shadow) note(err error, pages uint64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.err = err
+	if err == nil {
+		sh.checkpoints++
+		sh.written += pages
+		sh.last = time.Now()
+	}
+}
+
+// checkpointer is the background goroutine of a shadowed arena: it makes a
+// checkpoint every interval when something changed, and at once when the
+// changed pages reach kickAt.
+func (a *Arena) checkpointer() {
+	sh := a.sh
+	defer close(sh.done)
+	var tick <-chan time.Time
+	if sh.interval > 0 {
+		t := time.NewTicker(sh.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-sh.stop:
+			return
+		case <-sh.kick:
+		case <-tick:
+		}
+		select {
+		case <-sh.stop:
+			return
+		default:
+		}
+		if sh.cur.Load().count() > 0 {
+			_ = a.checkpoint() // logged; Sync reports its own
+		}
+	}
+}
+
+// Phases of a checkpoint (shadow.phase).
+const (
+	phaseIdle    = iota
+	phaseWaiting // for txMu
+	phaseWorking // copying, writing, syncing
+)
+
+// stopCheckpointer ends the background goroutine and waits for it. When a
+// crashed transaction holds txMu for ever (crashedTx: Abandon in a crash
+// test), a checkpoint waiting for it never ends: then it waits only for one
+// that is past that point, whose I/O would otherwise go on after the
+// "crash" with the image's descriptor (and its lock) still held.
+func (sh *shadow) stopCheckpointer(crashedTx bool) {
+	if sh.stop == nil {
+		return
+	}
+	select {
+	case <-sh.stop:
+	default:
+		close(sh.stop)
+	}
+	if !crashedTx {
+		<-sh.done
+		return
+	}
+	for {
+		select {
+		case <-sh.done:
+			return
+		default:
+		}
+		if sh.phase.Load() != phaseWorking {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// ShadowInfo describes a shadowed arena's RAM copy and checkpoints.
+type ShadowInfo struct {
+	// Path is the RAM copy's file; "" when the image is mapped in place.
+	Path string
+	// Reused: Open found the RAM copy that a crashed process left (it
+	// held changes the image did not have yet). Loaded: Open read the image
+	// into a new RAM copy.
+	Reused, Loaded bool
+	// InPlace says why the image is mapped in place, when it is.
+	InPlace string
+	// Checkpoints made since Open, pages they wrote, the newest sequence
+	// number, when the last one was made.
+	Checkpoints, PagesWritten, Seq uint64
+	Last                           time.Time
+	// Dirty is the number of pages changed since the last checkpoint.
+	Dirty int64
+	// Err is the last checkpoint's error, nil once one succeeded.
+	Err error
+}
+
+// Shadow describes the arena's RAM copy and checkpoints.
+func (a *Arena) Shadow() ShadowInfo {
+	sh := a.sh
+	if sh == nil {
+		return ShadowInfo{InPlace: a.inPlace}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return ShadowInfo{Path: sh.path, Reused: sh.reused, Loaded: sh.loaded, Checkpoints: sh.checkpoints,
+		PagesWritten: sh.written, Seq: a.U64(offCkptSeq), Last: sh.last, Dirty: sh.cur.Load().count(), Err: sh.err}
+}

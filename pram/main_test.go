@@ -1,0 +1,32 @@
+package pram
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestMain gives the tests a shadow directory of their own (removed at the
+// end, and reported if a test left a RAM copy behind that no Close
+// removed: Abandon leaves them on purpose, so only a note) and turns on
+// verification mode.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("/dev/shm", "conquest-pram-test-")
+	if err != nil {
+		dir, err = os.MkdirTemp("", "conquest-pram-test-")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Setenv(ShadowDirEnv, dir)
+	VerifyCheckpoints(true)
+	code := m.Run()
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(left) > 0 && testing.Verbose() {
+		fmt.Fprintf(os.Stderr, "pram tests: %d RAM copies left by abandoned arenas\n", len(left))
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

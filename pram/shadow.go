@@ -1,0 +1,458 @@
+package pram
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	mmap "github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
+)
+
+// Shadowed arenas: power-loss safety for an image file on a disk.
+//
+// A shared mapping of a file on a disk is written back by the kernel on its
+// own schedule, a page at a time and in any order, so after a power loss
+// the image holds some pages of the last transactions and not others: the
+// undo journal, itself a few of those pages, cannot repair that. So an
+// image file that lives on a disk is not mapped itself. Open copies it into
+// a file on tmpfs (the RAM copy, in /dev/shm by default), maps that, and
+// from then on the image changes only through checkpoints (checkpoint.go),
+// each of which moves it from one consistent state to the next through a
+// checkpoint slot (slot.go): a power loss leaves the state of the last
+// checkpoint that was synced, never a mix.
+//
+// The RAM copy survives the process: after kill -9 (or a panic), the next
+// Open finds it, newer than the image, and uses it as the arena, so every
+// operation that returned survives a crash of the daemon, as with an arena
+// mapped in place; the undo journal then rolls back the transaction the
+// crash interrupted, in the RAM copy, and the pages where the copy differs
+// from the image are marked for the next checkpoint. After a power loss
+// (or a reboot after such a crash) there is no RAM copy: Open applies the
+// checkpoint the loss may have interrupted and loads the image again.
+// Close makes a last checkpoint and removes the RAM copy.
+//
+// Checkpoints happen at Sync and Persist (fsync, sync, unmount), every
+// OpenOptions.Interval (5 s by default) when something changed, and
+// whenever the changed pages reach 1/16 of the arena (at most 256 MiB), so
+// a power loss loses at most the last few seconds, and nothing that was
+// fsync'd.
+//
+// Not shadowed (mapped in place, as before): an image on tmpfs or ramfs
+// (lost at a power loss anyway, and a second RAM copy would double the
+// memory), devices (device-DAX is persistent memory; a block device has no
+// room for slots), OpenOptions.InPlace, and an image whose RAM copy cannot
+// be made (no shadow directory, no room on its tmpfs); Arena.Shadow says
+// why.
+
+// ShadowDirEnv names the environment variable that sets the directory of
+// RAM copies (tests give each run its own).
+const ShadowDirEnv = "CONQUEST_SHADOW_DIR"
+
+// DefaultShadowDir is the directory of RAM copies for the user uid when
+// neither OpenOptions.ShadowDir nor $CONQUEST_SHADOW_DIR is set.
+func DefaultShadowDir(uid int) string { return fmt.Sprintf("/dev/shm/conquest-%d", uid) }
+
+func shadowDir(dir string) string {
+	if dir != "" {
+		return dir
+	}
+	if d := os.Getenv(ShadowDirEnv); d != "" {
+		return d
+	}
+	return DefaultShadowDir(os.Geteuid())
+}
+
+// ensureShadowDir creates dir (mode 0700) if needed and checks that it is a
+// directory of this user that nobody else can write to: the RAM copies hold
+// the whole file system.
+func ensureShadowDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s is not a directory", dir)
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s belongs to uid %d", dir, st.Uid)
+	case st.Mode&0o022 != 0:
+		return fmt.Errorf("%s is writable by others (mode %#o)", dir, st.Mode&0o777)
+	}
+	return nil
+}
+
+// imageKey is the "dev-ino" of the image file: with the UUID it names the
+// RAM copy, so that a copy of an image (same UUID) never takes another's.
+func imageKey(f *os.File) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%x-%x", st.Dev, st.Ino), nil
+}
+
+func shadowName(dir string, uuid [16]byte, key string) string {
+	return filepath.Join(dir, fmt.Sprintf("%x-%s.arena", uuid, key))
+}
+
+// onRAM reports whether f lives on tmpfs or ramfs.
+func onRAM(f *os.File) bool {
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(f.Fd()), &st) != nil {
+		return false
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
+}
+
+// openShadow sets the arena up as a shadowed one: it finishes the
+// checkpoint a power loss interrupted, then maps the RAM copy, reusing the
+// one a crashed process left or loading the image into a new one. It
+// returns a reason, not an error, when the arena should be mapped in place
+// instead. On return with neither, a.m and a.sh are set.
+// Preconditions: a.f is open and locked, a.geo validated from img.
+func (a *Arena) openShadow(img ImageFile, o OpenOptions) (inPlace string, err error) {
+	g := a.geo
+	page := make([]byte, PageSize)
+	if _, err := img.ReadAt(page, 0); err != nil {
+		return "", err
+	}
+	maxSeq, applied, err := recoverSlots(img, g, binary.LittleEndian.Uint64(page[offCkptSeq:]))
+	if err != nil {
+		return "", err
+	}
+	if applied {
+		// The superblock may be the checkpoint's too.
+		if _, err := img.ReadAt(page, 0); err != nil {
+			return "", err
+		}
+		if a.geo, err = Validate(page, 0); err != nil {
+			return "", err
+		}
+		a.recoveredCkpt = true
+	}
+	dir := shadowDir(o.ShadowDir)
+	if err := ensureShadowDir(dir); err != nil {
+		return fmt.Sprintf("no directory for the RAM copy: %v", err), nil
+	}
+	key, err := imageKey(a.f)
+	if err != nil {
+		return "", err
+	}
+	name := shadowName(dir, g.UUID, key)
+	removeOtherShadows(dir, key, name)
+	sh := &shadow{path: name, img: img, ino: key, logf: o.Logf, onCommit: o.OnCheckpoint,
+		limit: limitPages(g.Size), interval: o.Interval}
+	if sh.logf == nil {
+		sh.logf = func(string, ...any) {}
+	}
+	if sh.interval == 0 {
+		sh.interval = DefaultCheckpointInterval
+	}
+	sh.kickAt = max(sh.limit/4, 1)
+	pages := g.Size / PageSize
+	sh.cur.Store(newDirtySet(pages))
+	sh.spare = newDirtySet(pages)
+
+	imageSeq := binary.LittleEndian.Uint64(page[offCkptSeq:])
+	f, reuse, why := reuseShadow(name, g, imageSeq)
+	if why != "" {
+		sh.logf("pram: %s: not using the RAM copy %s: %s", a.path, name, why)
+	}
+	if !reuse {
+		os.Remove(name)
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Sprintf("cannot create the RAM copy %s: %v", name, err), nil
+		}
+		if err := f.Truncate(int64(g.Size)); err != nil {
+			f.Close()
+			os.Remove(name)
+			return fmt.Sprintf("cannot size the RAM copy %s: %v", name, err), nil
+		}
+	}
+	m, err := mmap.MapRegion(f, int(g.Size), mmap.RDWR, 0, 0)
+	if err != nil {
+		f.Close()
+		if !reuse {
+			os.Remove(name)
+		}
+		return fmt.Sprintf("cannot map the RAM copy %s: %v", name, err), nil
+	}
+	sh.f = f
+	a.m, a.sh = m, sh
+	if reuse {
+		sh.reused = true
+		if err := a.markDifferences(); err != nil {
+			a.dropShadow(false)
+			return "", err
+		}
+	} else {
+		sh.loaded = true
+		if why, err := a.loadImage(); err != nil || why != "" {
+			a.dropShadow(true)
+			return why, err
+		}
+	}
+	sh.seq = max(maxSeq, a.U64(offCkptSeq))
+	sh.verifiedAt = time.Now() // the copy is the image, or marked where not
+	if err := a.ensureTail(); err != nil {
+		a.dropShadow(!reuse)
+		return "", err
+	}
+	return "", nil
+}
+
+// reuseShadow opens the RAM copy at name if it is the newest state of the
+// arena g: left by a process of this boot that crashed, for this image,
+// at least as new as the image's last checkpoint. Otherwise it says why
+// not ("" when there is none).
+func reuseShadow(name string, g Geometry, imageSeq uint64) (*os.File, bool, string) {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, false, ""
+		}
+		return nil, false, err.Error()
+	}
+	page := make([]byte, PageSize)
+	st, err := f.Stat()
+	if err == nil {
+		_, err = f.ReadAt(page, 0)
+	}
+	var why string
+	cg, verr := validateStatic(page, 0)
+	boot := bootID()
+	switch {
+	case err != nil:
+		why = err.Error()
+	case uint64(st.Size()) != g.Size:
+		why = fmt.Sprintf("it has %d bytes, the arena %d", st.Size(), g.Size)
+	case verr != nil:
+		why = verr.Error()
+	case cg.UUID != g.UUID:
+		why = "it is another arena's"
+	case boot != ([16]byte{}) && !bytes.Equal(page[offBoot:offBoot+16], make([]byte, 16)) &&
+		!bytes.Equal(page[offBoot:offBoot+16], boot[:]):
+		// Only a shadow directory on a disk outlives a boot, and after a
+		// system crash its copy may be torn as an image mapped in place
+		// would be: what survived is the image's last checkpoint.
+		why = "it was made before the last boot"
+	case binary.LittleEndian.Uint64(page[offCkptSeq:]) < imageSeq:
+		why = "the image is newer"
+	}
+	if why != "" {
+		f.Close()
+		return nil, false, why
+	}
+	return f, true, ""
+}
+
+// removeOtherShadows removes RAM copies of the same image file made for an
+// arena formatted there before (another UUID): they can never be used.
+func removeOtherShadows(dir, key, keep string) {
+	ms, _ := filepath.Glob(filepath.Join(dir, "*-"+key+".arena"))
+	for _, m := range ms {
+		if m != keep {
+			os.Remove(m)
+		}
+	}
+}
+
+// dataRanges returns the ranges of fd below end that hold data
+// (SEEK_DATA/SEEK_HOLE), or [0, end) where the file system cannot tell.
+func dataRanges(fd int, end int64) [][2]int64 {
+	var rs [][2]int64
+	for off := int64(0); off < end; {
+		d, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if err != nil {
+			if errors.Is(err, unix.ENXIO) {
+				break // no data past off
+			}
+			return [][2]int64{{0, end}}
+		}
+		if d >= end {
+			break
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil {
+			return [][2]int64{{0, end}}
+		}
+		h = min(h, end)
+		rs = append(rs, [2]int64{d &^ (PageSize - 1), h})
+		off = h
+	}
+	return rs
+}
+
+// loadImage copies the arena part of the image into the new RAM copy.
+func (a *Arena) loadImage() (inPlace string, err error) {
+	size := int64(a.geo.Size)
+	rs := dataRanges(int(a.f.Fd()), size)
+	var end int64
+	if len(rs) > 0 {
+		end = rs[len(rs)-1][1]
+	}
+	if err := a.Reserve(uint64(end)); err != nil {
+		if errors.Is(err, ErrNoSpace) {
+			return fmt.Sprintf("no room for the RAM copy %s: %v", a.sh.path, err), nil
+		}
+		return "", err
+	}
+	// Through a buffer, copying only pages that are not zeros: the RAM
+	// copy's pages are zeros already, and most of an arena often is.
+	const chunk = 1 << 20
+	buf := make([]byte, chunk)
+	for _, r := range rs {
+		for off := r[0]; off < r[1]; off += chunk {
+			n := min(chunk, r[1]-off)
+			b := buf[:n]
+			if _, err := a.sh.img.ReadAt(b, off); err != nil {
+				return "", fmt.Errorf("%s: reading the image: %w", a.path, err)
+			}
+			for p := int64(0); p < n; p += PageSize {
+				q := min(p+PageSize, n)
+				if !isZero(b[p:q]) {
+					copy(a.m[off+p:off+q], b[p:q])
+				}
+			}
+		}
+	}
+	a.sh.img.Drop(0, size)
+	return "", nil
+}
+
+var zeroPage [PageSize]byte
+
+func isZero(b []byte) bool { return bytes.Equal(b, zeroPage[:len(b)]) }
+
+// markDifferences marks the pages where a reused RAM copy differs from the
+// image: what the crashed process changed after its last checkpoint.
+func (a *Arena) markDifferences() error {
+	size := int64(a.geo.Size)
+	const chunk = 1 << 20
+	buf := make([]byte, chunk)
+	d := a.sh.cur.Load()
+	for _, r := range dataRanges(int(a.sh.f.Fd()), size) {
+		for off := r[0]; off < r[1]; off += chunk {
+			n := min(chunk, r[1]-off)
+			b := buf[:n]
+			if _, err := a.sh.img.ReadAt(b, off); err != nil {
+				return fmt.Errorf("%s: reading the image: %w", a.path, err)
+			}
+			for p := int64(0); p < n; p += PageSize {
+				q := min(p+PageSize, n)
+				if !bytes.Equal(b[p:q], a.m[off+p:off+q]) {
+					d.mark(uint64(off+p)/PageSize, uint64(off+p)/PageSize)
+				}
+			}
+		}
+	}
+	// Reserve what the copy holds (and the image the same).
+	if rs := dataRanges(int(a.sh.f.Fd()), size); len(rs) > 0 {
+		if err := a.Reserve(uint64(rs[len(rs)-1][1])); err != nil {
+			return err
+		}
+	}
+	a.sh.img.Drop(0, size)
+	return nil
+}
+
+// ensureTail makes room for the checkpoint slots after the arena in the
+// image file (images made without them get them now), and gives the slots
+// blocks for the usual checkpoint, so that a checkpoint seldom needs space
+// the file system may not have.
+func (a *Arena) ensureTail() error {
+	sh := a.sh
+	size := a.geo.Size
+	want := int64(size + TailLen(size))
+	cur, err := sh.img.Size()
+	if err != nil {
+		return err
+	}
+	if cur < want {
+		if err := sh.img.Truncate(want); err != nil {
+			return fmt.Errorf("%s: adding checkpoint slots: %w", a.path, err)
+		}
+	}
+	usual := int64(min(PageSize+slotIndexLen(uint64(sh.limit))+2*uint64(sh.limit)*PageSize, slotCap(size)))
+	for i := uint64(0); i < 2; i++ {
+		if err := sh.img.Allocate(slotOff(size, i), usual); err != nil &&
+			!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+			sh.logf("pram: %s: reserving room for checkpoints: %v", a.path, err)
+			break
+		}
+	}
+	return nil
+}
+
+// dropSlots cuts the checkpoint slots off a closed image once its last
+// checkpoint is durable in place (Close): an image at rest is just the
+// arena. A crash before the cut leaves slots no newer than the image,
+// which the next Open applies again to the same effect.
+func (sh *shadow) dropSlots(size uint64) error {
+	if err := sh.img.Sync(); err != nil {
+		return fmt.Errorf("syncing the image: %w", err)
+	}
+	if err := sh.img.Truncate(int64(size)); err != nil {
+		return fmt.Errorf("removing the checkpoint slots: %w", err)
+	}
+	return nil
+}
+
+// dropShadow undoes openShadow's mapping (remove: also the RAM copy).
+func (a *Arena) dropShadow(remove bool) {
+	if a.m != nil {
+		a.m.Unmap()
+		a.m = nil
+	}
+	if sh := a.sh; sh != nil {
+		sh.f.Close()
+		if remove {
+			os.Remove(sh.path)
+		}
+	}
+	a.sh = nil
+	a.res = reservation{}
+}
+
+// RemoveShadow removes the RAM copy of the arena in the image at path, if
+// there is one: what a power loss would do to it. dir is the shadow
+// directory ("" for the default). Tests use it to simulate a power loss
+// after killing the process that had the arena open.
+func RemoveShadow(path, dir string) error {
+	name, err := ShadowPath(path, dir)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// ShadowPath is the path of the RAM copy of the arena in the image at path
+// (which need not exist), for `conquest stat` and tests.
+func ShadowPath(path, dir string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var uuid [16]byte
+	if _, err := f.ReadAt(uuid[:], offUUID); err != nil {
+		return "", fmt.Errorf("%s: reading the superblock: %w", path, err)
+	}
+	key, err := imageKey(f)
+	if err != nil {
+		return "", err
+	}
+	return shadowName(shadowDir(dir), uuid, key), nil
+}
