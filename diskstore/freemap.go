@@ -3,6 +3,7 @@ package diskstore
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"conquest/pram"
@@ -134,12 +135,16 @@ func (s *Store) takeExtent(tx *pram.Tx, c xcur, x extent) error {
 
 // usable is the first run of want blocks of the free extent f, at or after
 // from, that does not touch the quarantine (blocks freed by the current
-// transaction; sorted and disjoint). If there is none it returns the longest
-// run there is.
+// transaction; sorted and disjoint) or the hold (freed since the last
+// durable checkpoint, see watchCheckpoints). If there is none it returns
+// the longest run there is.
 func (s *Store) usable(f extent, from Block, want uint64) (best extent) {
+	s.mu.Lock() // the hold changes as checkpoints end
+	defer s.mu.Unlock()
 	q := s.quarantine
 	b := max(f.b, from)
 	qi := 0
+	hi, _ := slices.BinarySearchFunc(s.hold, b, func(h heldExtent, b Block) int { return int(int64(h.x.e) - int64(b) - 1) })
 	for b < f.e {
 		for qi < len(q) && q[qi].e <= b {
 			qi++
@@ -148,9 +153,19 @@ func (s *Store) usable(f extent, from Block, want uint64) (best extent) {
 			b = q[qi].e
 			continue
 		}
+		for hi < len(s.hold) && s.hold[hi].x.e <= b {
+			hi++
+		}
+		if hi < len(s.hold) && s.hold[hi].x.b <= b {
+			b = s.hold[hi].x.e
+			continue
+		}
 		e := f.e
 		if qi < len(q) && q[qi].b < e {
 			e = q[qi].b
+		}
+		if hi < len(s.hold) && s.hold[hi].x.b < e {
+			e = s.hold[hi].x.b
 		}
 		run := extent{b, e}
 		if run.len() >= want {
@@ -173,10 +188,10 @@ func (s *Store) usable(f extent, from Block, want uint64) (best extent) {
 // the device, which releases them (see unsynced.go), and tries again.
 func (s *Store) allocExtent(tx *pram.Tx, want uint64, goal Block) (extent, error) {
 	x, err := s.allocFree(tx, want, goal)
-	if err == nil || !errors.Is(err, ErrNoSpace) || s.quarantined() == 0 {
+	if err == nil || !errors.Is(err, ErrNoSpace) || s.quarantined() == 0 && s.HeldBlocks() == 0 {
 		return x, err
 	}
-	if err := s.syncAll(tx); err != nil {
+	if err := s.syncAllForSpace(tx); err != nil {
 		return extent{}, err
 	}
 	return s.allocFree(tx, want, goal)

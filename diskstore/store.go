@@ -217,6 +217,15 @@ type Store struct {
 	unsynced   int64                   // bytes written to the device since its last sync
 	kicked     int64                   // bytes written since writeback was last started (kickBytes)
 	needTidy   bool                    // stale unsynced records or quarantine may exist
+	// hold: extents freed by committed transactions that the last durable
+	// checkpoint of a shadowed arena may still give to a file
+	// (watchCheckpoints), each with the snapshot generation it was freed
+	// in; sorted by first block, disjoint. Not reused until released.
+	hold     []heldExtent
+	shadowed bool          // the arena is shadowed (immutable after Open)
+	snapGen  atomic.Uint64 // checkpoint copies taken since Open
+	snapSeen uint64        // snapGen at the copy of the checkpoint in progress (its hooks)
+	forSpace bool          // syncAllForSpace is tidying: free without holding (mu)
 	// recoverySkipped: Open (ForCheck) could not read the unsynced list;
 	// no new epoch starts, so that the next Open recovers.
 	recoverySkipped bool
@@ -380,7 +389,79 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
+	s.watchCheckpoints()
 	return s, nil
+}
+
+// heldExtent is an extent of Store.hold.
+type heldExtent struct {
+	x   extent
+	gen uint64
+}
+
+// watchCheckpoints follows a shadowed arena's checkpoints (pram/shadow.go).
+// After a power loss the arena is as of its last durable checkpoint, which
+// may still give a file the blocks that the arena in RAM has freed since
+// (a delete, a truncate, or the end of a quarantine: a copy-on-write's old
+// block). Such blocks must keep their contents until a checkpoint that no
+// longer gives them to anyone is durable, so they are held from reuse
+// until then, as ext4 reuses no block a transaction freed before that
+// transaction commits. The hold is volatile: after a crash of the process
+// the arena that Open checkpoints is the one that freed them, and after a
+// power loss it is the durable one. An arena mapped in place is durable as
+// it is stored to, as far as the store can know, and nothing is held.
+func (s *Store) watchCheckpoints() {
+	if !s.a.Shadowed() {
+		return
+	}
+	s.shadowed = true
+	s.a.AddCheckpointHooks(pram.CheckpointHooks{
+		Snapshot: func() { s.snapSeen = s.snapGen.Add(1) },
+		Durable: func() {
+			// Everything committed before that copy was taken.
+			s.mu.Lock()
+			s.releaseHeldLocked(s.snapSeen)
+			s.mu.Unlock()
+		},
+	})
+}
+
+// releaseHeldLocked lets extents held since before generation gen be
+// reused. Preconditions: s.mu held.
+func (s *Store) releaseHeldLocked(gen uint64) {
+	kept := s.hold[:0]
+	for _, h := range s.hold {
+		if h.gen >= gen {
+			kept = append(kept, h)
+		}
+	}
+	clear(s.hold[len(kept):])
+	s.hold = kept
+}
+
+// holdFreedLocked moves the extents freed by the transaction that committed
+// into the hold (shadowed arenas). Preconditions: s.mu held.
+func (s *Store) holdFreedLocked() {
+	if !s.shadowed || len(s.quarantine) == 0 {
+		return
+	}
+	gen := s.snapGen.Load()
+	for _, x := range s.quarantine {
+		i, _ := slices.BinarySearchFunc(s.hold, x.b, func(h heldExtent, b Block) int { return int(int64(h.x.b) - int64(b)) })
+		s.hold = slices.Insert(s.hold, i, heldExtent{x, gen})
+	}
+}
+
+// HeldBlocks is the number of free blocks held from reuse until a
+// checkpoint (watchCheckpoints).
+func (s *Store) HeldBlocks() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n uint64
+	for _, h := range s.hold {
+		n += h.x.len()
+	}
+	return n
 }
 
 // Close waits for readahead, syncs and closes the device. Buffered writes
@@ -425,6 +506,7 @@ func (s *Store) Commit(tx *pram.Tx) {
 	tx.Commit()
 	s.mu.Lock()
 	s.undo = s.undo[:0]
+	s.holdFreedLocked()
 	s.quarantine = s.quarantine[:0]
 	s.heldInTx = s.heldInTx[:0]
 	s.clearIntentsLocked()

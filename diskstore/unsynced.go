@@ -352,6 +352,29 @@ func (s *Store) syncAll(tx *pram.Tx) error {
 	return s.tidy(tx)
 }
 
+// syncAllForSpace is syncAll for an allocation that found no usable free
+// block: it also lets the blocks held for a checkpoint be reused, and those
+// the quarantine frees now (a checkpoint cannot be made inside a
+// transaction). A power loss before the next checkpoint may then find a
+// file that the arena in RAM had freed or rewritten unable to read some of
+// those blocks (EIO: never another file's bytes), where ext4 would force a
+// commit and retry.
+func (s *Store) syncAllForSpace(tx *pram.Tx) error {
+	s.mu.Lock()
+	if len(s.hold) > 0 {
+		s.o.Logf("diskstore: the disk is full: reusing %d extents freed since the last checkpoint", len(s.hold))
+	}
+	s.hold = s.hold[:0]
+	s.forSpace = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.forSpace = false
+		s.mu.Unlock()
+	}()
+	return s.syncAll(tx)
+}
+
 // maybeSync syncs when the data written since the last sync, or the
 // quarantine, reaches Options.SyncBytes.
 func (s *Store) maybeSync(tx *pram.Tx) error {
@@ -432,11 +455,15 @@ func (s *Store) tidySome(tx *pram.Tx) (bool, error) {
 			// stale). Blocks this transaction took out of a file go back
 			// into it on abort: not before this transaction ends.
 			s.mu.Lock()
+			held := s.shadowed && !s.forSpace // watchCheckpoints
 			for _, h := range s.heldInTx {
 				if h.b < x.e && x.b < h.e {
-					s.quarantineLocked(x)
+					held = true
 					break
 				}
+			}
+			if held {
+				s.quarantineLocked(x)
 			}
 			s.mu.Unlock()
 		}

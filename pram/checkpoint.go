@@ -45,6 +45,7 @@ type shadow struct {
 	kick     chan struct{}
 	logf     func(string, ...any)
 	onCommit func(seq uint64)
+	hooks    []CheckpointHooks // ckptMu
 
 	reused, loaded bool
 
@@ -55,8 +56,7 @@ type shadow struct {
 	last        time.Time
 	err         error // the last checkpoint's error (nil after a success)
 
-	verifiedAt time.Time // verify.go (txMu)
-	verifyErr  error     // first mismatch found (txMu)
+	verifyErr error // first mismatch found (verify.go; txMu)
 }
 
 // fileLike is the RAM copy's descriptor (an *os.File).
@@ -160,7 +160,12 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 		copy(stage[dataOff+uint64(i)*PageSize:], a.m[p*PageSize:(p+1)*PageSize])
 	}
 	if verifyCheckpoints {
-		a.verifyLocked(pages, false)
+		a.verifyLocked(pages)
+	}
+	for _, h := range sh.hooks {
+		if h.Snapshot != nil {
+			h.Snapshot()
+		}
 	}
 	a.loose.Unlock()
 	a.txMu.Unlock()
@@ -178,11 +183,40 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 		sh.stage = nil // a rare large checkpoint: do not keep its buffer
 	}
 	sh.note(nil, np)
+	for _, h := range sh.hooks {
+		if h.Durable != nil {
+			h.Durable()
+		}
+	}
 	if sh.onCommit != nil {
 		sh.onCommit(seq)
 	}
 	return nil
 }
+
+// CheckpointHooks let a layer above follow what a power loss would keep of
+// a shadowed arena. Snapshot runs as a checkpoint takes its copy, with no
+// transaction and no unlogged store in progress: it may read the arena,
+// not change it. Durable runs once that copy is durable. Neither may call
+// back into the arena's checkpoints (Sync, Persist, Begin).
+type CheckpointHooks struct {
+	Snapshot, Durable func()
+}
+
+// AddCheckpointHooks registers hooks with a shadowed arena; an arena
+// mapped in place makes no checkpoints (every store is as durable as the
+// image's page cache makes it) and ignores them.
+func (a *Arena) AddCheckpointHooks(h CheckpointHooks) {
+	if sh := a.sh; sh != nil {
+		sh.ckptMu.Lock()
+		sh.hooks = append(sh.hooks, h)
+		sh.ckptMu.Unlock()
+	}
+}
+
+// Shadowed reports whether the arena is a RAM copy of its image, which
+// changes only at checkpoints (shadow.go).
+func (a *Arena) Shadowed() bool { return a.sh != nil }
 
 // commitSlot is steps 2 and 3 of checkpoint.
 // Preconditions: sh.ckptMu held.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	mmap "github.com/edsrzf/mmap-go"
 	"golang.org/x/sys/unix"
@@ -202,7 +201,6 @@ func (a *Arena) openShadow(img ImageFile, o OpenOptions) (inPlace string, err er
 		}
 	}
 	sh.seq = max(maxSeq, a.U64(offCkptSeq))
-	sh.verifiedAt = time.Now() // the copy is the image, or marked where not
 	if err := a.ensureTail(); err != nil {
 		a.dropShadow(!reuse)
 		return "", err

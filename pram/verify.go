@@ -3,7 +3,10 @@ package pram
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,10 +15,10 @@ import (
 // View, or through a slice kept across transactions) would be missing from
 // the image after a power loss, and nothing else would notice until then.
 //
-// With it on, a checkpoint compares every page it does not write with the
-// image (at most every 100 ms per arena, it reads the whole arena), and
-// Close compares the whole image with the RAM copy after its last
-// checkpoint; a difference makes Close fail, naming the first pages.
+// With it on, a checkpoint compares a random sample of the pages it does
+// not write with the image, and Close (at most every 50 ms in a process)
+// compares the whole image with the RAM copy after its last checkpoint; a
+// difference makes Close fail, naming the first pages.
 // $CONQUEST_VERIFY_CHECKPOINTS turns it on (the Makefile's test target and
 // the test mains set it).
 var verifyCheckpoints = os.Getenv("CONQUEST_VERIFY_CHECKPOINTS") != ""
@@ -23,54 +26,82 @@ var verifyCheckpoints = os.Getenv("CONQUEST_VERIFY_CHECKPOINTS") != ""
 // VerifyCheckpoints turns verification mode on or off (tests).
 func VerifyCheckpoints(on bool) { verifyCheckpoints = on }
 
-// verifyLocked compares the pages not in dirty (sorted) with the image,
-// which holds the previous checkpoint, and records the first mismatch.
+// verifyLocked compares a sample of the pages not in dirty (sorted) with
+// the image, which holds the previous checkpoint, and records the first
+// mismatch: a sample, because it runs with the transaction lock held (a
+// whole arena read there made the tests' timings drift), and over many
+// checkpoints a store that is never marked is found anyway.
 // Preconditions: txMu and loose held (nothing changes the arena).
-func (a *Arena) verifyLocked(dirty []uint64, always bool) {
+func (a *Arena) verifyLocked(dirty []uint64) {
 	sh := a.sh
-	if sh.verifyErr != nil || (!always && time.Since(sh.verifiedAt) < 100*time.Millisecond) {
+	if sh.verifyErr != nil {
 		return
 	}
-	sh.verifiedAt = time.Now()
-	if err := a.compareImage(dirty); err != nil {
+	if err := a.compareImage(dirty, verifySample); err != nil {
 		sh.verifyErr = err
 		sh.logf("pram: %s: %v", a.path, err)
 	}
 }
 
+// verifySample is how many pages a checkpoint compares.
+const verifySample = 64
+
 // compareImage compares the RAM copy with the image, but for the pages in
-// skip (sorted).
-func (a *Arena) compareImage(skip []uint64) error {
-	const chunk = 1 << 20
-	buf := make([]byte, chunk)
-	zero := make([]byte, PageSize)
+// skip (sorted): every page (sample 0) or sample pages picked at random.
+// Pages that are holes in both are equal: only the ranges where either
+// holds data are read.
+func (a *Arena) compareImage(skip []uint64, sample int) error {
+	size := int64(a.geo.Size)
 	// Holes of the RAM copy read as zeros: compare them without touching
 	// them (a read fault on tmpfs would allocate the page).
-	data := dataRanges(int(a.sh.f.Fd()), int64(a.geo.Size))
+	ram := dataRanges(int(a.sh.f.Fd()), size)
+	both := mergeRanges(ram, dataRanges(int(a.f.Fd()), size))
+	var pages []int64 // page offsets to compare, increasing
+	if sample > 0 {
+		var total int64
+		for _, r := range both {
+			total += (r[1] - r[0] + PageSize - 1) / PageSize
+		}
+		for range min(int64(sample), total) {
+			k := rand.Int64N(total)
+			for _, r := range both {
+				n := (r[1] - r[0] + PageSize - 1) / PageSize
+				if k < n {
+					pages = append(pages, r[0]+k*PageSize)
+					break
+				}
+				k -= n
+			}
+		}
+		slices.Sort(pages)
+		pages = slices.Compact(pages)
+	} else {
+		for _, r := range both {
+			for p := r[0]; p < r[1]; p += PageSize {
+				pages = append(pages, p)
+			}
+		}
+	}
+	buf := make([]byte, PageSize)
+	zero := make([]byte, PageSize)
 	var bad []uint64
-	for off := uint64(0); off < a.geo.Size; off += chunk {
-		n := min(chunk, a.geo.Size-off)
-		if _, err := a.sh.img.ReadAt(buf[:n], int64(off)); err != nil {
+	for _, p := range pages {
+		if _, found := slices.BinarySearch(skip, uint64(p)/PageSize); found {
+			continue
+		}
+		n := min(PageSize, size-p)
+		if _, err := a.sh.img.ReadAt(buf[:n], p); err != nil {
 			return fmt.Errorf("verifying checkpoints: reading the image: %w", err)
 		}
-		for p := off; p < off+n; p += PageSize {
-			pg := p / PageSize
-			for len(skip) > 0 && skip[0] < pg {
-				skip = skip[1:]
-			}
-			if len(skip) > 0 && skip[0] == pg {
-				continue
-			}
-			for len(data) > 0 && uint64(data[0][1]) <= p {
-				data = data[1:]
-			}
-			ram := zero
-			if len(data) > 0 && uint64(data[0][0]) <= p {
-				ram = a.m[p : p+PageSize]
-			}
-			if !bytes.Equal(buf[p-off:p-off+PageSize], ram) {
-				bad = append(bad, p)
-			}
+		for len(ram) > 0 && ram[0][1] <= p {
+			ram = ram[1:]
+		}
+		mine := zero
+		if len(ram) > 0 && ram[0][0] <= p {
+			mine = a.m[p : p+n]
+		}
+		if !bytes.Equal(buf[:n], mine[:n]) {
+			bad = append(bad, uint64(p))
 		}
 	}
 	if len(bad) == 0 {
@@ -79,13 +110,41 @@ func (a *Arena) compareImage(skip []uint64) error {
 	return fmt.Errorf("verifying checkpoints: %d pages of the RAM copy differ from the image without being marked, at offsets %v", len(bad), bad[:min(len(bad), 8)])
 }
 
-// verifyImage is Close's check, after the last checkpoint.
+// lastCloseVerify rate-limits Close's checks across the process (tests
+// open and close arenas thousands of times).
+var lastCloseVerify atomic.Int64
+
+// verifyImage is Close's check, after the last checkpoint: always when a
+// checkpoint found a mismatch, else at most every 50 ms in the process.
 func (a *Arena) verifyImage() error {
 	sh := a.sh
 	if sh.verifyErr != nil {
 		return sh.verifyErr
 	}
+	now := time.Now().UnixNano()
+	if last := lastCloseVerify.Load(); now-last < int64(50*time.Millisecond) || !lastCloseVerify.CompareAndSwap(last, now) {
+		return nil
+	}
 	a.txMu.Lock()
 	defer a.txMu.Unlock()
-	return a.compareImage(nil)
+	return a.compareImage(nil, 0)
+}
+
+// mergeRanges is the union of two sorted lists of disjoint ranges.
+func mergeRanges(x, y [][2]int64) [][2]int64 {
+	var out [][2]int64
+	for len(x) > 0 || len(y) > 0 {
+		var r [2]int64
+		if len(y) == 0 || len(x) > 0 && x[0][0] <= y[0][0] {
+			r, x = x[0], x[1:]
+		} else {
+			r, y = y[0], y[1:]
+		}
+		if n := len(out); n > 0 && r[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], r[1])
+		} else {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -21,6 +21,7 @@ import (
 
 	"conquest/conquest"
 	"conquest/fusefs"
+	"conquest/pram"
 )
 
 // readyTimeout bounds how long `conquest mount` waits for its daemon.
@@ -49,6 +50,7 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "writeback-cache", Usage: "let the kernel buffer writes (faster large writes, slower small-file create/delete)"},
 			&cli.BoolFlag{Name: "nosuid", Usage: "set-user-ID and set-group-ID bits of programs on the mount take no effect (always so for mounts by other users than root)"},
 			&cli.BoolFlag{Name: "nodev", Usage: "device nodes on the mount cannot be opened (always so for mounts by other users than root)"},
+			&cli.DurationFlag{Name: "commit", Value: pram.DefaultCheckpointInterval, Usage: "how long a change may stay only in the arena's RAM copy before it is checkpointed to the image (what a power loss can lose; fsync checkpoints at once)"},
 			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
 		),
 		Action: func(c *cli.Context) error {
@@ -72,11 +74,15 @@ func mountCommand() *cli.Command {
 			}
 			o := fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache"),
 				NoSUID: c.Bool("nosuid"), NoDev: c.Bool("nodev")}
+			commit := c.Duration("commit")
+			if commit <= 0 {
+				return fmt.Errorf("--commit %v: the interval must be positive", commit)
+			}
 			if !c.Bool("foreground") {
-				return daemonize(c, im, mp, o)
+				return daemonize(c, im, mp, o, commit)
 			}
 			rep := newReporter(c.Int("ready-fd"), c.App.ErrWriter)
-			err = serve(im, mp, o, rep)
+			err = serve(im, mp, o, commit, rep)
 			if err != nil {
 				rep.fail(err)
 			}
@@ -152,7 +158,7 @@ func mountDead(mi fusefs.MountInfo) bool {
 const fsnamePrefix = "conquest:"
 
 // serve runs the file system in this process until it is unmounted.
-func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
+func serve(im images, mp string, o fusefs.Options, commit time.Duration, rep *reporter) error {
 	// Catch SIGINT/SIGTERM before the mount becomes visible: a signal that
 	// arrives while mounting is queued and unmounts cleanly once serving.
 	sigs := make(chan os.Signal, 2)
@@ -178,7 +184,7 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 	co := conquest.Options{Logf: rep.infof, OnCrashCheck: func(msg string) {
 		checked = true
 		rep.busyf("%s %s", im.pram, msg)
-	}}
+	}, Arena: pram.OpenOptions{Interval: commit}}
 	gov := newProcsGovernor()
 	if gov != nil {
 		co.Disk.OnReadahead = gov.notify
@@ -188,7 +194,13 @@ func serve(im images, mp string, o fusefs.Options, rep *reporter) error {
 		return explainOpen(im, err)
 	}
 	if a := fsys.Arena(); a.WasDirty() {
-		rep.infof("%s was not unmounted cleanly: recovered (%d journal records rolled back)", im.pram, a.Recovered())
+		how := "from the last checkpoint of the image"
+		if a.Shadow().Reused {
+			how = "from the arena's RAM copy"
+		} else if a.Shadow().Path == "" {
+			how = "in place"
+		}
+		rep.infof("%s was not unmounted cleanly: recovered %s (%d journal records rolled back)", im.pram, how, a.Recovered())
 	}
 	if checked {
 		rep.infof("%s: checked, consistent", im.pram)
@@ -393,7 +405,7 @@ func rotateLog(path string) {
 // daemonize starts `conquest mount --foreground` in a new session, logging
 // to the data directory, and waits until it reports the file system ready
 // (exit 0) or fails (its error, exit 1).
-func daemonize(c *cli.Context, im images, mp string, o fusefs.Options) error {
+func daemonize(c *cli.Context, im images, mp string, o fusefs.Options, commit time.Duration) error {
 	if err := os.MkdirAll(im.dataDir, 0o700); err != nil {
 		return err
 	}
@@ -431,7 +443,7 @@ func daemonize(c *cli.Context, im images, mp string, o fusefs.Options) error {
 	if o.NoDev {
 		args = append(args, "--nodev")
 	}
-	args = append(args, mp)
+	args = append(args, "--commit="+commit.String(), mp)
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+im.dataDir)
 	cmd.Dir = "/" // hold no directory busy

@@ -78,12 +78,12 @@ func report(c *cli.Context, detail bool) error {
 		return explainOpen(im, err)
 	}
 	u, st, g := fsys.Usage(), fsys.StatFS(), fsys.Arena().Geometry()
-	mounts := fsys.Arena().Mounts()
+	mounts, shadow := fsys.Arena().Mounts(), fsys.Arena().Shadow()
 	if err := fsys.Close(); err != nil {
 		return fmt.Errorf("%s: closing: %w", im.pram, err)
 	}
 	if detail {
-		printStat(out, im, g, mounts, u, st)
+		printStat(out, im, g, mounts, shadow, u, st)
 	} else {
 		printDF(out, im.pram, u)
 	}
@@ -126,7 +126,7 @@ func printDF(out io.Writer, name string, u conquest.Usage) {
 		name, plural(int(u.Inodes), "inode"), u.Files, formatSize(u.FileBytes), u.Dirs, u.Symlinks, u.Specials, u.Orphans)
 }
 
-func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, u conquest.Usage, st conquest.StatFS) {
+func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, sh pram.ShadowInfo, u conquest.Usage, st conquest.StatFS) {
 	tw := tabwriter.NewWriter(out, 0, 0, 1, ' ', 0)
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
 	row("arena", im.pram)
@@ -136,6 +136,11 @@ func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, u conqu
 	row("mounts", mounts)
 	row("arena size", fmt.Sprintf("%s (%d bytes)", formatSize(g.Size), g.Size))
 	row("journal", fmt.Sprintf("%s at offset %d", formatSize(g.JournalLen), g.JournalOff))
+	if sh.Path != "" {
+		row("mapped as", fmt.Sprintf("a RAM copy in %s, checkpointed to the image (checkpoint %d)", filepath.Dir(sh.Path), sh.Seq))
+	} else {
+		row("mapped as", fmt.Sprintf("the image itself (%s)", sh.InPlace))
+	}
 	row("heap", fmt.Sprintf("%s: %s used in %d objects, %s free", formatSize(u.HeapBytes), formatSize(u.HeapUsed), u.HeapObjects, formatSize(u.HeapFree)))
 	row("large-file threshold", thresholdText(g.Params[0]))
 	if u.DiskBytes > 0 {
