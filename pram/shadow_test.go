@@ -253,7 +253,7 @@ func TestShadowVerify(t *testing.T) {
 	path := formatClosed(t, 4<<20)
 	a := openShadowed(t, path, OpenOptions{})
 	off := a.Geometry().HeapOff + 3*PageSize
-	a.View(off, 4)[0] = 1 // wrong on purpose
+	a.View(off, 4)[0] = 1    // wrong on purpose
 	lastCloseVerify.Store(0) // no rate limit for this Close
 	err := a.Close()
 	if err == nil || !strings.Contains(err.Error(), "without being marked") {

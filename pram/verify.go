@@ -44,7 +44,7 @@ func (a *Arena) verifyLocked(dirty []uint64) {
 }
 
 // verifySample is how many pages a checkpoint compares.
-const verifySample = 64
+const verifySample = 16
 
 // compareImage compares the RAM copy with the image, but for the pages in
 // skip (sorted): every page (sample 0) or sample pages picked at random.
