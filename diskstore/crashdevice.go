@@ -3,6 +3,8 @@ package diskstore
 import (
 	"math/rand/v2"
 	"sync"
+
+	"conquest/pram"
 )
 
 // CrashDevice is an in-memory Device with a volatile write cache, like
@@ -15,7 +17,7 @@ type CrashDevice struct {
 	mu      sync.Mutex
 	cur     []byte // what reads see: durable + pending
 	durable []byte // what survives a crash
-	pending []pendingWrite
+	pending []pram.PendingWrite
 	drop    func(off int64, n int) bool
 	syncs   int64
 	writes  int64
@@ -23,24 +25,14 @@ type CrashDevice struct {
 	closed  bool
 }
 
-type pendingWrite struct {
-	off  int64
-	data []byte
-}
+// CrashMode chooses which unsynced writes survive Crash (pram.Survivors).
+type CrashMode = pram.CrashMode
 
-// CrashMode chooses which unsynced writes survive Crash.
-type CrashMode int
-
-// Crash modes.
+// Crash modes (pram's).
 const (
-	// CrashLoseAll keeps only what was synced.
-	CrashLoseAll CrashMode = iota
-	// CrashRandom keeps a random subset of the unsynced writes, applied in a
-	// random order (disks reorder writes in their cache).
-	CrashRandom
-	// CrashTorn is CrashRandom where each surviving write may be cut to a
-	// random prefix of 512-byte sectors (a torn write).
-	CrashTorn
+	CrashLoseAll = pram.CrashLoseAll
+	CrashRandom  = pram.CrashRandom
+	CrashTorn    = pram.CrashTorn
 )
 
 // NewCrashDevice returns a zero-filled crashable device of size bytes.
@@ -85,7 +77,7 @@ func (c *CrashDevice) WriteAt(p []byte, off int64) (int, error) {
 		return len(p), nil
 	}
 	copy(c.cur[off:], p)
-	c.pending = append(c.pending, pendingWrite{off, append([]byte(nil), p...)})
+	c.pending = append(c.pending, pram.PendingWrite{Off: off, Data: append([]byte(nil), p...)})
 	return len(p), nil
 }
 
@@ -97,7 +89,7 @@ func (c *CrashDevice) Sync() error {
 		return ErrClosed
 	}
 	for _, w := range c.pending {
-		copy(c.durable[w.off:], w.data)
+		copy(c.durable[w.Off:], w.Data)
 	}
 	c.pending = nil
 	c.syncs++
@@ -131,20 +123,8 @@ func (c *CrashDevice) Crash(mode CrashMode, seed uint64) *CrashDevice {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := &CrashDevice{durable: append([]byte(nil), c.durable...)}
-	if mode != CrashLoseAll && len(c.pending) > 0 {
-		r := rand.New(rand.NewPCG(seed, 0x5eed))
-		order := r.Perm(len(c.pending))
-		for _, i := range order {
-			if r.IntN(2) == 0 {
-				continue
-			}
-			w := c.pending[i]
-			data := w.data
-			if mode == CrashTorn && len(data) > 512 && r.IntN(2) == 0 {
-				data = data[:512*r.IntN(len(data)/512+1)]
-			}
-			copy(n.durable[w.off:], data)
-		}
+	for _, w := range pram.Survivors(mode, rand.New(rand.NewPCG(seed, 0x5eed)), c.pending) {
+		copy(n.durable[w.Off:], w.Data)
 	}
 	n.cur = append([]byte(nil), n.durable...)
 	return n

@@ -14,7 +14,7 @@ import (
 type CrashImage struct {
 	mu      sync.Mutex
 	f       ImageFile
-	pending []pendingWrite
+	pending []PendingWrite
 	lost    bool
 	syncs   int
 	// BeforeSync, if set, is called at the start of every Sync with the
@@ -25,12 +25,15 @@ type CrashImage struct {
 	rng        *rand.Rand
 }
 
-type pendingWrite struct {
-	off  int64
-	data []byte
+// PendingWrite is a write that a crash-simulating store (CrashImage here,
+// diskstore's CrashDevice) holds until its next sync.
+type PendingWrite struct {
+	Off  int64
+	Data []byte
 }
 
-// CrashMode chooses what PowerLoss keeps of the writes not synced.
+// CrashMode chooses what a simulated power failure keeps of the writes not
+// synced (Survivors).
 type CrashMode int
 
 // Crash modes.
@@ -38,12 +41,33 @@ const (
 	// CrashLoseAll keeps nothing that was not synced.
 	CrashLoseAll CrashMode = iota
 	// CrashRandom keeps a random subset of the writes, applied in a random
-	// order.
+	// order (disks reorder writes in their cache).
 	CrashRandom
 	// CrashTorn is CrashRandom where each kept write may be cut to a
-	// random prefix of its 512-byte sectors.
+	// random prefix of its 512-byte sectors (a torn write).
 	CrashTorn
 )
+
+// Survivors is what a power failure keeps of the pending writes, in the
+// order the device applied them: per mode, none, a random subset in a
+// random order, or that subset with some writes torn.
+func Survivors(mode CrashMode, rng *rand.Rand, pending []PendingWrite) []PendingWrite {
+	if mode == CrashLoseAll || len(pending) == 0 {
+		return nil
+	}
+	var kept []PendingWrite
+	for _, i := range rng.Perm(len(pending)) {
+		if rng.IntN(2) == 0 {
+			continue
+		}
+		w := pending[i]
+		if mode == CrashTorn && len(w.Data) > 512 && rng.IntN(2) == 0 {
+			w.Data = w.Data[:512*rng.IntN(len(w.Data)/512+1)]
+		}
+		kept = append(kept, w)
+	}
+	return kept
+}
 
 // ErrPowerLost is what a CrashImage answers after PowerLoss.
 var ErrPowerLost = errors.New("the power failed (simulated)")
@@ -65,9 +89,9 @@ func (c *CrashImage) ReadAt(p []byte, off int64) (int, error) {
 		return n, err
 	}
 	for _, w := range c.pending {
-		lo, hi := max(off, w.off), min(off+int64(len(p)), w.off+int64(len(w.data)))
+		lo, hi := max(off, w.Off), min(off+int64(len(p)), w.Off+int64(len(w.Data)))
 		if lo < hi {
-			copy(p[lo-off:hi-off], w.data[lo-w.off:hi-w.off])
+			copy(p[lo-off:hi-off], w.Data[lo-w.Off:hi-w.Off])
 		}
 	}
 	return n, nil
@@ -80,7 +104,7 @@ func (c *CrashImage) WriteAt(p []byte, off int64) (int, error) {
 	if c.lost {
 		return 0, ErrPowerLost
 	}
-	c.pending = append(c.pending, pendingWrite{off, append([]byte(nil), p...)})
+	c.pending = append(c.pending, PendingWrite{off, append([]byte(nil), p...)})
 	return len(p), nil
 }
 
@@ -102,7 +126,7 @@ func (c *CrashImage) Sync() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, w := range c.pending {
-		if _, err := c.f.WriteAt(w.data, w.off); err != nil {
+		if _, err := c.f.WriteAt(w.Data, w.Off); err != nil {
 			return err
 		}
 	}
@@ -126,22 +150,10 @@ func (c *CrashImage) PowerLoss(mode CrashMode, rng *rand.Rand) {
 		return
 	}
 	c.lost = true
-	ws := c.pending
+	for _, w := range Survivors(mode, rng, c.pending) {
+		_, _ = c.f.WriteAt(w.Data, w.Off)
+	}
 	c.pending = nil
-	if mode == CrashLoseAll {
-		return
-	}
-	rng.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
-	for _, w := range ws {
-		if rng.IntN(2) == 0 {
-			continue
-		}
-		data := w.data
-		if mode == CrashTorn && len(data) > 512 {
-			data = data[:512*rng.IntN(len(data)/512+1)]
-		}
-		_, _ = c.f.WriteAt(data, w.off)
-	}
 	_ = c.f.Sync()
 }
 
