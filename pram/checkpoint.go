@@ -2,6 +2,7 @@ package pram
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,9 +23,8 @@ const DefaultCheckpointInterval = 5 * time.Second
 // checkpoints run one at a time and in sequence order.
 type shadow struct {
 	path string   // the RAM copy's file
-	f    fileLike // its descriptor (the mapping's)
+	f    *os.File // its descriptor (the mapping's)
 	img  ImageFile
-	ino  string // "dev-ino" of the image, part of the RAM copy's name
 
 	cur   atomic.Pointer[dirtySet] // pages changed since the last checkpoint
 	spare *dirtySet                // the other set (ckptMu)
@@ -57,12 +57,6 @@ type shadow struct {
 	err         error // the last checkpoint's error (nil after a success)
 
 	verifyErr error // first mismatch found (verify.go; txMu)
-}
-
-// fileLike is the RAM copy's descriptor (an *os.File).
-type fileLike interface {
-	Fd() uintptr
-	Close() error
 }
 
 // limitPages is the backpressure limit for an arena of size bytes: 1/8 of
@@ -351,6 +345,8 @@ type ShadowInfo struct {
 	Reused, Loaded bool
 	// InPlace says why the image is mapped in place, when it is.
 	InPlace string
+	// Finished: Open applied a checkpoint that a crash had interrupted.
+	Finished bool
 	// Checkpoints made since Open, pages they wrote, the newest sequence
 	// number, when the last one was made.
 	Checkpoints, PagesWritten, Seq uint64
@@ -369,6 +365,6 @@ func (a *Arena) Shadow() ShadowInfo {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return ShadowInfo{Path: sh.path, Reused: sh.reused, Loaded: sh.loaded, Checkpoints: sh.checkpoints,
+	return ShadowInfo{Path: sh.path, Reused: sh.reused, Loaded: sh.loaded, Finished: a.recoveredCkpt, Checkpoints: sh.checkpoints,
 		PagesWritten: sh.written, Seq: a.U64(offCkptSeq), Last: sh.last, Dirty: sh.cur.Load().count(), Err: sh.err}
 }

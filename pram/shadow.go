@@ -147,7 +147,7 @@ func (a *Arena) openShadow(img ImageFile, o OpenOptions) (inPlace string, err er
 	}
 	name := shadowName(dir, g.UUID, key)
 	removeOtherShadows(dir, key, name)
-	sh := &shadow{path: name, img: img, ino: key, logf: o.Logf, onCommit: o.OnCheckpoint,
+	sh := &shadow{path: name, img: img, logf: o.Logf, onCommit: o.OnCheckpoint,
 		limit: limitPages(g.Size), interval: o.Interval}
 	if sh.logf == nil {
 		sh.logf = func(string, ...any) {}
