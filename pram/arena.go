@@ -30,7 +30,7 @@ type Arena struct {
 	dirty bool // the arena was not closed cleanly before this Open
 
 	recovered     int  // undo entries rolled back by this Open
-	recoveredCkpt bool // this Open finished a checkpoint a crash interrupted
+	recoveredCkpt bool // this Open applied checkpoint slots a crash left (ShadowInfo.Finished)
 
 	txMu  sync.Mutex // held by the open Tx
 	tx    Tx

@@ -345,7 +345,9 @@ type ShadowInfo struct {
 	Reused, Loaded bool
 	// InPlace says why the image is mapped in place, when it is.
 	InPlace string
-	// Finished: Open applied a checkpoint that a crash had interrupted.
+	// Finished: Open found checkpoint slots (the process or the system
+	// went down with the arena open) and applied them again, in case the
+	// last checkpoint was cut short.
 	Finished bool
 	// Checkpoints made since Open, pages they wrote, the newest sequence
 	// number, when the last one was made.

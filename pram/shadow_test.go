@@ -213,6 +213,9 @@ func TestShadowPowerLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := openShadowed(t, path, OpenOptions{})
+		if !b.Shadow().Finished {
+			t.Errorf("seed %d: Open did not apply the slots the power loss left", seed)
+		}
 		got := heap(b)
 		switch {
 		case bytes.Equal(got, durable):
