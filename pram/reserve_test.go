@@ -53,3 +53,36 @@ func TestReserveFullFileSystem(t *testing.T) {
 		t.Errorf("reserving again below what is reserved: %v", err)
 	}
 }
+
+// A shadowed arena whose RAM copy's tmpfs is smaller than the arena: the
+// copy is reserved as the image is, so a full tmpfs is ErrNoSpace, and
+// everything reserved can be stored to and checkpointed.
+func TestReserveFullShadowDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	shm := t.TempDir()
+	if err := unix.Mount("tmpfs", shm, "tmpfs", 0, "size=3584k,mode=0700"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(shm, unix.MNT_DETACH) })
+	path := formatClosed(t, 16<<20)
+	a := openShadowed(t, path, OpenOptions{ShadowDir: shm})
+	defer a.Close()
+	if err := a.Reserve(3 << 20); err != nil {
+		t.Fatalf("reserving 3 MiB of a 3.5 MiB tmpfs: %v", err)
+	}
+	if err := a.Reserve(8 << 20); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("reserving 8 MiB of a 3.5 MiB tmpfs: %v, want ErrNoSpace", err)
+	}
+	g := a.Geometry()
+	tx := a.Begin()
+	b := a.Bytes(g.HeapOff, 3<<20-uint64(g.HeapOff))
+	for i := range b {
+		b[i] = byte(i)
+	}
+	tx.Commit()
+	if err := a.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
