@@ -9,19 +9,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// smallTmpfs mounts a 3.5 MiB tmpfs (mode 0700) for the test, or skips it.
+func smallTmpfs(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=3584k,mode=0700"); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
 // An arena image on a file system smaller than the arena: Reserve gets
 // blocks while there are some, then fails with ErrNoSpace, and every byte
 // it reserved can be stored to (an unreserved one would raise SIGBUS and
 // kill the test).
 func TestReserveFullFileSystem(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=3584k"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	dir := smallTmpfs(t)
 
 	a, err := Format(filepath.Join(dir, "arena"), Options{Size: 16 << 20})
 	if err != nil {
@@ -58,14 +65,7 @@ func TestReserveFullFileSystem(t *testing.T) {
 // copy is reserved as the image is, so a full tmpfs is ErrNoSpace, and
 // everything reserved can be stored to and checkpointed.
 func TestReserveFullShadowDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	shm := t.TempDir()
-	if err := unix.Mount("tmpfs", shm, "tmpfs", 0, "size=3584k,mode=0700"); err != nil {
-		t.Skipf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(shm, unix.MNT_DETACH) })
+	shm := smallTmpfs(t)
 	path := formatClosed(t, 16<<20)
 	a := openShadowed(t, path, OpenOptions{ShadowDir: shm})
 	defer a.Close()
