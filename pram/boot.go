@@ -6,15 +6,17 @@ import (
 	"strings"
 )
 
-// A daemon crash leaves the arena's pages in the kernel's page cache (or in
-// the device itself, for DAX), so every store made before it is still
-// there, and the journal can roll back the one transaction it interrupted.
-// A crash of the whole system (a power loss, a kernel panic) is different
-// for an arena backed by a disk file or a block device: the kernel writes
-// a shared mapping back on its own schedule and in any order, so whatever
-// it had not written since the last Persist is lost, possibly half of a
-// transaction and its journal record with it. The journal cannot tell; a
-// full consistency walk can.
+// A daemon crash leaves the arena's pages in the kernel's page cache, in the
+// RAM copy's tmpfs (shadow.go) or in the device itself (DAX), so every store
+// made before it is still there, and the journal can roll back the one
+// transaction it interrupted. A crash of the whole system (a power loss, a
+// kernel panic) is different for an arena mapped in place on a disk file or
+// a block device: the kernel writes a shared mapping back on its own
+// schedule and in any order, so whatever it had not written since the last
+// Persist is lost, possibly half of a transaction and its journal record
+// with it. The journal cannot tell; a full consistency walk can. A
+// shadowed arena comes back as its last checkpoint, consistent; it is
+// walked all the same (a disk that lied about a flush can still tear it).
 //
 // So the superblock records the boot ID of the kernel that opened the arena
 // (offBoot). An Open that finds the arena dirty (not closed) and the boot ID
