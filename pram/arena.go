@@ -41,7 +41,7 @@ type Arena struct {
 	loose sync.RWMutex
 
 	sh      *shadow // nil when the image is mapped in place
-	inPlace string  // why the image is mapped in place ("" for a device or Format)
+	inPlace string  // why the image is mapped in place ("" after Format)
 
 	storeHook func() // test hook, see SetStoreHook
 
@@ -246,6 +246,8 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 		a.inPlace = "asked to"
 	case kind == KindFile:
 		a.inPlace = "the image is on tmpfs or ramfs"
+	default:
+		a.inPlace = "a " + kind.String() + " is mapped in place"
 	}
 	if a.m == nil {
 		m, err := mmap.MapRegion(f, int(a.geo.Size), mmap.RDWR, 0, 0)
