@@ -87,23 +87,37 @@ func DefaultJournalLen(n uint64) uint64 {
 }
 
 // Format creates (if needed) and formats path as an empty arena. A regular
-// file is created sparse at opts.Size; a device is formatted over its whole
-// size (or opts.Size if smaller). The returned arena is open and locked.
+// file is created sparse at opts.Size. A device-DAX is formatted over its
+// whole size (or opts.Size if smaller); a block device leaves room after
+// the arena for the checkpoint slots of its RAM copy (DeviceArenaSize, the
+// default, is the largest arena that does). The returned arena is open,
+// mapped in place, and locked.
 func Format(path string, opts Options) (*Arena, error) {
 	f, kind, devSize, err := openBacking(path, true)
 	if err != nil {
 		return nil, err
 	}
-	size := opts.Size
-	if kind == KindFile {
+	size := opts.Size &^ (PageSize - 1)
+	switch kind {
+	case KindFile:
 		if size == 0 {
 			f.Close()
 			return nil, fmt.Errorf("%s: no arena size given for a new image file", path)
 		}
-	} else if size == 0 || size > devSize {
-		size = devSize
+	case KindBlock:
+		// The checkpoint slots follow the arena (slot.go).
+		most := DeviceArenaSize(devSize)
+		if size == 0 {
+			size = most
+		} else if size > most {
+			f.Close()
+			return nil, fmt.Errorf("%s: an arena of %d bytes leaves no room for its checkpoint slots on this %d-byte device: at most %d", path, size, devSize, most)
+		}
+	default:
+		if size == 0 || size > devSize {
+			size = devSize &^ (PageSize - 1)
+		}
 	}
-	size &^= PageSize - 1
 	if size < MinSize {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w: %d bytes, need at least %d", path, ErrTooSmall, size, MinSize)
@@ -151,6 +165,12 @@ func Format(path string, opts Options) (*Arena, error) {
 	}
 	if kind != KindFile {
 		clear(m[:uint64(g.HeapOff)]) // devices hold old contents
+	}
+	if kind == KindBlock {
+		if err := clearDeviceSlots(f, size, devSize); err != nil {
+			a.unmap(false)
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	// Write the superblock last, after the journal header is zero, and make
 	// both durable: a half-formatted image has no valid magic.
@@ -210,11 +230,6 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	var img ImageFile = osImage{f}
-	shadowed := kind == KindFile && !o.InPlace && !onRAM(f)
-	if shadowed && o.WrapImage != nil {
-		img = o.WrapImage(img)
-	}
 	page := make([]byte, PageSize)
 	if n, err := f.ReadAt(page, 0); n < superDynEnd {
 		f.Close()
@@ -223,15 +238,30 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 		}
 		return nil, fmt.Errorf("%s: %w: image is only %d bytes", path, ErrNotConquest, n)
 	}
-	g, err := Validate(page, devSize)
+	g, err := validateOn(page, kind, devSize)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	a := &Arena{path: path, f: f, geo: g, kind: kind}
+	var img ImageFile = osImage{f: f}
+	var slots slotArea
+	shadowed := false
+	switch kind {
+	case KindFile:
+		slots, shadowed = fileSlots(g.Size), !o.InPlace && !onRAM(f)
+	case KindBlock:
+		img = osImage{f: f, dev: devSize}
+		var room bool
+		slots, room = deviceSlots(g.Size, devSize)
+		shadowed = room && !o.InPlace
+	}
+	if shadowed && o.WrapImage != nil {
+		img = o.WrapImage(img)
+	}
 	switch {
 	case shadowed:
-		why, err := a.openShadow(img, o)
+		why, err := a.openShadow(img, slots, o)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -242,10 +272,12 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 				o.Logf("pram: %s: mapping the image in place (a power loss may damage it): %s", path, why)
 			}
 		}
-	case kind == KindFile && o.InPlace:
+	case o.InPlace && kind != KindDAX:
 		a.inPlace = "asked to"
 	case kind == KindFile:
 		a.inPlace = "the image is on tmpfs or ramfs"
+	case kind == KindBlock:
+		a.inPlace = "the device has no room for checkpoint slots after the arena (formatted by an older mkfs, or with an arena too large for them): reformat to keep a RAM copy"
 	default:
 		a.inPlace = "a " + kind.String() + " is mapped in place"
 	}

@@ -25,6 +25,8 @@ type shadow struct {
 	path string   // the RAM copy's file
 	f    *os.File // its descriptor (the mapping's)
 	img  ImageFile
+	// slots is where the checkpoint slots are in the image.
+	slots slotArea
 
 	cur   atomic.Pointer[dirtySet] // pages changed since the last checkpoint
 	spare *dirtySet                // the other set (ckptMu)
@@ -147,10 +149,11 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 	sh.phase.Store(phaseWorking)
 	defer sh.phase.Store(phaseIdle)
 	a.loose.Lock()
-	seq := sh.seq + 1
-	store64(a.m[offCkptSeq:], seq)
 	a.mark(offCkptSeq, 8)
 	d := sh.cur.Load()
+	parts := splitParts(uint64(d.count()), sh.slots.pages)
+	seq := sh.seq + parts
+	store64(a.m[offCkptSeq:], seq)
 	sh.cur.Store(sh.spare)
 	pages := d.take()
 	np := uint64(len(pages))
@@ -175,7 +178,12 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 	a.txMu.Unlock()
 	sh.spare = d
 
-	err := a.commitSlot(seq, pages, stage)
+	var err error
+	if parts == 1 {
+		err = a.commitSlot(seq, pages, stage)
+	} else {
+		err = a.commitParts(seq, parts, pages, stage)
+	}
 	if err != nil {
 		a.remark(pages)
 		sh.failedAt = time.Now()
@@ -194,6 +202,60 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 	}
 	if sh.onCommit != nil {
 		sh.onCommit(seq)
+	}
+	return nil
+}
+
+// splitParts is how many checkpoints a checkpoint of n pages takes with
+// slots of at most per pages: one, unless it is larger than a slot (a block
+// device's slots are smaller than the arena, slot.go).
+func splitParts(n, per uint64) uint64 {
+	if n <= per || per < 2 {
+		return 1
+	}
+	return (n + per - 1) / per
+}
+
+// commitParts is commitSlot for a checkpoint too large for one slot: it
+// writes it as parts checkpoints in a row, numbered up to seq, with the
+// superblock (page 0, which records seq) in the last. Each part is atomic,
+// the whole is not: a power loss before the last part is durable leaves
+// the image with some of the changes and not others, which the boot-ID
+// walk at the next mount may find damaged. The backpressure limit (an
+// eighth of a slot) keeps checkpoints this large for a RAM copy reused
+// after a crash of the daemon that had changed most of a large arena; it
+// is said in the log. Preconditions: sh.ckptMu held; pages increasing,
+// pages[0] == 0; stage laid out for all of them (slotLayout).
+func (a *Arena) commitParts(seq, parts uint64, pages []uint64, stage []byte) error {
+	sh := a.sh
+	sh.logf("pram: %s: a checkpoint of %d pages is larger than a checkpoint slot (%d pages): writing it in %d parts; a power loss before the last is durable may leave the image damaged",
+		a.path, len(pages), sh.slots.pages, parts)
+	_, dataOff := slotLayout(uint64(len(pages)))
+	page := func(i uint64) []byte { return stage[dataOff+i*PageSize : dataOff+(i+1)*PageSize] }
+	per := sh.slots.pages
+	first := seq - parts + 1
+	for k := uint64(0); k < parts; k++ {
+		// Part k takes pages[1+k*per:] (the superblock goes last).
+		lo := 1 + k*per
+		hi := min(lo+per, uint64(len(pages)))
+		idx := make([]uint64, 0, hi-lo+1)
+		if k == parts-1 {
+			idx = append(idx, 0)
+		}
+		for i := lo; i < hi; i++ {
+			idx = append(idx, i)
+		}
+		n := uint64(len(idx))
+		_, partData := slotLayout(n)
+		part := make([]byte, partData+n*PageSize)
+		ps := make([]uint64, n)
+		for j, i := range idx {
+			ps[j] = pages[i]
+			copy(part[partData+uint64(j)*PageSize:], page(i))
+		}
+		if err := a.commitSlot(first+k, ps, part); err != nil {
+			return fmt.Errorf("part %d of %d: %w", k+1, parts, err)
+		}
 	}
 	return nil
 }
@@ -228,7 +290,7 @@ func (a *Arena) commitSlot(seq uint64, pages []uint64, stage []byte) error {
 	sh := a.sh
 	size := a.geo.Size
 	sealSlot(stage, a.geo.UUID, seq, size, pages)
-	base := slotOff(size, seq%2)
+	base := sh.slots.off(seq % 2)
 	if _, err := sh.img.WriteAt(stage, base); err != nil {
 		return fmt.Errorf("writing checkpoint slot: %w", err)
 	}

@@ -31,8 +31,12 @@ type ImageFile interface {
 	Drop(off, n int64)
 }
 
-// osImage is the ImageFile of a real file.
-type osImage struct{ f *os.File }
+// osImage is the ImageFile of a real file or block device (dev: a
+// device's size, 0 for a file).
+type osImage struct {
+	f   *os.File
+	dev uint64
+}
 
 func (o osImage) ReadAt(p []byte, off int64) (int, error) {
 	n, err := o.f.ReadAt(p, off)
@@ -64,6 +68,9 @@ func (o osImage) Allocate(off, n int64) error {
 }
 
 func (o osImage) Size() (int64, error) {
+	if o.dev != 0 {
+		return int64(o.dev), nil
+	}
 	st, err := o.f.Stat()
 	if err != nil {
 		return 0, err

@@ -30,12 +30,12 @@ func reserveAhead(size uint64) uint64 {
 
 // Reserve makes sure the backing file holds blocks for the arena's bytes
 // [0, end) before they are first stored to (see reservation). Devices need
-// nothing. It allocates somewhat past end at once; when the file system has
+// nothing, but the RAM copy of a block device's arena does. It allocates somewhat past end at once; when the file system has
 // no room for that, exactly up to end. ErrNoSpace (wrapped) when it has no
 // room for that either; nothing is stored to the arena then. A file system
 // without fallocate is trusted as it is.
 func (a *Arena) Reserve(end uint64) error {
-	if a.kind != KindFile {
+	if a.kind != KindFile && a.sh == nil {
 		return nil
 	}
 	r := &a.res

@@ -12,7 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Shadowed arenas: power-loss safety for an image file on a disk.
+// Shadowed arenas: power-loss safety for an image file on a disk, or an
+// arena on a block device.
 //
 // A shared mapping of a file on a disk is written back by the kernel on its
 // own schedule, a page at a time and in any order, so after a power loss
@@ -37,16 +38,22 @@ import (
 //
 // Checkpoints happen at Sync and Persist (fsync, sync, unmount), every
 // OpenOptions.Interval (5 s by default) when something changed, and
-// whenever the changed pages reach 1/16 of the arena (at most 256 MiB), so
-// a power loss loses at most the last few seconds, and nothing that was
+// in the background whenever the changed pages reach a quarter of the
+// backpressure limit (limitPages: 1/8 of the arena, 32 to 256 MiB), so a
+// power loss loses at most the last few seconds, and nothing that was
 // fsync'd.
+//
+// A block device is mapped through the page cache like a file, with the
+// same risk, so it is shadowed too; it cannot grow, so mkfs leaves room
+// for the slots after the arena (DeviceArenaSize), and its slots, which
+// hold 1/8 of the arena or more, set a lower limit (slot.go).
 //
 // Not shadowed (mapped in place, as before): an image on tmpfs or ramfs
 // (lost at a power loss anyway, and a second RAM copy would double the
-// memory), devices (device-DAX is persistent memory; a block device has no
-// room for slots), OpenOptions.InPlace, and an image whose RAM copy cannot
-// be made (no shadow directory, no room on its tmpfs); Arena.Shadow says
-// why.
+// memory), device-DAX (persistent memory), a block device formatted
+// without room for the slots (an older mkfs), OpenOptions.InPlace, and an
+// image whose RAM copy cannot be made (no shadow directory, no room on its
+// tmpfs); Arena.Shadow says why.
 
 // ShadowDirEnv names the environment variable that sets the directory of
 // RAM copies (tests give each run its own).
@@ -88,12 +95,17 @@ func ensureShadowDir(dir string) error {
 	return nil
 }
 
-// imageKey is the "dev-ino" of the image file: with the UUID it names the
-// RAM copy, so that a copy of an image (same UUID) never takes another's.
+// imageKey is the "dev-ino" of the image file (for a block device, "b" and
+// its device number): with the UUID it names the RAM copy, so that a copy
+// of an image (same UUID) never takes another's.
 func imageKey(f *os.File) (string, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return "", err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		// The device itself, whichever node names it.
+		return fmt.Sprintf("b%x", st.Rdev), nil
 	}
 	return fmt.Sprintf("%x-%x", st.Dev, st.Ino), nil
 }
@@ -117,13 +129,13 @@ func onRAM(f *os.File) bool {
 // returns a reason, not an error, when the arena should be mapped in place
 // instead. On return with neither, a.m and a.sh are set.
 // Preconditions: a.f is open and locked, a.geo validated from img.
-func (a *Arena) openShadow(img ImageFile, o OpenOptions) (inPlace string, err error) {
+func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlace string, err error) {
 	g := a.geo
 	page := make([]byte, PageSize)
 	if _, err := img.ReadAt(page, 0); err != nil {
 		return "", err
 	}
-	maxSeq, applied, err := recoverSlots(img, g, binary.LittleEndian.Uint64(page[offCkptSeq:]))
+	maxSeq, applied, err := recoverSlots(img, g, slots, binary.LittleEndian.Uint64(page[offCkptSeq:]))
 	if err != nil {
 		return "", err
 	}
@@ -147,8 +159,13 @@ func (a *Arena) openShadow(img ImageFile, o OpenOptions) (inPlace string, err er
 	}
 	name := shadowName(dir, g.UUID, key)
 	removeOtherShadows(dir, key, name)
-	sh := &shadow{path: name, img: img, logf: o.Logf, onCommit: o.OnCheckpoint,
+	sh := &shadow{path: name, img: img, slots: slots, logf: o.Logf, onCommit: o.OnCheckpoint,
 		limit: limitPages(g.Size), interval: o.Interval}
+	if slots.fixed {
+		// A device's slots hold less than the arena: checkpoints stay
+		// well within one (see commitParts).
+		sh.limit = min(sh.limit, max(int64(slots.pages/8), 1))
+	}
 	if sh.logf == nil {
 		sh.logf = func(string, ...any) {}
 	}
@@ -226,7 +243,7 @@ func reuseShadow(name string, g Geometry, imageSeq uint64) (*os.File, bool, stri
 		_, err = f.ReadAt(page, 0)
 	}
 	var why string
-	cg, verr := validateStatic(page, 0)
+	cg, verr := validateStatic(page, KindFile, 0)
 	boot := bootID()
 	switch {
 	case err != nil:
@@ -369,6 +386,9 @@ func (a *Arena) markDifferences() error {
 // the file system may not have.
 func (a *Arena) ensureTail() error {
 	sh := a.sh
+	if sh.slots.fixed {
+		return nil // a device's slots are there already
+	}
 	size := a.geo.Size
 	want := int64(size + TailLen(size))
 	cur, err := sh.img.Size()
@@ -382,7 +402,7 @@ func (a *Arena) ensureTail() error {
 	}
 	usual := int64(min(PageSize+slotIndexLen(uint64(sh.limit))+2*uint64(sh.limit)*PageSize, slotCap(size)))
 	for i := uint64(0); i < 2; i++ {
-		if err := sh.img.Allocate(slotOff(size, i), usual); err != nil &&
+		if err := sh.img.Allocate(sh.slots.off(i), usual); err != nil &&
 			!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 			sh.logf("pram: %s: reserving room for checkpoints: %v", a.path, err)
 			break
@@ -393,11 +413,23 @@ func (a *Arena) ensureTail() error {
 
 // dropSlots cuts the checkpoint slots off a closed image once its last
 // checkpoint is durable in place (Close): an image at rest is just the
-// arena. A crash before the cut leaves slots no newer than the image,
-// which the next Open applies again to the same effect.
+// arena. On a device, whose slots stay, it clears their headers instead.
+// A crash before the cut leaves slots no newer than the image, which the
+// next Open applies again to the same effect.
 func (sh *shadow) dropSlots(size uint64) error {
 	if err := sh.img.Sync(); err != nil {
 		return fmt.Errorf("syncing the image: %w", err)
+	}
+	if sh.slots.fixed {
+		for i := uint64(0); i < 2; i++ {
+			if _, err := sh.img.WriteAt(zeroPage[:], sh.slots.off(i)); err != nil {
+				return fmt.Errorf("clearing checkpoint slot %d: %w", i, err)
+			}
+		}
+		if err := sh.img.Sync(); err != nil {
+			return fmt.Errorf("clearing the checkpoint slots: %w", err)
+		}
+		return nil
 	}
 	if err := sh.img.Truncate(int64(size)); err != nil {
 		return fmt.Errorf("removing the checkpoint slots: %w", err)

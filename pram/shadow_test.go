@@ -166,10 +166,16 @@ func TestShadowPowerLoss(t *testing.T) {
 	if raceEnabled {
 		seeds = 15
 	}
+	powerLoss(t, seeds, 50, func() string { return formatClosed(t, 2<<20) })
+}
+
+// powerLoss runs seeds power-loss rounds (TestShadowPowerLoss) of at least
+// minSteps transactions each on the arena fresh formats (closed).
+func powerLoss(t *testing.T, seeds uint64, minSteps int, fresh func() string) {
 	for seed := uint64(0); seed < seeds; seed++ {
 		mode := CrashMode(seed % 3)
 		rng := rand.New(rand.NewPCG(seed, 7))
-		path := formatClosed(t, 2<<20)
+		path := fresh()
 		var durable, current []byte
 		var img *CrashImage
 		failAt := -1
@@ -197,7 +203,7 @@ func TestShadowPowerLoss(t *testing.T) {
 			},
 		})
 		durable = heap(a)
-		steps := 50 + rng.IntN(400)
+		steps := minSteps + rng.IntN(400)
 		for i := 0; i < steps && !img.isLost(); i++ {
 			randomTx(a, rng) // Begin may make a checkpoint (backpressure)
 			if rng.IntN(40) == 0 && !img.isLost() {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"sort"
 
 	farm "github.com/dgryski/go-farm"
+	"golang.org/x/sys/unix"
 )
 
 // Checkpoint slots.
@@ -53,8 +55,111 @@ func slotCap(size uint64) uint64 { return PageSize + slotIndexLen(size/PageSize)
 // in a shadowed image file of an arena of size bytes.
 func TailLen(size uint64) uint64 { return 2 * slotCap(size) }
 
-// slotOff is where slot i (0 or 1) starts in the image file.
-func slotOff(size uint64, i uint64) int64 { return int64(size + i*slotCap(size)) }
+// slotBytes is the length of a slot of n pages.
+func slotBytes(n uint64) uint64 { return PageSize + slotIndexLen(n) + n*PageSize }
+
+// slotArea is where the two checkpoint slots of an image are and how many
+// pages one of them holds.
+//
+// In an image file they follow the arena, each big enough for every page of
+// it (the file is sparse, and Close cuts them off). A block device cannot
+// grow, so mkfs leaves room for them after the arena (DeviceArenaSize), and
+// a slot holds what that room allows: a checkpoint larger than that is
+// split (checkpoint.go), which the backpressure limit makes all but
+// impossible (shadow.limit is at most 1/8 of a slot).
+type slotArea struct {
+	base  uint64 // image offset of slot 0: the arena's size
+	each  uint64 // bytes between the starts of slot 0 and slot 1
+	pages uint64 // the most pages one slot holds
+	fixed bool   // on a device: always there, never cut off or grown
+}
+
+// fileSlots is the slot area of an image file of an arena of size bytes.
+func fileSlots(size uint64) slotArea {
+	return slotArea{base: size, each: slotCap(size), pages: size / PageSize}
+}
+
+// deviceSlots is the slot area of an arena of size bytes at the start of a
+// block device of dev bytes; ok is false when the room after the arena is
+// smaller than deviceSlotPages asks (a device formatted whole by an older
+// mkfs).
+func deviceSlots(size, dev uint64) (sl slotArea, ok bool) {
+	if dev < size {
+		return slotArea{}, false
+	}
+	each := ((dev - size) / 2) &^ (PageSize - 1)
+	n := slotPagesIn(each)
+	if n < deviceSlotPages(size) {
+		return slotArea{}, false
+	}
+	return slotArea{base: size, each: each, pages: min(n, size/PageSize), fixed: true}, true
+}
+
+// deviceSlotPages is the fewest pages a slot on a block device must hold
+// for an arena of size bytes: 1/8 of the arena, at least 8 MiB (or the whole
+// of a smaller arena).
+func deviceSlotPages(size uint64) uint64 {
+	return min(size, max(size/8, 8<<20)) / PageSize
+}
+
+// slotPagesIn is the most pages a slot of each bytes holds.
+func slotPagesIn(each uint64) uint64 {
+	if each < 2*PageSize {
+		return 0
+	}
+	n := (each - PageSize) / (PageSize + indexEntry)
+	for n > 0 && slotBytes(n) > each {
+		n--
+	}
+	for slotBytes(n+1) <= each {
+		n++
+	}
+	return n
+}
+
+// DeviceArenaSize is the largest arena mkfs makes on a block device of dev
+// bytes, leaving room for its checkpoint slots after it; 0 if the device is
+// too small for any.
+func DeviceArenaSize(dev uint64) uint64 {
+	fits := func(pages uint64) bool {
+		size := pages * PageSize
+		return size+2*slotBytes(deviceSlotPages(size)) <= dev
+	}
+	lo, hi := uint64(0), dev/PageSize // fits(lo); the largest that fits is in [lo, hi]
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if lo*PageSize < MinSize {
+		return 0
+	}
+	return lo * PageSize
+}
+
+// clearDeviceSlots makes the slots after an arena of size bytes on a block
+// device of dev bytes invalid (Format): a device holds old contents.
+func clearDeviceSlots(f *os.File, size, dev uint64) error {
+	sl, ok := deviceSlots(size, dev)
+	if !ok {
+		return nil
+	}
+	for i := uint64(0); i < 2; i++ {
+		if _, err := f.WriteAt(zeroPage[:], sl.off(i)); err != nil {
+			return fmt.Errorf("clearing checkpoint slot %d: %w", i, err)
+		}
+	}
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return fmt.Errorf("clearing the checkpoint slots: %w", err)
+	}
+	return nil
+}
+
+// off is where slot i (0 or 1) starts in the image.
+func (sl slotArea) off(i uint64) int64 { return int64(sl.base + i*sl.each) }
 
 func roundPage(n uint64) uint64 { return (n + PageSize - 1) &^ (PageSize - 1) }
 
@@ -96,9 +201,9 @@ type slotHead struct {
 
 // readSlotHead reads and checks the header of slot i; ok is false for a
 // slot never written, of another arena, or cut short.
-func readSlotHead(img ImageFile, g Geometry, i uint64) (slotHead, bool, error) {
+func readSlotHead(img ImageFile, g Geometry, sl slotArea, i uint64) (slotHead, bool, error) {
 	h := make([]byte, slotHeader)
-	if _, err := img.ReadAt(h, slotOff(g.Size, i)); err != nil {
+	if _, err := img.ReadAt(h, sl.off(i)); err != nil {
 		return slotHead{}, false, err
 	}
 	le := binary.LittleEndian
@@ -109,7 +214,7 @@ func readSlotHead(img ImageFile, g Geometry, i uint64) (slotHead, bool, error) {
 		return slotHead{}, false, nil
 	}
 	sh := slotHead{slot: i, seq: le.Uint64(h[sOffSeq:]), pages: le.Uint64(h[sOffPages:]), index: le.Uint64(h[sOffIndex:])}
-	if sh.pages == 0 || sh.pages > g.Size/PageSize {
+	if sh.pages == 0 || sh.pages > sl.pages {
 		return slotHead{}, false, nil
 	}
 	return sh, true, nil
@@ -117,9 +222,9 @@ func readSlotHead(img ImageFile, g Geometry, i uint64) (slotHead, bool, error) {
 
 // loadSlot reads a slot whose header checked and verifies its index and
 // every page; ok is false if any of it does not match (a write cut short).
-func loadSlot(img ImageFile, g Geometry, sh slotHead) (pages []uint64, data []byte, ok bool, err error) {
+func loadSlot(img ImageFile, g Geometry, sl slotArea, sh slotHead) (pages []uint64, data []byte, ok bool, err error) {
 	indexOff, dataOff := slotLayout(sh.pages)
-	base := slotOff(g.Size, sh.slot)
+	base := sl.off(sh.slot)
 	index := make([]byte, sh.pages*indexEntry)
 	if _, err := img.ReadAt(index, base+int64(indexOff)); err != nil {
 		return nil, nil, false, err
@@ -156,18 +261,20 @@ func loadSlot(img ImageFile, g Geometry, sh slotHead) (pages []uint64, data []by
 // returns the highest sequence number found (for the next checkpoint to
 // exceed) and whether a slot was applied. An image without slots (shorter
 // than Size + TailLen) has nothing to recover.
-func recoverSlots(img ImageFile, g Geometry, imageSeq uint64) (maxSeq uint64, applied bool, err error) {
-	size, err := img.Size()
-	if err != nil {
-		return 0, false, err
-	}
+func recoverSlots(img ImageFile, g Geometry, sl slotArea, imageSeq uint64) (maxSeq uint64, applied bool, err error) {
 	maxSeq = imageSeq
-	if uint64(size) < g.Size+TailLen(g.Size) {
-		return maxSeq, false, nil
+	if !sl.fixed {
+		size, err := img.Size()
+		if err != nil {
+			return 0, false, err
+		}
+		if uint64(size) < g.Size+TailLen(g.Size) {
+			return maxSeq, false, nil
+		}
 	}
 	var heads []slotHead
 	for i := uint64(0); i < 2; i++ {
-		sh, ok, err := readSlotHead(img, g, i)
+		sh, ok, err := readSlotHead(img, g, sl, i)
 		if err != nil {
 			return 0, false, fmt.Errorf("reading checkpoint slot %d: %w", i, err)
 		}
@@ -181,7 +288,7 @@ func recoverSlots(img ImageFile, g Geometry, imageSeq uint64) (maxSeq uint64, ap
 		if sh.seq < imageSeq {
 			continue // older than what the image already holds
 		}
-		pages, data, ok, err := loadSlot(img, g, sh)
+		pages, data, ok, err := loadSlot(img, g, sl, sh)
 		if err != nil {
 			return 0, false, fmt.Errorf("reading checkpoint slot %d: %w", sh.slot, err)
 		}

@@ -109,13 +109,13 @@ func encodeSuper(page []byte, g Geometry) {
 
 // backupValid reports whether page holds a sound copy of the static part
 // at offBackup, and returns the geometry it describes.
-func backupValid(page []byte, deviceSize uint64) (Geometry, bool) {
+func backupValid(page []byte, kind Kind, deviceSize uint64) (Geometry, bool) {
 	if len(page) < PageSize {
 		return Geometry{}, false
 	}
 	cp := make([]byte, superDynEnd)
 	copy(cp, page[offBackup:offBackup+superStatic])
-	g, err := validateStatic(cp, deviceSize)
+	g, err := validateStatic(cp, kind, deviceSize)
 	return g, err == nil
 }
 
@@ -125,7 +125,7 @@ func backupValid(page []byte, deviceSize uint64) (Geometry, bool) {
 // false, nil when the static part is sound. Nothing else is read or
 // changed.
 func RestoreSuper(path string) (bool, error) {
-	f, _, devSize, err := openBacking(path, false)
+	f, kind, devSize, err := openBacking(path, false)
 	if err != nil {
 		return false, err
 	}
@@ -137,10 +137,10 @@ func RestoreSuper(path string) (bool, error) {
 	if n, err := f.ReadAt(page, 0); n < PageSize {
 		return false, fmt.Errorf("%s: %w: reading the superblock: %v", path, ErrNotConquest, err)
 	}
-	if _, err := validateStatic(page, devSize); err == nil {
+	if _, err := validateStatic(page, kind, devSize); err == nil {
 		return false, nil
 	}
-	if _, ok := backupValid(page, devSize); !ok {
+	if _, ok := backupValid(page, kind, devSize); !ok {
 		return false, fmt.Errorf("%s: %w: the superblock and its backup copy are both damaged", path, ErrCorrupt)
 	}
 	if _, err := f.WriteAt(page[offBackup:offBackup+superStatic], 0); err != nil {
@@ -153,21 +153,29 @@ func RestoreSuper(path string) (bool, error) {
 }
 
 // Validate checks a superblock image (the first page of an arena) against
-// the size of the device it was read from (0 skips the size check), and
+// the size of the image file it was read from (0 skips the size check), and
 // returns the geometry. Errors wrap ErrNotConquest, ErrVersion, ErrChecksum,
 // ErrSizeMismatch or ErrCorrupt.
-func Validate(page []byte, deviceSize uint64) (Geometry, error) {
-	g, err := validateStatic(page, deviceSize)
+func Validate(page []byte, fileSize uint64) (Geometry, error) {
+	return validateOn(page, KindFile, fileSize)
+}
+
+// validateOn is Validate for an image of the given kind: an image file is
+// the arena, or the arena and its checkpoint slots (shadow.go); a device
+// holds the arena at its start and may be larger (a block device keeps the
+// checkpoint slots after it, slot.go).
+func validateOn(page []byte, kind Kind, deviceSize uint64) (Geometry, error) {
+	g, err := validateStatic(page, kind, deviceSize)
 	if err != nil && !errors.Is(err, ErrSizeMismatch) {
-		if _, ok := backupValid(page, deviceSize); ok {
+		if _, ok := backupValid(page, kind, deviceSize); ok {
 			return g, fmt.Errorf("%w; %w", err, ErrSuperBackup)
 		}
 	}
 	return g, err
 }
 
-// validateStatic is Validate of the static part at the start of page.
-func validateStatic(page []byte, deviceSize uint64) (Geometry, error) {
+// validateStatic is validateOn of the static part at the start of page.
+func validateStatic(page []byte, kind Kind, deviceSize uint64) (Geometry, error) {
 	var g Geometry
 	if len(page) < superDynEnd {
 		return g, fmt.Errorf("%w: image is only %d bytes", ErrNotConquest, len(page))
@@ -195,10 +203,12 @@ func validateStatic(page []byte, deviceSize uint64) (Geometry, error) {
 	if g.Features&^knownFeatures != 0 {
 		return g, fmt.Errorf("%w: unknown feature flags %#x", ErrVersion, g.Features&^knownFeatures)
 	}
-	// An image file is the arena, or the arena and its checkpoint slots
-	// (shadow.go).
-	if deviceSize != 0 && g.Size != deviceSize && deviceSize != g.Size+TailLen(g.Size) {
-		return g, fmt.Errorf("%w: superblock says %d bytes, device has %d", ErrSizeMismatch, g.Size, deviceSize)
+	switch {
+	case deviceSize == 0:
+	case kind == KindFile && g.Size != deviceSize && deviceSize != g.Size+TailLen(g.Size):
+		return g, fmt.Errorf("%w: superblock says %d bytes, image file has %d", ErrSizeMismatch, g.Size, deviceSize)
+	case kind != KindFile && g.Size > deviceSize:
+		return g, fmt.Errorf("%w: superblock says %d bytes, device has only %d", ErrSizeMismatch, g.Size, deviceSize)
 	}
 	if err := g.check(); err != nil {
 		return g, err
