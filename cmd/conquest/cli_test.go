@@ -16,7 +16,9 @@ import (
 
 	"conquest/conquest"
 	"conquest/fusefs"
+	"conquest/internal/loopdev"
 	"conquest/internal/mounttest"
+	"conquest/pram"
 )
 
 func TestMain(m *testing.M) { mounttest.Main(m) }
@@ -647,55 +649,23 @@ func TestMountOpenToOtherUsers(t *testing.T) {
 	c.fails(1, "contradict", "mount", "--private", "--allow-other", "--pram", pram, "--disk", disk, mp)
 }
 
-// loopDevice attaches a new loop device to a sparse file of size bytes and
-// detaches it at cleanup.
-func loopDevice(t *testing.T, size int64) string {
-	t.Helper()
-	img := filepath.Join(t.TempDir(), "backing.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup --detach %s: %v: %s", dev, err, out)
-		}
-	})
-	return dev
-}
-
 // Block devices for both the arena and the disk (the product's real
 // configuration, with loop devices standing in): mkfs sizes them itself,
 // the disk is used with O_DIRECT, and data survives a remount and a cold
 // cache.
 func TestBlockDevices(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for loop devices")
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("no loop devices on this machine (%v)", err)
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Fatalf("losetup (util-linux) is missing: %v", err)
-	}
 	c := newCLI(t)
-	pram, disk := loopDevice(t, 96<<20), loopDevice(t, 256<<20)
-	out, _ := c.ok("mkfs", "--pram", pram, "--disk", disk)
-	if !strings.Contains(out, "96.0M arena") {
-		t.Errorf("mkfs on a block device: %q", out)
+	arena, disk := loopdev.New(t, 96<<20), loopdev.New(t, 256<<20)
+	out, _ := c.ok("mkfs", "--pram", arena, "--disk", disk)
+	// The arena leaves room for its checkpoint slots (pram/slot.go).
+	if want := formatSize(pram.DeviceArenaSize(96 << 20)); !strings.Contains(out, "("+want+" arena)") {
+		t.Errorf("mkfs on a block device: %q, want a %s arena", out, want)
 	}
 	// Formatted devices are refused the second time without --force.
-	c.fails(1, "--force", "mkfs", "--pram", pram, "--disk", disk)
+	c.fails(1, "--force", "mkfs", "--pram", arena, "--disk", disk)
 
 	mp := c.mountpoint()
-	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	c.ok("mount", "--pram", arena, "--disk", disk, mp)
 	small := []byte("kept in the arena\n")
 	large := make([]byte, 5<<20+12345)
 	for i := range large {
@@ -708,20 +678,20 @@ func TestBlockDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.ok("umount", mp)
-	out, _ = c.ok("fsck", "--pram", pram, "--disk", disk)
+	out, _ = c.ok("fsck", "--pram", arena, "--disk", disk)
 	if !strings.Contains(out, "clean") {
 		t.Errorf("fsck: %s", out)
 	}
-	out, _ = c.ok("df", "--pram", pram, "--disk", disk)
+	out, _ = c.ok("df", "--pram", arena, "--disk", disk)
 	if !strings.Contains(out, "disk") {
 		t.Errorf("df of block devices:\n%s", out)
 	}
-	out, _ = c.ok("stat", "--pram", pram, "--disk", disk)
+	out, _ = c.ok("stat", "--pram", arena, "--disk", disk)
 	if !strings.Contains(out, "files:                2 ") {
 		t.Errorf("stat after remount:\n%s", out)
 	}
 
-	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	c.ok("mount", "--pram", arena, "--disk", disk, mp)
 	check := func(when string) {
 		t.Helper()
 		if b, err := os.ReadFile(filepath.Join(mp, "small")); err != nil || !bytes.Equal(b, small) {

@@ -9,6 +9,7 @@ import (
 
 	"conquest/conquest"
 	"conquest/diskstore"
+	"conquest/pram"
 )
 
 func mkfsCommand() *cli.Command {
@@ -22,7 +23,7 @@ func mkfsCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "pram", Required: true, Usage: "arena: image file, device-DAX or block device"},
 			&cli.StringFlag{Name: "disk", Required: true, Usage: "large-file disk: image file or block device"},
-			&cli.StringFlag{Name: "pram-size", Usage: "arena size for a new image file (default 1G; a device: its whole size)"},
+			&cli.StringFlag{Name: "pram-size", Usage: "arena size for a new image file (default 1G; a block device: the most that leaves room for checkpoint slots; a device-DAX: its whole size)"},
 			&cli.StringFlag{Name: "disk-size", Usage: "disk size for a new image file (default 4G)"},
 			&cli.StringFlag{Name: "large-threshold", Usage: "files larger than this keep their data on the disk (default: the core's)"},
 			&cli.StringFlag{Name: "disk-block-size", Usage: "unit of disk allocation and checksums, a power of two in 4K..1M (default 16K)"},
@@ -50,7 +51,7 @@ func mkfsCommand() *cli.Command {
 			if err := mkfs(im, o); err != nil {
 				return err
 			}
-			if n := fileSize(im.pram); n > 0 {
+			if n := arenaSize(im.pram); n > 0 {
 				fmt.Fprintf(c.App.Writer, "formatted %s (%s arena) with disk %s\n", im.pram, formatSize(n), im.disk)
 			} else {
 				fmt.Fprintf(c.App.Writer, "formatted %s (arena) with disk %s\n", im.pram, im.disk)
@@ -108,36 +109,37 @@ func mkfs(im images, o mkfsOptions) error {
 	return err
 }
 
-// existingOr is the size of an existing non-empty regular file, else def.
+// existingOr is the size of an existing non-empty regular file, 0 for a
+// device (pram.Format sizes it), else def.
 func existingOr(path string, def uint64) uint64 {
-	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+	case st.Mode().IsRegular() && st.Size() > 0:
 		return uint64(st.Size())
+	case st.Mode()&os.ModeDevice != 0:
+		return 0 // the arena's layer sizes a device (pram.Format)
 	}
 	return def
 }
 
-// fileSize is the size of a regular file or a block device (0 when
-// unknown).
-func fileSize(path string) uint64 {
-	st, err := os.Stat(path)
-	switch {
-	case err != nil:
+// arenaSize is the size of the arena formatted at path (0 when unknown):
+// on a device it may be smaller than the device.
+func arenaSize(path string) uint64 {
+	f, err := os.Open(path)
+	if err != nil {
 		return 0
-	case st.Mode().IsRegular():
-		return uint64(st.Size())
-	case st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0:
-		f, err := os.Open(path)
-		if err != nil {
-			return 0
-		}
-		defer f.Close()
-		n, err := f.Seek(0, io.SeekEnd)
-		if err != nil {
-			return 0
-		}
-		return uint64(n)
 	}
-	return 0
+	defer f.Close()
+	page := make([]byte, pram.PageSize)
+	if _, err := io.ReadFull(f, page); err != nil {
+		return 0
+	}
+	g, err := pram.Validate(page, 0)
+	if err != nil {
+		return 0
+	}
+	return g.Size
 }
 
 func coreOpen(im images, o conquest.Options) (*conquest.FS, error) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"conquest/fusefs"
+	"conquest/internal/loopdev"
 	"conquest/internal/mounttest"
 	"conquest/pram"
 )
@@ -159,4 +160,46 @@ func TestMountAfterSystemCrash(t *testing.T) {
 	}
 	c.ok("umount", mp)
 	c.ok("fsck", "--pram", pram, "--disk", disk)
+}
+
+// An arena on a block device: mkfs leaves room after it for the checkpoint
+// slots of its RAM copy (and refuses an arena that leaves none), the mount
+// keeps a RAM copy, and a power loss (the daemon killed, the copy lost)
+// keeps what was fsync'd.
+func TestBlockDeviceArena(t *testing.T) {
+	c := newCLI(t)
+	const devSize = 64 << 20
+	dev := loopdev.New(t, devSize)
+	disk := filepath.Join(t.TempDir(), "d.img")
+	c.fails(1, "no room for its checkpoint slots", "mkfs", "--pram", dev, "--disk", disk, "--pram-size", "64M", "--disk-size", "64M")
+	out, _ := c.ok("mkfs", "--pram", dev, "--disk", disk, "--disk-size", "64M")
+	if want := formatSize(pram.DeviceArenaSize(devSize)); !strings.Contains(out, "("+want+" arena)") {
+		t.Errorf("mkfs said %q, want the arena's size %s", out, want)
+	}
+	out, _ = c.ok("stat", "--pram", dev, "--disk", disk)
+	if !strings.Contains(out, "a RAM copy") {
+		t.Errorf("stat of a block-device arena:\n%s", out)
+	}
+	m := mounttest.MountProcess(t, mounttest.WithImages(dev, disk), mounttest.WithArgs("--commit", "1h"))
+	writeSynced(t, m.Path("kept"), []byte("fsync'd"))
+	if err := os.WriteFile(m.Path("lost"), []byte("never synced"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Kill()
+	if err := pram.RemoveShadow(dev, ""); err != nil {
+		t.Fatal(err)
+	}
+	mp := c.mountpoint()
+	out, errs := c.ok("mount", "--pram", dev, "--disk", disk, mp)
+	if !strings.Contains(out+errs, "recovered from the last checkpoint") {
+		t.Errorf("mount after the power loss said %q", out+errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "kept")); err != nil || string(b) != "fsync'd" {
+		t.Errorf("kept: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(mp, "lost")); !os.IsNotExist(err) {
+		t.Errorf("a file never synced survived the power loss: %v", err)
+	}
+	c.ok("umount", mp)
+	c.ok("fsck", "--pram", dev, "--disk", disk)
 }
