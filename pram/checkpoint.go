@@ -30,6 +30,13 @@ type shadow struct {
 
 	cur   atomic.Pointer[dirtySet] // pages changed since the last checkpoint
 	spare *dirtySet                // the other set (ckptMu)
+	// hw is one past the highest page that may not be zeros: the pages
+	// loaded from the image that were not, and every page marked since.
+	// Each checkpoint records it in the superblock (offLoadEnd), so that
+	// the next load of a block device reads only that far: past it the
+	// image holds zeros, since the first load read it all and found them,
+	// and only checkpoints, which cover their pages, write there after.
+	hw atomic.Uint64
 
 	limit  int64 // pages: Begin makes a checkpoint before a transaction past this
 	kickAt int64 // pages: the background checkpointer is woken at this many
@@ -79,14 +86,26 @@ func (a *Arena) mark(off Off, n uint64) {
 		return
 	}
 	d := sh.cur.Load()
-	added := d.mark(uint64(off)/PageSize, (uint64(off)+n-1)/PageSize)
+	last := (uint64(off) + n - 1) / PageSize
+	added := d.mark(uint64(off)/PageSize, last)
 	if added == 0 {
 		return
 	}
+	sh.raiseHW(last + 1)
 	if c := d.count(); sh.kick != nil && c >= sh.kickAt && c-added < sh.kickAt {
 		select {
 		case sh.kick <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// raiseHW makes hw at least end (pages).
+func (sh *shadow) raiseHW(end uint64) {
+	for {
+		cur := sh.hw.Load()
+		if end <= cur || sh.hw.CompareAndSwap(cur, end) {
+			return
 		}
 	}
 }
@@ -154,6 +173,7 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 	parts := splitParts(uint64(d.count()), sh.slots.pages)
 	seq := sh.seq + parts
 	store64(a.m[offCkptSeq:], seq)
+	store64(a.m[offLoadEnd:], sh.hw.Load()*PageSize)
 	sh.cur.Store(sh.spare)
 	pages := d.take()
 	np := uint64(len(pages))
@@ -208,50 +228,47 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 
 // splitParts is how many checkpoints a checkpoint of n pages takes with
 // slots of at most per pages: one, unless it is larger than a slot (a block
-// device's slots are smaller than the arena, slot.go).
+// device's slots are smaller than the arena, slot.go). Each part holds the
+// superblock's page and per-1 others (commitParts).
 func splitParts(n, per uint64) uint64 {
 	if n <= per || per < 2 {
 		return 1
 	}
-	return (n + per - 1) / per
+	return (n - 1 + per - 2) / (per - 1)
 }
 
 // commitParts is commitSlot for a checkpoint too large for one slot: it
-// writes it as parts checkpoints in a row, numbered up to seq, with the
-// superblock (page 0, which records seq) in the last. Each part is atomic,
-// the whole is not: a power loss before the last part is durable leaves
-// the image with some of the changes and not others, which the boot-ID
-// walk at the next mount may find damaged. The backpressure limit (an
-// eighth of a slot) keeps checkpoints this large for a RAM copy reused
-// after a crash of the daemon that had changed most of a large arena; it
-// is said in the log. Preconditions: sh.ckptMu held; pages increasing,
-// pages[0] == 0; stage laid out for all of them (slotLayout).
+// writes it as parts checkpoints in a row, numbered up to seq. Each part
+// holds the superblock (page 0) with its own sequence number, so that the
+// image always says which part it holds, and the load end of the whole.
+// Each part is atomic, the whole is not: a power loss before the last part
+// is durable leaves the image with some of the changes and not others,
+// which the boot-ID walk at the next mount may find damaged. The
+// backpressure limit (an eighth of a slot) keeps checkpoints this large
+// for a RAM copy reused after a crash of the daemon that had changed most
+// of a large arena; the log says so. Preconditions: sh.ckptMu held; pages
+// increasing, pages[0] == 0; stage laid out for all of them (slotLayout).
 func (a *Arena) commitParts(seq, parts uint64, pages []uint64, stage []byte) error {
 	sh := a.sh
 	sh.logf("pram: %s: a checkpoint of %d pages is larger than a checkpoint slot (%d pages): writing it in %d parts; a power loss before the last is durable may leave the image damaged",
 		a.path, len(pages), sh.slots.pages, parts)
 	_, dataOff := slotLayout(uint64(len(pages)))
 	page := func(i uint64) []byte { return stage[dataOff+i*PageSize : dataOff+(i+1)*PageSize] }
-	per := sh.slots.pages
+	per := sh.slots.pages - 1 // pages besides the superblock's
 	first := seq - parts + 1
 	for k := uint64(0); k < parts; k++ {
-		// Part k takes pages[1+k*per:] (the superblock goes last).
 		lo := 1 + k*per
 		hi := min(lo+per, uint64(len(pages)))
-		idx := make([]uint64, 0, hi-lo+1)
-		if k == parts-1 {
-			idx = append(idx, 0)
-		}
-		for i := lo; i < hi; i++ {
-			idx = append(idx, i)
-		}
-		n := uint64(len(idx))
+		n := 1 + hi - lo
 		_, partData := slotLayout(n)
 		part := make([]byte, partData+n*PageSize)
-		ps := make([]uint64, n)
-		for j, i := range idx {
-			ps[j] = pages[i]
-			copy(part[partData+uint64(j)*PageSize:], page(i))
+		ps := make([]uint64, 0, n)
+		ps = append(ps, 0)
+		copy(part[partData:], page(0))
+		store64(part[partData+offCkptSeq:], first+k)
+		for i := lo; i < hi; i++ {
+			copy(part[partData+uint64(len(ps))*PageSize:], page(i))
+			ps = append(ps, pages[i])
 		}
 		if err := a.commitSlot(first+k, ps, part); err != nil {
 			return fmt.Errorf("part %d of %d: %w", k+1, parts, err)

@@ -212,7 +212,7 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 		}
 	} else {
 		sh.loaded = true
-		if why, err := a.loadImage(); err != nil || why != "" {
+		if why, err := a.loadImage(binary.LittleEndian.Uint64(page[offLoadEnd:])); err != nil || why != "" {
 			a.dropShadow(true)
 			return why, err
 		}
@@ -308,9 +308,15 @@ func dataRanges(fd int, end int64) [][2]int64 {
 }
 
 // loadImage copies the arena part of the image into the new RAM copy.
-func (a *Arena) loadImage() (inPlace string, err error) {
+// A file's holes are skipped (SEEK_DATA). A block device has none, so it
+// reads [0, loadEnd) only, the image superblock's offLoadEnd, when that is
+// known: past it the device holds zeros (shadow.hw).
+func (a *Arena) loadImage(loadEnd uint64) (inPlace string, err error) {
 	size := int64(a.geo.Size)
 	rs := dataRanges(int(a.f.Fd()), size)
+	if a.sh.slots.fixed && loadEnd != 0 && loadEnd < uint64(size) && loadEnd%PageSize == 0 {
+		rs = [][2]int64{{0, int64(loadEnd)}}
+	}
 	var end int64
 	if len(rs) > 0 {
 		end = rs[len(rs)-1][1]
@@ -336,6 +342,7 @@ func (a *Arena) loadImage() (inPlace string, err error) {
 				q := min(p+PageSize, n)
 				if !isZero(b[p:q]) {
 					copy(a.m[off+p:off+q], b[p:q])
+					a.sh.raiseHW(uint64(off+q+PageSize-1) / PageSize)
 				}
 			}
 		}
@@ -372,6 +379,7 @@ func (a *Arena) markDifferences() error {
 	}
 	// Reserve what the copy holds (and the image the same).
 	if rs := dataRanges(int(a.sh.f.Fd()), size); len(rs) > 0 {
+		a.sh.raiseHW(uint64(rs[len(rs)-1][1]+PageSize-1) / PageSize)
 		if err := a.Reserve(uint64(rs[len(rs)-1][1])); err != nil {
 			return err
 		}

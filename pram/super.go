@@ -37,6 +37,7 @@ const (
 	offBoot       = 528 // [16]byte: boot ID of the kernel that last opened the arena (zeros: unknown)
 	offCheckDue   = 544 // uint64: non-zero when a full consistency check is due (boot.go)
 	offCkptSeq    = 552 // uint64: sequence number of the checkpoint this image holds (checkpoint.go)
+	offLoadEnd    = 560 // uint64: how much of a block device's arena a load reads (shadow.go; 0: all of it)
 	offRoots      = 576 // [NumRoots]uint64
 	NumRoots      = 32
 	superDynEnd   = offRoots + 8*NumRoots
