@@ -96,14 +96,15 @@
 // orphan list until the rest is released (Open finishes after a crash).
 //
 // Stores reach the page cache (or the arena's RAM copy in tmpfs) in program
-// order; that survives a process crash. An arena image on a disk is
-// shadowed by pram (a RAM copy, checkpointed back through slots): after a
-// power loss it is as of its last checkpoint, consistent. Fsync, FsyncDir
-// and Sync make one (Arena.Sync), after the disk data they publish is
-// synced, so what they covered survives a power loss; the store holds the
-// disk blocks freed since the last checkpoint from reuse, so a file a power
-// loss brings back still reads as it was. An arena mapped in place (a block
-// device, tmpfs) is msynced at the same points.
+// order; that survives a process crash. An arena image on a disk, or on a
+// block device, is shadowed by pram (a RAM copy, checkpointed back through
+// slots): after a power loss it is as of its last checkpoint, consistent.
+// Fsync, FsyncDir and Sync make one (Arena.Sync), after the disk data they
+// publish is synced, so what they covered survives a power loss; the store
+// holds the disk blocks freed since the last checkpoint from reuse, so a
+// file a power loss brings back still reads as it was. An arena mapped in place
+// (device-DAX, tmpfs, a block device formatted by an older mkfs) is
+// msynced at the same points.
 //
 // Every operation recovers a panic (journal full, a damaged arena making an
 // accessor fail, a bug), aborts its Tx, logs the cause and returns ErrIO;

@@ -6,14 +6,17 @@
 // What pram owns:
 //   - the mapping (Open, Create, Close) and the advisory lock that keeps one
 //     daemon per arena;
-//   - for an image file on a disk, the RAM copy and its checkpoints
-//     (shadow.go, checkpoint.go, slot.go): the arena mapped is a copy of
-//     the image in tmpfs, which survives the process, and the image moves
-//     from one consistent state to the next only through checkpoint slots,
-//     so a power loss leaves the last checkpoint, never a torn mix. Every
-//     store marks its pages (Bytes, PutU64, the Tx); View is the read-only
-//     accessor, and verification mode (verify.go) catches a store that is
-//     not marked. Devices, and images on tmpfs, are mapped in place;
+//   - for an image file on a disk or an arena on a block device, the RAM
+//     copy and its checkpoints (shadow.go, checkpoint.go, slot.go): the
+//     arena mapped is a copy of the image in tmpfs, which survives the
+//     process, and the image moves from one consistent state to the next
+//     only through checkpoint slots (after the arena: in the image file, or
+//     in the room Format leaves on the device), so a power loss leaves the
+//     last checkpoint, never a torn mix. Every store marks its pages (Bytes,
+//     PutU64, the Tx); View is the read-only accessor, and verification
+//     mode (verify.go) catches a store that is not marked. Device-DAX,
+//     images on tmpfs, and block devices formatted without room for the
+//     slots are mapped in place;
 //   - the superblock at offset 0: magic, version, UUID, sizes, feature flags,
 //     clean/dirty state and a farm-hash checksum (Validate, sentinel errors in
 //     errors.go), plus a small array of root slots for the layers above, and
