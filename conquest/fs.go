@@ -303,8 +303,43 @@ type simulatedCrash struct{}
 
 // update runs fn in one transaction: Commit if it returns nil, Abort if it
 // returns an error or panics (a panic becomes ErrIO and is logged).
+//
+// On a shadowed arena, a disk whose only free blocks were freed since the
+// last checkpoint (held for it: a power loss would bring back the files
+// that had them) fails fn with diskstore.ErrSpaceHeld; update then aborts,
+// syncs the disk, makes a checkpoint, which releases them, and runs fn
+// again, as ext4 commits its journal before it reports ENOSPC. fn runs at
+// most twice, each time in a fresh transaction after a full abort.
 // Preconditions: fs.mu held exclusively (or fs not yet shared).
-func (fs *FS) update(fn func(tx *pram.Tx) error) (err error) {
+func (fs *FS) update(fn func(tx *pram.Tx) error) error {
+	if fs.ds == nil || !fs.a.Shadowed() {
+		return fs.mapErr(fs.updateOnce(fn))
+	}
+	fs.ds.SetCheckpointRetry(true)
+	err := fs.updateOnce(fn)
+	fs.ds.SetCheckpointRetry(false)
+	if !errors.Is(err, diskstore.ErrSpaceHeld) {
+		return fs.mapErr(err)
+	}
+	fs.checkpointForSpace()
+	return fs.mapErr(fs.updateOnce(fn))
+}
+
+// checkpointForSpace makes the disk blocks held for the next checkpoint
+// free (update). A failure is logged: the retry then takes them anyway.
+func (fs *FS) checkpointForSpace() {
+	held := fs.ds.HeldBlocks()
+	if err := fs.updateOnce(fs.ds.PrepareForSpace); err != nil {
+		fs.logf("%s: the disk is full: syncing it: %v", fs.diskPath, err)
+	}
+	if err := fs.a.Sync(); err != nil {
+		fs.logf("%s: the disk is full, and the checkpoint that would free %d held blocks failed: %v", fs.diskPath, held, err)
+	}
+}
+
+// updateOnce is update without the retry; its error is not mapped (update
+// maps it).
+func (fs *FS) updateOnce(fn func(tx *pram.Tx) error) (err error) {
 	tx := fs.a.Begin()
 	defer func() {
 		r := recover()
@@ -320,7 +355,7 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) (err error) {
 	}()
 	if err = fn(tx); err != nil {
 		fs.abortTx(tx)
-		return fs.mapErr(err)
+		return err
 	}
 	fs.commitTx(tx)
 	return nil

@@ -3,6 +3,8 @@ package conquest
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"conquest/diskstore"
@@ -67,5 +69,74 @@ func TestPowerLossKeepsSyncedFiles(t *testing.T) {
 			}
 			wantContent(t, fs, "/x", old)
 		})
+	}
+}
+
+// TestFullDiskCheckpointsBeforeReuse: on a disk whose only free blocks are
+// those of a file deleted since the last checkpoint, a write does not take
+// them at once (a power loss would bring the file back with another's
+// bytes in its blocks, read as EIO): it makes a checkpoint first, which
+// makes the delete durable, and then succeeds. After a power loss the
+// deleted file stays deleted and everything reads without error.
+func TestFullDiskCheckpointsBeforeReuse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "arena")
+	dev := diskstore.NewCrashDevice(8 << 20)
+	must(t, Mkfs(path, "", MkfsOptions{PramSize: 16 << 20, Device: dev, LargeFileThreshold: 64 << 10, DiskBlockSize: 4096}))
+	var logged strings.Builder
+	var logMu sync.Mutex
+	var img *pram.CrashImage
+	open := func(d diskstore.Device, wrap bool) *FS {
+		o := Options{Device: d, Disk: diskstore.Options{SyncBytes: 256 << 10}, Logf: func(f string, args ...any) {
+			logMu.Lock()
+			fmt.Fprintf(&logged, f+"\n", args...)
+			logMu.Unlock()
+			t.Logf(f, args...)
+		}}
+		o.Arena.Interval = -1 // checkpoints at fsync, and for space
+		if wrap {
+			o.Arena.WrapImage = func(f pram.ImageFile) pram.ImageFile {
+				img = pram.NewCrashImage(f, pram.CrashLoseAll, nil)
+				return img
+			}
+		}
+		fs, err := Open(path, "", o)
+		must(t, err)
+		return fs
+	}
+	live := dev.Reopen()
+	fs := open(live, true)
+	x := makeFile(t, fs, "x", pattern(5<<20, 1))
+	must(t, fs.Fsync(x, false))
+	ckpts := fs.a.Shadow().Checkpoints
+	must(t, fs.Unlink(RootIno, "x"))
+	fs.Forget(x, 1)
+	if fs.ds.HeldBlocks() == 0 {
+		t.Fatal("the deleted file's blocks are not held for the checkpoint")
+	}
+	makeFile(t, fs, "y", pattern(5<<20, 2)) // needs x's blocks
+	if fs.a.Shadow().Checkpoints == ckpts {
+		t.Error("the disk filled up without a checkpoint")
+	}
+	logMu.Lock()
+	if strings.Contains(logged.String(), "reusing") {
+		t.Errorf("held blocks were reused without a checkpoint:\n%s", logged.String())
+	}
+	logMu.Unlock()
+
+	img.PowerLoss(pram.CrashLoseAll, nil)
+	must(t, fs.a.Abandon())
+	must(t, pram.RemoveShadow(path, ""))
+	fs = open(live.Crash(diskstore.CrashLoseAll, 1), false)
+	defer fs.Close()
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check: %v", errs)
+	}
+	if _, err := fs.Lookup(RootIno, "x"); err != ErrNotFound {
+		t.Fatalf("the deleted file after the power loss: %v", err)
+	}
+	if at, err := fs.Lookup(RootIno, "y"); err == nil {
+		h := openRW(t, fs, at.Ino, 0)
+		readFile(t, fs, at.Ino, h) // no EIO: its blocks were its own
+		fs.Release(at.Ino, h)
 	}
 }

@@ -45,6 +45,11 @@ var (
 	// ErrNoSpace: the disk has no free block left (ENOSPC), or its free map is
 	// too fragmented to record another extent.
 	ErrNoSpace = errors.New("diskstore: no space left on disk")
+	// ErrSpaceHeld (wraps ErrNoSpace): the disk's only free blocks were
+	// freed since the arena's last checkpoint and are held until the next
+	// one (watchCheckpoints). Returned only while the caller has said it
+	// will abort, checkpoint and retry (SetCheckpointRetry).
+	ErrSpaceHeld = fmt.Errorf("%w: the free blocks wait for the arena's next checkpoint", ErrNoSpace)
 	// ErrFileTooBig: an offset or size beyond MaxFileSize (EFBIG), or a file
 	// too fragmented for its segment list.
 	ErrFileTooBig = errors.New("diskstore: file offset or size too large")

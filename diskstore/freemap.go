@@ -184,12 +184,19 @@ func (s *Store) usable(f extent, from Block, want uint64) (best extent) {
 // (wrapping around), otherwise the longest free run. It never returns blocks
 // in quarantine (freed by the current transaction, or held for blocks
 // rewritten since the last sync) and never an empty extent: a full disk is
-// ErrNoSpace. When no block is free but the quarantine holds some, it syncs
-// the device, which releases them (see unsynced.go), and tries again.
+// ErrNoSpace. When no block is free but the quarantine or the hold has some,
+// it returns ErrSpaceHeld if the caller retries after a checkpoint
+// (SetCheckpointRetry); otherwise it syncs the device, which releases the
+// quarantine (see unsynced.go), lets the held blocks be reused, and tries
+// again.
 func (s *Store) allocExtent(tx *pram.Tx, want uint64, goal Block) (extent, error) {
 	x, err := s.allocFree(tx, want, goal)
 	if err == nil || !errors.Is(err, ErrNoSpace) || s.quarantined() == 0 && s.HeldBlocks() == 0 {
 		return x, err
+	}
+	if s.shadowed && s.ckptRetry.Load() {
+		// The caller checkpoints and retries (SetCheckpointRetry).
+		return extent{}, ErrSpaceHeld
 	}
 	if err := s.syncAllForSpace(tx); err != nil {
 		return extent{}, err

@@ -226,6 +226,9 @@ type Store struct {
 	snapGen  atomic.Uint64 // checkpoint copies taken since Open
 	snapSeen uint64        // snapGen at the copy of the checkpoint in progress (its hooks)
 	forSpace bool          // syncAllForSpace is tidying: free without holding (mu)
+	// ckptRetry: the caller of the operation in progress aborts, makes a
+	// checkpoint and retries on ErrSpaceHeld (SetCheckpointRetry).
+	ckptRetry atomic.Bool
 	// recoverySkipped: Open (ForCheck) could not read the unsynced list;
 	// no new epoch starts, so that the next Open recovers.
 	recoverySkipped bool
@@ -451,6 +454,20 @@ func (s *Store) holdFreedLocked() {
 		s.hold = slices.Insert(s.hold, i, heldExtent{x, gen})
 	}
 }
+
+// SetCheckpointRetry says whether the caller of the operations that follow
+// will, on ErrSpaceHeld, abort the transaction, call PrepareForSpace and
+// then make a checkpoint (pram.Arena.Sync), which releases the blocks held
+// for it, and retry: then a full disk reuses no block freed since the last
+// checkpoint, as ext4 forces a commit before it reports ENOSPC. When it is
+// not set, such an allocation takes the held blocks at once (logged).
+func (s *Store) SetCheckpointRetry(on bool) { s.ckptRetry.Store(on) }
+
+// PrepareForSpace syncs the device and frees what that makes stale (the
+// quarantine of copy-on-write's old blocks, which on a shadowed arena goes
+// into the hold), as far as tx's journal allows: the step before the
+// checkpoint of SetCheckpointRetry.
+func (s *Store) PrepareForSpace(tx *pram.Tx) error { return s.syncAll(tx) }
 
 // HeldBlocks is the number of free blocks held from reuse until a
 // checkpoint (watchCheckpoints).

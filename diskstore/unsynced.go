@@ -353,12 +353,13 @@ func (s *Store) syncAll(tx *pram.Tx) error {
 }
 
 // syncAllForSpace is syncAll for an allocation that found no usable free
-// block: it also lets the blocks held for a checkpoint be reused, and those
-// the quarantine frees now (a checkpoint cannot be made inside a
-// transaction). A power loss before the next checkpoint may then find a
-// file that the arena in RAM had freed or rewritten unable to read some of
-// those blocks (EIO: never another file's bytes), where ext4 would force a
-// commit and retry.
+// block when its caller does not checkpoint and retry (SetCheckpointRetry;
+// the core does, unless that checkpoint failed): it also lets the blocks
+// held for a checkpoint be reused, and those the quarantine frees now (a
+// checkpoint cannot be made inside a transaction). A power loss before the
+// next checkpoint may then find a file that the arena in RAM had freed or
+// rewritten unable to read some of those blocks (EIO: never another
+// file's bytes).
 func (s *Store) syncAllForSpace(tx *pram.Tx) error {
 	s.mu.Lock()
 	if len(s.hold) > 0 {
