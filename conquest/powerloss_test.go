@@ -11,6 +11,39 @@ import (
 	"conquest/pram"
 )
 
+// powerLossEnv is a file system for power-loss tests: a 16 MiB arena, whose
+// image open wraps in a CrashImage (img) when asked, and a crash device of
+// the given size (live); checkpoints are made at fsync only (and when the
+// disk is full, see update).
+type powerLossEnv struct {
+	path string
+	live *diskstore.CrashDevice
+	img  *pram.CrashImage
+	open func(d diskstore.Device, wrap bool) *FS
+}
+
+func newPowerLossEnv(t *testing.T, diskSize int64, logf func(string, ...any)) *powerLossEnv {
+	t.Helper()
+	e := &powerLossEnv{path: filepath.Join(t.TempDir(), "arena")}
+	dev := diskstore.NewCrashDevice(diskSize)
+	must(t, Mkfs(e.path, "", MkfsOptions{PramSize: 16 << 20, Device: dev, LargeFileThreshold: 64 << 10, DiskBlockSize: 4096}))
+	e.open = func(d diskstore.Device, wrap bool) *FS {
+		o := Options{Logf: logf, Device: d, Disk: diskstore.Options{SyncBytes: 256 << 10}}
+		o.Arena.Interval = -1
+		if wrap {
+			o.Arena.WrapImage = func(f pram.ImageFile) pram.ImageFile {
+				e.img = pram.NewCrashImage(f, pram.CrashLoseAll, nil)
+				return e.img
+			}
+		}
+		fs, err := Open(e.path, "", o)
+		must(t, err)
+		return fs
+	}
+	e.live = dev.Reopen()
+	return e
+}
+
 // TestPowerLossKeepsSyncedFiles: a large file fsync'd, then deleted or
 // overwritten (not fsync'd), then other files written, with the disk synced
 // as they go (which ends the quarantine of copy-on-write's old blocks):
@@ -20,24 +53,8 @@ import (
 func TestPowerLossKeepsSyncedFiles(t *testing.T) {
 	for _, change := range []string{"delete", "overwrite", "truncate"} {
 		t.Run(change, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "arena")
-			dev := diskstore.NewCrashDevice(24 << 20)
-			must(t, Mkfs(path, "", MkfsOptions{PramSize: 16 << 20, Device: dev, LargeFileThreshold: 64 << 10, DiskBlockSize: 4096}))
-			var img *pram.CrashImage
-			open := func(d diskstore.Device, wrap bool) *FS {
-				o := Options{Logf: t.Logf, Device: d, Disk: diskstore.Options{SyncBytes: 256 << 10}}
-				o.Arena.Interval = -1 // checkpoints at fsync only
-				if wrap {
-					o.Arena.WrapImage = func(f pram.ImageFile) pram.ImageFile {
-						img = pram.NewCrashImage(f, pram.CrashLoseAll, nil)
-						return img
-					}
-				}
-				fs, err := Open(path, "", o)
-				must(t, err)
-				return fs
-			}
-			live := dev.Reopen()
+			e := newPowerLossEnv(t, 24<<20, t.Logf)
+			path, open, live := e.path, e.open, e.live
 			fs := open(live, true)
 			old := pattern(1<<20, 1)
 			x := makeFile(t, fs, "x", old)
@@ -59,7 +76,7 @@ func TestPowerLossKeepsSyncedFiles(t *testing.T) {
 			}
 			// The power fails: the arena's changes since its last
 			// checkpoint and the disk's unsynced writes are lost.
-			img.PowerLoss(pram.CrashLoseAll, nil)
+			e.img.PowerLoss(pram.CrashLoseAll, nil)
 			must(t, fs.a.Abandon())
 			must(t, pram.RemoveShadow(path, ""))
 			fs = open(live.Crash(diskstore.CrashLoseAll, 1), false)
@@ -79,31 +96,15 @@ func TestPowerLossKeepsSyncedFiles(t *testing.T) {
 // makes the delete durable, and then succeeds. After a power loss the
 // deleted file stays deleted and everything reads without error.
 func TestFullDiskCheckpointsBeforeReuse(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "arena")
-	dev := diskstore.NewCrashDevice(8 << 20)
-	must(t, Mkfs(path, "", MkfsOptions{PramSize: 16 << 20, Device: dev, LargeFileThreshold: 64 << 10, DiskBlockSize: 4096}))
 	var logged strings.Builder
 	var logMu sync.Mutex
-	var img *pram.CrashImage
-	open := func(d diskstore.Device, wrap bool) *FS {
-		o := Options{Device: d, Disk: diskstore.Options{SyncBytes: 256 << 10}, Logf: func(f string, args ...any) {
-			logMu.Lock()
-			fmt.Fprintf(&logged, f+"\n", args...)
-			logMu.Unlock()
-			t.Logf(f, args...)
-		}}
-		o.Arena.Interval = -1 // checkpoints at fsync, and for space
-		if wrap {
-			o.Arena.WrapImage = func(f pram.ImageFile) pram.ImageFile {
-				img = pram.NewCrashImage(f, pram.CrashLoseAll, nil)
-				return img
-			}
-		}
-		fs, err := Open(path, "", o)
-		must(t, err)
-		return fs
-	}
-	live := dev.Reopen()
+	e := newPowerLossEnv(t, 8<<20, func(f string, args ...any) {
+		logMu.Lock()
+		fmt.Fprintf(&logged, f+"\n", args...)
+		logMu.Unlock()
+		t.Logf(f, args...)
+	})
+	path, open, live := e.path, e.open, e.live
 	fs := open(live, true)
 	x := makeFile(t, fs, "x", pattern(5<<20, 1))
 	must(t, fs.Fsync(x, false))
@@ -123,7 +124,7 @@ func TestFullDiskCheckpointsBeforeReuse(t *testing.T) {
 	}
 	logMu.Unlock()
 
-	img.PowerLoss(pram.CrashLoseAll, nil)
+	e.img.PowerLoss(pram.CrashLoseAll, nil)
 	must(t, fs.a.Abandon())
 	must(t, pram.RemoveShadow(path, ""))
 	fs = open(live.Crash(diskstore.CrashLoseAll, 1), false)
