@@ -223,4 +223,21 @@ func TestBlockDeviceLoadEnd(t *testing.T) {
 	}
 	must(t, b.Abandon()) // Close's verification would see the bytes written here
 	must(t, RemoveShadow(dev, ""))
+	// A damaged load end (the superblock's dynamic part has no checksum)
+	// is not trusted: the load reads everything. (Without slots: the one
+	// of b's first checkpoint would restore the superblock.)
+	must(t, clearDeviceSlots(f, g.Size, 40<<20))
+	var word [8]byte
+	store64(word[:], PageSize)
+	_, err = f.WriteAt(word[:], offLoadEnd)
+	must(t, err)
+	c := openShadowed(t, dev, OpenOptions{})
+	if got := c.View(high, 18); string(got) != "the highest change" {
+		t.Errorf("a damaged load end was trusted: %q", got)
+	}
+	if got := c.View(Off(end+PageSize), 16); string(got) != "not to be loaded" {
+		t.Errorf("with a damaged load end the load skipped %q", got)
+	}
+	must(t, c.Abandon())
+	must(t, RemoveShadow(dev, ""))
 }

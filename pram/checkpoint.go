@@ -173,7 +173,9 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 	parts := splitParts(uint64(d.count()), sh.slots.pages)
 	seq := sh.seq + parts
 	store64(a.m[offCkptSeq:], seq)
-	store64(a.m[offLoadEnd:], sh.hw.Load()*PageSize)
+	end := sh.hw.Load() * PageSize
+	store64(a.m[offLoadEnd:], end)
+	store64(a.m[offLoadCheck:], loadCheck(end, a.geo.UUID))
 	sh.cur.Store(sh.spare)
 	pages := d.take()
 	np := uint64(len(pages))

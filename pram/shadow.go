@@ -212,7 +212,7 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 		}
 	} else {
 		sh.loaded = true
-		if why, err := a.loadImage(binary.LittleEndian.Uint64(page[offLoadEnd:])); err != nil || why != "" {
+		if why, err := a.loadImage(loadEndOf(page, g.UUID)); err != nil || why != "" {
 			a.dropShadow(true)
 			return why, err
 		}
@@ -305,6 +305,23 @@ func dataRanges(fd int, end int64) [][2]int64 {
 		off = h
 	}
 	return rs
+}
+
+// loadCheck is the word that vouches for a load end: a store that damaged
+// the superblock's dynamic part (which no checksum covers) must not make a
+// load skip most of the arena.
+func loadCheck(end uint64, uuid [16]byte) uint64 {
+	return ^end ^ binary.LittleEndian.Uint64(uuid[:]) ^ 0x4c4f4144454e4431 // "LOADEND1"
+}
+
+// loadEndOf is the load end recorded in the superblock page, or 0 (all of
+// the arena) when none is, or its check word does not match.
+func loadEndOf(page []byte, uuid [16]byte) uint64 {
+	end := binary.LittleEndian.Uint64(page[offLoadEnd:])
+	if end == 0 || binary.LittleEndian.Uint64(page[offLoadCheck:]) != loadCheck(end, uuid) {
+		return 0
+	}
+	return end
 }
 
 // loadImage copies the arena part of the image into the new RAM copy.

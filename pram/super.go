@@ -38,6 +38,7 @@ const (
 	offCheckDue   = 544 // uint64: non-zero when a full consistency check is due (boot.go)
 	offCkptSeq    = 552 // uint64: sequence number of the checkpoint this image holds (checkpoint.go)
 	offLoadEnd    = 560 // uint64: how much of a block device's arena a load reads (shadow.go; 0: all of it)
+	offLoadCheck  = 568 // uint64: loadCheck of offLoadEnd (a damaged load end is ignored, not trusted)
 	offRoots      = 576 // [NumRoots]uint64
 	NumRoots      = 32
 	superDynEnd   = offRoots + 8*NumRoots
