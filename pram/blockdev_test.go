@@ -115,6 +115,14 @@ func TestBlockDeviceShadowed(t *testing.T) {
 	}
 }
 
+// TestBlockDeviceDaemonCrash is TestShadowDaemonCrash on a block device:
+// the RAM copy a crash leaves is reused, named by the device's number.
+func TestBlockDeviceDaemonCrash(t *testing.T) {
+	dev := loopdev.New(t, 40<<20)
+	formatDevice(t, dev)
+	shadowDaemonCrash(t, dev)
+}
+
 // TestBlockDevicePowerLoss is TestShadowPowerLoss on a block device, whose
 // slots hold less than the arena, so backpressure checkpoints come often.
 func TestBlockDevicePowerLoss(t *testing.T) {

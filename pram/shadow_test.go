@@ -122,8 +122,10 @@ func TestShadowRoundTrip(t *testing.T) {
 // TestShadowDaemonCrash: after a crash of the process (Abandon), the next
 // Open uses the RAM copy, which has every committed change, rolls back the
 // interrupted transaction there, and checkpoints what the image missed.
-func TestShadowDaemonCrash(t *testing.T) {
-	path := formatClosed(t, 4<<20)
+func TestShadowDaemonCrash(t *testing.T) { shadowDaemonCrash(t, formatClosed(t, 4<<20)) }
+
+// shadowDaemonCrash is TestShadowDaemonCrash on the closed arena at path.
+func shadowDaemonCrash(t *testing.T, path string) {
 	a := openShadowed(t, path, OpenOptions{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 50 {
