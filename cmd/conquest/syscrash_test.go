@@ -164,8 +164,9 @@ func TestMountAfterSystemCrash(t *testing.T) {
 
 // An arena on a block device: mkfs leaves room after it for the checkpoint
 // slots of its RAM copy (and refuses an arena that leaves none), the mount
-// keeps a RAM copy, and a power loss (the daemon killed, the copy lost)
-// keeps what was fsync'd.
+// keeps a RAM copy, a crash of the daemon keeps every completed write, and
+// a power loss (the daemon killed, the copy lost) keeps what was fsync'd
+// or checkpointed.
 func TestBlockDeviceArena(t *testing.T) {
 	c := newCLI(t)
 	const devSize = 64 << 20
@@ -182,6 +183,20 @@ func TestBlockDeviceArena(t *testing.T) {
 	}
 	m := mounttest.MountProcess(t, mounttest.WithImages(dev, disk), mounttest.WithArgs("--commit", "1h"))
 	writeSynced(t, m.Path("kept"), []byte("fsync'd"))
+	if err := os.WriteFile(m.Path("done"), []byte("written before the crash"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A crash of the daemon alone: the RAM copy has every completed write.
+	m.Kill()
+	m.Remount()
+	if out := m.Output(); !strings.Contains(out, "RAM copy") {
+		t.Errorf("the mount after kill -9 said %q; want it to use the RAM copy", out)
+	}
+	if b, err := os.ReadFile(m.Path("done")); err != nil || string(b) != "written before the crash" {
+		t.Errorf("after kill -9: %q, %v", b, err)
+	}
+	// That mount made the RAM copy durable; a power loss now loses only
+	// what comes after it.
 	if err := os.WriteFile(m.Path("lost"), []byte("never synced"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -196,6 +211,9 @@ func TestBlockDeviceArena(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(mp, "kept")); err != nil || string(b) != "fsync'd" {
 		t.Errorf("kept: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "done")); err != nil || string(b) != "written before the crash" {
+		t.Errorf("done, checkpointed by the mount after kill -9: %q, %v", b, err)
 	}
 	if _, err := os.Stat(filepath.Join(mp, "lost")); !os.IsNotExist(err) {
 		t.Errorf("a file never synced survived the power loss: %v", err)
