@@ -446,6 +446,12 @@ type ShadowInfo struct {
 	Last                           time.Time
 	// Dirty is the number of pages changed since the last checkpoint.
 	Dirty int64
+	// SlotPages is the most pages one checkpoint slot holds (the whole
+	// arena for an image file; what mkfs left room for on a block device),
+	// and Limit the changed pages at which a transaction waits for a
+	// checkpoint.
+	SlotPages uint64
+	Limit     int64
 	// Err is the last checkpoint's error, nil once one succeeded.
 	Err error
 }
@@ -459,5 +465,6 @@ func (a *Arena) Shadow() ShadowInfo {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return ShadowInfo{Path: sh.path, Reused: sh.reused, Loaded: sh.loaded, Finished: a.recoveredCkpt, Checkpoints: sh.checkpoints,
-		PagesWritten: sh.written, Seq: a.U64(offCkptSeq), Last: sh.last, Dirty: sh.cur.Load().count(), Err: sh.err}
+		PagesWritten: sh.written, Seq: a.U64(offCkptSeq), Last: sh.last, Dirty: sh.cur.Load().count(), Err: sh.err,
+		SlotPages: sh.slots.pages, Limit: sh.limit}
 }

@@ -178,8 +178,8 @@ func TestBlockDeviceArena(t *testing.T) {
 		t.Errorf("mkfs said %q, want the arena's size %s", out, want)
 	}
 	out, _ = c.ok("stat", "--pram", dev, "--disk", disk)
-	if !strings.Contains(out, "a RAM copy") {
-		t.Errorf("stat of a block-device arena:\n%s", out)
+	if !strings.Contains(out, "a RAM copy") || !strings.Contains(out, "two slots of 8.0M after the arena") {
+		t.Errorf("stat of a block-device arena (64 MiB: slots of 8 MiB):\n%s", out)
 	}
 	m := mounttest.MountProcess(t, mounttest.WithImages(dev, disk), mounttest.WithArgs("--commit", "1h"))
 	writeSynced(t, m.Path("kept"), []byte("fsync'd"))

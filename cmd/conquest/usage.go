@@ -138,6 +138,8 @@ func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, sh pram
 	row("journal", fmt.Sprintf("%s at offset %d", formatSize(g.JournalLen), g.JournalOff))
 	if sh.Path != "" {
 		row("mapped as", fmt.Sprintf("a RAM copy in %s, checkpointed to the image (checkpoint %d)", filepath.Dir(sh.Path), sh.Seq))
+		row("checkpoints", fmt.Sprintf("two slots of %s after the arena; a transaction waits for one past %s changed",
+			formatSize(sh.SlotPages*pram.PageSize), formatSize(uint64(sh.Limit)*pram.PageSize)))
 	} else {
 		row("mapped as", fmt.Sprintf("the image itself (%s)", sh.InPlace))
 	}
