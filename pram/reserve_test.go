@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -61,23 +62,29 @@ func TestReserveFullFileSystem(t *testing.T) {
 	}
 }
 
-// A shadowed arena whose RAM copy's tmpfs is smaller than the arena: the
-// copy is reserved as the image is, so a full tmpfs is ErrNoSpace, and
-// everything reserved can be stored to and checkpointed.
+// A shadowed arena whose RAM copy's tmpfs fills up after Open (other RAM
+// copies take it): the copy is reserved as the image is, so a full tmpfs
+// is ErrNoSpace, and everything reserved can be stored to and
+// checkpointed. A tmpfs smaller than the arena at Open is not used at all
+// (TestShadowInPlace).
 func TestReserveFullShadowDir(t *testing.T) {
 	shm := smallTmpfs(t)
-	path := formatClosed(t, 16<<20)
+	path := formatClosed(t, 3<<20)
 	a := openShadowed(t, path, OpenOptions{ShadowDir: shm})
 	defer a.Close()
-	if err := a.Reserve(3 << 20); err != nil {
-		t.Fatalf("reserving 3 MiB of a 3.5 MiB tmpfs: %v", err)
+	if err := a.Reserve(2 << 20); err != nil {
+		t.Fatalf("reserving 2 MiB of a 3.5 MiB tmpfs: %v", err)
 	}
-	if err := a.Reserve(8 << 20); !errors.Is(err, ErrNoSpace) {
-		t.Fatalf("reserving 8 MiB of a 3.5 MiB tmpfs: %v, want ErrNoSpace", err)
+	// Another copy takes most of the rest.
+	if err := os.WriteFile(filepath.Join(shm, "other"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reserve(3 << 20); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("reserving 3 MiB of a full tmpfs: %v, want ErrNoSpace", err)
 	}
 	g := a.Geometry()
 	tx := a.Begin()
-	b := a.Bytes(g.HeapOff, 3<<20-uint64(g.HeapOff))
+	b := a.Bytes(g.HeapOff, 2<<20-uint64(g.HeapOff))
 	for i := range b {
 		b[i] = byte(i)
 	}
@@ -85,4 +92,24 @@ func TestReserveFullShadowDir(t *testing.T) {
 	if err := a.Sync(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A tmpfs with less room than the arena is not used for its RAM copy: the
+// arena would fail with ENOSPC long before it is full. The image is mapped
+// in place, saying why; an arena that fits is shadowed there.
+func TestShadowDirTooSmall(t *testing.T) {
+	shm := smallTmpfs(t)
+	big := formatClosed(t, 16<<20)
+	a, err := OpenWith(big, OpenOptions{ShadowDir: shm, Interval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := a.Shadow()
+	must(t, a.Close())
+	if info.Path != "" || !strings.Contains(info.InPlace, "MiB free, less than the arena's 16 MiB") {
+		t.Fatalf("a 16 MiB arena with a 3.5 MiB tmpfs: %+v", info)
+	}
+	small := formatClosed(t, 3<<20)
+	b := openShadowed(t, small, OpenOptions{ShadowDir: shm})
+	must(t, b.Close())
 }

@@ -52,8 +52,8 @@ import (
 // (lost at a power loss anyway, and a second RAM copy would double the
 // memory), device-DAX (persistent memory), a block device formatted
 // without room for the slots (an older mkfs), OpenOptions.InPlace, and an
-// image whose RAM copy cannot be made (no shadow directory, no room on its
-// tmpfs); Arena.Shadow says why.
+// image whose RAM copy cannot be made (no shadow directory, or a tmpfs with
+// less room than the arena: shadowRoom); Arena.Shadow says why.
 
 // ShadowDirEnv names the environment variable that sets the directory of
 // RAM copies (tests give each run its own).
@@ -184,6 +184,9 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 	}
 	if !reuse {
 		os.Remove(name)
+		if why := shadowRoom(dir, g.Size); why != "" {
+			return why, nil
+		}
 		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return fmt.Sprintf("cannot create the RAM copy %s: %v", name, err), nil
@@ -223,6 +226,25 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 		return "", err
 	}
 	return "", nil
+}
+
+// shadowRoom says why the file system of dir cannot take a new RAM copy of
+// an arena of size bytes, or "" if it can. The copy is sparse and grows as
+// the arena fills; on a tmpfs smaller than the arena (a container's 64 MiB
+// /dev/shm) the arena would fail with ENOSPC long before it is full, while
+// df shows it mostly free. Such an arena is mapped in place instead, as
+// before RAM copies existed, and says why. (Other RAM copies on the same
+// tmpfs may still take the room later: Reserve makes that ENOSPC.)
+func shadowRoom(dir string, size uint64) string {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "" // the create reports its own error
+	}
+	if free := st.Bavail * uint64(st.Bsize); free < size {
+		return fmt.Sprintf("%s has %d MiB free, less than the arena's %d MiB: give it room, or set %s to a tmpfs that has it",
+			dir, free>>20, size>>20, ShadowDirEnv)
+	}
+	return ""
 }
 
 // reuseShadow opens the RAM copy at name if it is the newest state of the
