@@ -9,9 +9,12 @@ import (
 )
 
 // DefaultCheckpointInterval is how long a change may stay only in the RAM
-// copy before a checkpoint writes it to the image (ext4 commits its journal
-// every 5 seconds too).
-const DefaultCheckpointInterval = 5 * time.Second
+// copy before a checkpoint writes it to the image. ext4 commits its journal
+// every 5 seconds, and sync(1) commits it at once; sync(1) never reaches a
+// FUSE daemon (the kernel sends SYNCFS only to virtiofs), so a shorter
+// interval keeps what a power loss right after a sync(1) can lose small.
+// Measured: PostMark with 1 s against 5 s, 0.98x and 1.00x (noise).
+const DefaultCheckpointInterval = time.Second
 
 // shadow is the state of a shadowed arena (see shadow.go): the RAM copy
 // that the mapping is, the image it is checkpointed to, and the pages

@@ -37,7 +37,7 @@ import (
 // Close makes a last checkpoint and removes the RAM copy.
 //
 // Checkpoints happen at Sync and Persist (fsync, sync, unmount), every
-// OpenOptions.Interval (5 s by default) when something changed, and
+// OpenOptions.Interval (1 s by default) when something changed, and
 // in the background whenever the changed pages reach a quarter of the
 // backpressure limit (limitPages: 1/8 of the arena, 32 to 256 MiB), so a
 // power loss loses at most the last few seconds, and nothing that was
