@@ -315,9 +315,11 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) error {
 	if fs.ds == nil || !fs.a.Shadowed() {
 		return fs.mapErr(fs.updateOnce(fn))
 	}
-	fs.ds.SetCheckpointRetry(true)
-	err := fs.updateOnce(fn)
-	fs.ds.SetCheckpointRetry(false)
+	err := func() error {
+		fs.ds.SetCheckpointRetry(true)
+		defer fs.ds.SetCheckpointRetry(false) // also past a crash test's panic
+		return fs.updateOnce(fn)
+	}()
 	if !errors.Is(err, diskstore.ErrSpaceHeld) {
 		return fs.mapErr(err)
 	}
