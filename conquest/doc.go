@@ -34,7 +34,11 @@
 //     A read that finds atime due releases the shared lock and then takes the
 //     exclusive one (never upgrades in place).
 //  2. The pram transaction mutex (Arena.Begin), only under FS.mu held
-//     exclusively, so it is never contended.
+//     exclusively, so only a checkpoint of a shadowed arena contends for
+//     it: pram's background checkpointer (ckptMu, then txMu, without
+//     FS.mu), and the checkpoints the FS asks for with FS.mu held and no
+//     Tx open (Fsync, Sync, and update on a disk full but for blocks held
+//     for a checkpoint).
 //  3. diskstore.Readahead.mu, then diskstore.Store.mu, inside Store calls
 //     (under FS.mu: Tx-taking calls with it held exclusively, ReadAt shared).
 //  4. FS.vol.mu (volatile state: kernel references, open counts, handles
