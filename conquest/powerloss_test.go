@@ -44,6 +44,22 @@ func newPowerLossEnv(t *testing.T, diskSize int64, logf func(string, ...any)) *p
 	return e
 }
 
+// powerLoss fails the power under fs: the arena's changes since its last
+// checkpoint and the disk's unsynced writes are lost. It opens the file
+// system again (closed at the test's end) and checks it.
+func (e *powerLossEnv) powerLoss(t *testing.T, fs *FS) *FS {
+	t.Helper()
+	e.img.PowerLoss(pram.CrashLoseAll, nil)
+	must(t, fs.a.Abandon())
+	must(t, pram.RemoveShadow(e.path, ""))
+	fs = e.open(e.live.Crash(diskstore.CrashLoseAll, 1), false)
+	t.Cleanup(func() { fs.Close() })
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check: %v", errs)
+	}
+	return fs
+}
+
 // TestPowerLossKeepsSyncedFiles: a large file fsync'd, then deleted or
 // overwritten (not fsync'd), then other files written, with the disk synced
 // as they go (which ends the quarantine of copy-on-write's old blocks):
@@ -54,8 +70,7 @@ func TestPowerLossKeepsSyncedFiles(t *testing.T) {
 	for _, change := range []string{"delete", "overwrite", "truncate"} {
 		t.Run(change, func(t *testing.T) {
 			e := newPowerLossEnv(t, 24<<20, t.Logf)
-			path, open, live := e.path, e.open, e.live
-			fs := open(live, true)
+			fs := e.open(e.live, true)
 			old := pattern(1<<20, 1)
 			x := makeFile(t, fs, "x", old)
 			must(t, fs.Fsync(x, false))
@@ -76,14 +91,7 @@ func TestPowerLossKeepsSyncedFiles(t *testing.T) {
 			}
 			// The power fails: the arena's changes since its last
 			// checkpoint and the disk's unsynced writes are lost.
-			e.img.PowerLoss(pram.CrashLoseAll, nil)
-			must(t, fs.a.Abandon())
-			must(t, pram.RemoveShadow(path, ""))
-			fs = open(live.Crash(diskstore.CrashLoseAll, 1), false)
-			defer fs.Close()
-			if errs := fs.Check(); len(errs) > 0 {
-				t.Fatalf("Check: %v", errs)
-			}
+			fs = e.powerLoss(t, fs)
 			wantContent(t, fs, "/x", old)
 		})
 	}
@@ -104,8 +112,7 @@ func TestFullDiskCheckpointsBeforeReuse(t *testing.T) {
 		logMu.Unlock()
 		t.Logf(f, args...)
 	})
-	path, open, live := e.path, e.open, e.live
-	fs := open(live, true)
+	fs := e.open(e.live, true)
 	x := makeFile(t, fs, "x", pattern(5<<20, 1))
 	must(t, fs.Fsync(x, false))
 	ckpts := fs.a.Shadow().Checkpoints
@@ -124,14 +131,7 @@ func TestFullDiskCheckpointsBeforeReuse(t *testing.T) {
 	}
 	logMu.Unlock()
 
-	e.img.PowerLoss(pram.CrashLoseAll, nil)
-	must(t, fs.a.Abandon())
-	must(t, pram.RemoveShadow(path, ""))
-	fs = open(live.Crash(diskstore.CrashLoseAll, 1), false)
-	defer fs.Close()
-	if errs := fs.Check(); len(errs) > 0 {
-		t.Fatalf("Check: %v", errs)
-	}
+	fs = e.powerLoss(t, fs)
 	if _, err := fs.Lookup(RootIno, "x"); err != ErrNotFound {
 		t.Fatalf("the deleted file after the power loss: %v", err)
 	}
