@@ -54,6 +54,7 @@ type Checker struct {
 type oldRef struct {
 	owner, fb uint64
 	old       Block
+	epoch     uint64 // the record's
 }
 
 // NewChecker starts a walk. c receives the marks of the store's arena
@@ -199,8 +200,8 @@ func (k *Checker) fileUnsynced(seg pram.Off, owner uint64) {
 			k.errs = append(k.errs, &BadUnsyncedError{Owner: owner, Seg: seg, Block: e.fb,
 				Err: fmt.Errorf("%w: inode %d: unsynced record for file block %d, which is not mapped", ErrCorrupt, owner, e.fb)})
 		}
-		if e.epoch == cur && e.old != 0 {
-			k.liveOld = append(k.liveOld, oldRef{owner, e.fb, e.old})
+		if e.epoch >= cur && e.old != 0 {
+			k.liveOld = append(k.liveOld, oldRef{owner, e.fb, e.old, e.epoch})
 		}
 		return true
 	})
@@ -386,7 +387,7 @@ func (k *Checker) Finish() []error {
 // records, and marks the quarantined blocks used.
 func (k *Checker) finishUnsynced() {
 	s := k.s
-	cur := s.epoch()
+	cur := s.tag()
 	ql := s.quarantineList()
 	n := len(k.errs)
 	if errs := ql.check(k.c); len(errs) > 0 {
@@ -419,9 +420,11 @@ func (k *Checker) finishUnsynced() {
 		}
 		for _, o := range k.liveOld {
 			c, ok, err := ql.seekLE(uint64(o.old))
-			if err != nil || !ok || Block(ql.get(c)[1]) <= o.old || ql.get(c)[2] != cur {
-				k.add("inode %d: file block %d keeps its synced contents in disk block %d, which is not in this epoch's quarantine",
-					o.owner, o.fb, o.old)
+			// Quarantined in the record's epoch (or later, by a rebuild):
+			// kept until the record is stale.
+			if err != nil || !ok || Block(ql.get(c)[1]) <= o.old || ql.get(c)[2] < o.epoch {
+				k.add("inode %d: file block %d keeps its synced contents in disk block %d, which is not quarantined until its record of epoch %d is stale",
+					o.owner, o.fb, o.old, o.epoch)
 			}
 		}
 	}

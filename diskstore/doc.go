@@ -106,10 +106,14 @@
 //     in that transaction too. A completed write survives the death of the
 //     process, like a write(2) on ext4. Every block published so is on its
 //     file's unsynced list until the next device sync (Fsync of a file
-//     written since the last sync, FlushAll, Close, or the sync Write makes
-//     itself once Options.SyncBytes, 64 MiB, were written or quarantined
+//     written since the last sync, FlushAll, Close, or the sync Write
+//     starts once Options.SyncBytes, 64 MiB, were written or quarantined
 //     since the last one), which bounds the list, the quarantine and what a
-//     power failure can lose. After a power failure Open reads back every
+//     power failure can lose. That periodic sync runs in the background
+//     (bgsync.go): the writer goes on, and waits only if it writes another
+//     SyncBytes first or rewrites a block the sync is making durable; the
+//     writer used to wait for every one, which cost a sequential writer
+//     through FUSE more than its own writes did. After a power failure Open reads back every
 //     block on the list and verifies it; a block whose data did not reach
 //     the disk reads as at the last sync (its copy of that time is kept in
 //     the quarantine until the next sync) or as zeros if it was zeros or a

@@ -261,7 +261,7 @@ func (s *Store) appendFast(tx *pram.Tx, seg pram.Off, fb uint64, runs []run) (bo
 		return false, err // no disk block: writeBlocks reports it
 	}
 	e, _, found, err := s.findUnsynced(seg, fb)
-	if err != nil || !found || e.epoch != s.epoch() {
+	if err != nil || !found || e.epoch != s.tag() {
 		return false, err
 	}
 	seed := s.a.U64(seg + slOffSeed)

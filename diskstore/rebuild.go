@@ -201,7 +201,7 @@ func (k *Checker) RebuildLists(extra []pram.Off) (rep ListRebuild, err error) {
 		ql := s.quarantineList()
 		ql.initHeader(tx)
 		tx.Set64(s.st+stOffQuarantined, rep.Quarantined)
-		cur := s.epoch()
+		cur := s.tag()
 		for _, x := range quar {
 			if err := ql.insert(tx, rec{uint64(x.b), uint64(x.e), cur}); err != nil {
 				return fail(err)

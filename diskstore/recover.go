@@ -73,7 +73,7 @@ func (s *Store) recover() error {
 				bad = err
 				return false
 			}
-			if e.epoch == cur {
+			if e.epoch >= cur { // cur, or cur+1 if a sync was in flight (bgsync.go)
 				mine = append(mine, item{seg, e})
 			}
 			return true
@@ -129,7 +129,7 @@ func (s *Store) recover() error {
 				r.Checked, r.Files, r.Intact, r.Restored, r.Zeroed, r.Unreadable)
 		}
 	}
-	s.newEpoch()
+	s.endEpoch(s.tag() + 1)
 	s.mu.Lock()
 	s.needTidy = true
 	s.mu.Unlock()

@@ -32,7 +32,8 @@ const (
 //	+8  files          uint64 live segment lists (logged)
 //	+16 checksumErrors uint64 data checksum mismatches seen (unlogged counter)
 //	+24 ioErrors       uint64 device errors seen (unlogged counter)
-//	+32 epoch          uint64 device syncs so far (unlogged: see unsynced.go)
+//	+32 epoch          uint64 device syncs so far, top bit: one is in flight
+//	                          (unlogged: see unsynced.go, bgsync.go)
 //	+40 quarantined    uint64 blocks in the quarantine (logged)
 //	+48 intents        Off    the intent area of in-place appends (inplace.go)
 //	+56 sumFormat      uint64 how block checksums are computed (checksum.go):
@@ -96,6 +97,17 @@ type Options struct {
 	// unsynced list and what a power failure can lose). Default
 	// DefaultSyncBytes.
 	SyncBytes int64
+	// ForegroundSync makes the Write that passes SyncBytes sync the device
+	// itself and wait, instead of starting the sync in the background and
+	// waiting only when the next SyncBytes are written before it is done
+	// (bgsync.go).
+	ForegroundSync bool
+
+	// Tests: testSyncBG runs a background sync (given the device's Sync);
+	// testWait is called before (true) and after (false) a writer waits
+	// for one.
+	testSyncBG func(sync func() error) error
+	testWait   func(waiting bool)
 	// FileBuffer (GatherInMemory) is how many bytes of written data one
 	// file may gather before they are written to disk. Default
 	// DefaultFileBuffer.
@@ -216,6 +228,7 @@ type Store struct {
 	intents    []intentRec             // in-place writes of the open Tx, by intent slot
 	unsynced   int64                   // bytes written to the device since its last sync
 	kicked     int64                   // bytes written since writeback was last started (kickBytes)
+	syncing    int64                   // bytes the sync in flight covers (bgsync.go)
 	needTidy   bool                    // stale unsynced records or quarantine may exist
 	// hold: extents freed by committed transactions that the last durable
 	// checkpoint of a shadowed arena may still give to a file
@@ -236,6 +249,12 @@ type Store struct {
 	lost            lostRun        // recovery's pending log line
 	closed          bool
 	wg              sync.WaitGroup // readahead goroutines
+	// The sync in flight and the failure of one, to report (bgsync.go);
+	// writers only. bgWG: the goroutines of syncs and writeback starts.
+	bg      *bgSync
+	syncErr error
+	bgWG    sync.WaitGroup
+	kicking atomic.Bool // a writeback start is running
 }
 
 func (o *Options) fill() {
@@ -493,12 +512,19 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	dirty := s.unsynced > 0
+	dirty := s.unsynced > 0 || s.bg != nil
 	s.mu.Unlock()
 	s.wg.Wait()
-	err := s.dev.Sync()
+	err := s.settle(true)
+	s.bgWG.Wait()
+	if e := s.dev.Sync(); err == nil {
+		err = e
+	}
 	if err == nil && dirty {
-		s.newEpoch()
+		s.endEpoch(s.tag() + 1)
+	}
+	if err == nil {
+		err = s.takeSyncErr()
 	}
 	if e := s.dev.Close(); err == nil {
 		err = e
@@ -627,7 +653,7 @@ func (s *Store) Stats() Stats {
 	free := s.freeBlocks()
 	ext, _ := s.freeList().length()
 	s.mu.Lock()
-	buf, uns := s.buffered, s.unsynced
+	buf, uns := s.buffered, s.unsynced+s.syncing
 	s.mu.Unlock()
 	st := Stats{
 		BlockSize: s.bs, Blocks: s.super.Blocks, DataBlocks: s.super.DataBlocks(), FreeBlocks: free,

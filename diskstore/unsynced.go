@@ -22,7 +22,9 @@ import (
 //     unlogged, after Device.Sync returns: a transaction that synced and is
 //     then rolled back (Abort, or kill -9 before its commit) must not bring
 //     back records that look unsynced but describe synced data, nor make
-//     its own records look older than they are.
+//     its own records look older than they are. Its top bit says that a
+//     sync runs in the background, and records made meanwhile carry the
+//     next epoch (bgsync.go): "the current epoch" below is then either.
 //
 //   - each segment list holds (+96) an xlist of unsynced records {file
 //     block, epoch, old block, old checksum, keep}, keyed by file block: the
@@ -89,9 +91,6 @@ func (s *Store) quarantineList() xlist {
 	return xlist{a: s.a, h: s.h, hdr: s.fm + fmOffQuarantine, words: quarantineWords, what: "quarantine", lazy: true}
 }
 
-// epoch is the number of device syncs so far.
-func (s *Store) epoch() uint64 { return s.a.U64(s.st + stOffEpoch) }
-
 // quarantined is the number of blocks in the quarantine.
 func (s *Store) quarantined() uint64 { return s.a.U64(s.st + stOffQuarantined) }
 
@@ -100,10 +99,10 @@ func (s *Store) durable() bool { return s.o.Durability != GatherInMemory }
 // uentryOf validates the unsynced record r of seg.
 func (s *Store) uentryOf(seg pram.Off, r rec) (uentry, error) {
 	e := uentry{r[0], r[1], Block(r[2]), r[3], r[4]}
-	if e.epoch > s.epoch() || uint64(e.old) >= s.super.Blocks || (e.old == 0) != (e.oldSum == 0) ||
+	if e.epoch > s.tag() || uint64(e.old) >= s.super.Blocks || (e.old == 0) != (e.oldSum == 0) ||
 		e.keep == 0 || e.keep > s.bs || e.fb >= s.fileBlocks() {
 		return e, fmt.Errorf("%w: inode %d: unsynced record for file block %d: epoch %d (now %d), old block %d, keep %d",
-			ErrCorrupt, s.owner(seg), e.fb, e.epoch, s.epoch(), e.old, e.keep)
+			ErrCorrupt, s.owner(seg), e.fb, e.epoch, s.tag(), e.old, e.keep)
 	}
 	return e, nil
 }
@@ -132,7 +131,15 @@ func (s *Store) noteUnsynced(tx *pram.Tx, seg pram.Off, fb uint64, p *blk) (bool
 	if err != nil {
 		return false, err
 	}
-	cur := s.epoch()
+	if found && e.epoch == s.epoch() && s.inFlight() {
+		// Written before the sync in flight started: the block holds the
+		// contents that sync makes durable, and the record the contents of
+		// the one before. Wait for it (bgsync.go); the record is then stale.
+		if err := s.settle(true); err != nil {
+			return false, err
+		}
+	}
+	cur := s.tag()
 	if found && e.epoch == cur {
 		return false, nil // the record already describes the synced contents
 	}
@@ -208,7 +215,8 @@ func (s *Store) limitKeep(tx *pram.Tx, seg pram.Off, fb, keep uint64) error {
 	return s.unsyncedOf(seg).set(tx, c, e.rec())
 }
 
-// hasLive reports whether seg has blocks published since the last sync.
+// hasLive reports whether seg has blocks published since the last sync
+// that completed.
 func (s *Store) hasLive(seg pram.Off) (bool, error) {
 	cur := s.epoch()
 	live := false
@@ -219,7 +227,7 @@ func (s *Store) hasLive(seg pram.Off) (bool, error) {
 			bad = err
 			return false
 		}
-		live = e.epoch == cur
+		live = e.epoch >= cur
 		return !live
 	})
 	if err == nil {
@@ -235,7 +243,7 @@ func (s *Store) quarantineAdd(tx *pram.Tx, x extent) error {
 		return fmt.Errorf("%w: quarantining blocks [%d, %d) of a %d-block disk", ErrCorrupt, x.b, x.e, s.super.Blocks)
 	}
 	l := s.quarantineList()
-	cur := s.epoch()
+	cur := s.tag()
 	s.mu.Lock()
 	s.heldInTx = append(s.heldInTx, x)
 	s.mu.Unlock()
@@ -316,29 +324,36 @@ func (s *Store) quarantineTake(tx *pram.Tx, b Block) error {
 	return err
 }
 
-// newEpoch starts a new epoch after a successful device sync: every record
-// and quarantined block so far becomes stale.
-func (s *Store) newEpoch() {
-	s.a.PutU64(s.st+stOffEpoch, s.epoch()+1) // unlogged: see the comment at the top
+// endEpoch ends the epochs before e after a successful device sync: every
+// record and quarantined extent tagged below e becomes stale.
+func (s *Store) endEpoch(e uint64) {
+	s.setEpoch(e, false) // unlogged: see the comment at the top
 	pending := s.quarantined() > 0
 	if n, err := s.unsyncedFiles().length(); err != nil || n > 0 {
 		pending = true
 	}
 	s.mu.Lock()
-	s.unsynced = 0
 	s.needTidy = s.needTidy || pending
 	s.mu.Unlock()
 }
 
-// syncDevice syncs the device and starts a new epoch, unless Open skipped
+// syncDevice syncs the device, after the sync in flight if there is one,
+// and ends the epochs of everything recorded so far, unless Open skipped
 // recovery (ForCheck): then the records of the previous run stay live for
 // the next Open to recover from.
 func (s *Store) syncDevice() error {
+	if err := s.settle(true); err != nil {
+		return err
+	}
+	t := s.tag()
 	if err := s.dev.Sync(); err != nil {
 		return s.ioErr("syncing disk", err)
 	}
+	s.mu.Lock()
+	s.unsynced = 0
+	s.mu.Unlock()
 	if !s.recoverySkipped {
-		s.newEpoch()
+		s.endEpoch(t + 1)
 	}
 	return nil
 }
@@ -377,14 +392,31 @@ func (s *Store) syncAllForSpace(tx *pram.Tx) error {
 }
 
 // maybeSync syncs when the data written since the last sync, or the
-// quarantine, reaches Options.SyncBytes.
+// quarantine, reaches Options.SyncBytes: in the background (bgsync.go),
+// unless Options.ForegroundSync. A writer that has written SyncBytes more
+// while a sync is still in flight waits for it: the disk is behind.
 func (s *Store) maybeSync(tx *pram.Tx) error {
-	s.mu.Lock()
-	over := s.unsynced >= s.o.SyncBytes
-	s.mu.Unlock()
-	if over || s.quarantined()*s.bs >= uint64(s.o.SyncBytes) {
+	over := func() bool {
+		s.mu.Lock()
+		over := s.unsynced >= s.o.SyncBytes
+		s.mu.Unlock()
+		return over || s.quarantined()*s.bs >= uint64(s.o.SyncBytes)
+	}
+	if !over() {
+		return nil
+	}
+	if !s.background() {
 		return s.syncAll(tx)
 	}
+	if s.inFlight() {
+		if err := s.settle(true); err != nil {
+			return err
+		}
+		if err := s.tidy(tx); err != nil || !over() {
+			return err
+		}
+	}
+	s.startSync()
 	return nil
 }
 
@@ -435,8 +467,8 @@ func (s *Store) tidySome(tx *pram.Tx) (bool, error) {
 		}
 		r := ql.get(c)
 		x := extent{Block(r[0]), Block(r[1])}
-		if x.b < 1 || x.e <= x.b || uint64(x.e) > s.super.Blocks || r[2] > cur {
-			return false, fmt.Errorf("%w: quarantine extent [%d, %d) of epoch %d (now %d)", ErrCorrupt, x.b, x.e, r[2], cur)
+		if x.b < 1 || x.e <= x.b || uint64(x.e) > s.super.Blocks || r[2] > s.tag() {
+			return false, fmt.Errorf("%w: quarantine extent [%d, %d) of epoch %d (now %d)", ErrCorrupt, x.b, x.e, r[2], s.tag())
 		}
 		if r[2] < cur {
 			q := s.quarantined()
@@ -515,7 +547,7 @@ func (s *Store) tidyFile(tx *pram.Tx, seg pram.Off, cur, room uint64) (bool, err
 			bad = err
 			return false
 		}
-		if e.epoch == cur {
+		if e.epoch >= cur {
 			live++
 			if len(runs) > 0 && runs[len(runs)-1].hi == math.MaxUint64 {
 				runs[len(runs)-1].hi = e.fb

@@ -51,6 +51,9 @@ func (s *Store) Write(tx *pram.Tx, seg pram.Off, off int64, data []byte) error {
 		return nil
 	}
 	if s.durable() {
+		if err := s.settle(false); err != nil {
+			return err
+		}
 		if err := s.tidy(tx); err != nil {
 			return err
 		}
@@ -113,10 +116,19 @@ func (s *Store) Flush(tx *pram.Tx, seg pram.Off) error {
 		return err
 	}
 	live, err := s.hasLive(seg)
-	if err != nil || !live {
-		return err
+	if err == nil && live && s.inFlight() {
+		// The sync in flight may cover all the file has written.
+		if err = s.settle(true); err == nil {
+			live, err = s.hasLive(seg)
+		}
 	}
-	return s.syncAll(tx)
+	if err == nil && live {
+		err = s.syncAll(tx)
+	}
+	if err == nil {
+		err = s.takeSyncErr()
+	}
+	return err
 }
 
 // flushBuffer writes and publishes the file's buffered data.
@@ -177,10 +189,16 @@ func (s *Store) FlushAll(tx *pram.Tx) error {
 	s.mu.Lock()
 	dirty := s.unsynced > 0
 	s.mu.Unlock()
+	var err error
 	if dirty {
-		return s.syncAll(tx)
+		err = s.syncAll(tx)
+	} else if err = s.settle(true); err == nil {
+		err = s.tidy(tx)
 	}
-	return s.tidy(tx)
+	if err == nil {
+		err = s.takeSyncErr()
+	}
+	return err
 }
 
 // Truncate sets the file's data to end at size: buffered data beyond it is
@@ -321,7 +339,7 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 	}
 	// Appends in place: partly covered written blocks, written since the
 	// last sync, zeros under the write.
-	cur := s.epoch()
+	cur := s.tag()
 	if s.durable() {
 		for i := range plan {
 			p := &plan[i]
@@ -370,7 +388,7 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 	if err != nil {
 		return err
 	}
-	if s.epoch() != cur {
+	if s.tag() != cur {
 		// Allocation synced the device to reclaim the quarantine: blocks
 		// to append to in place now hold synced data. Copy-on-write.
 		moved := false
@@ -641,8 +659,17 @@ func (s *Store) wroteUnsynced(n int64) {
 		s.kicked = 0
 	}
 	s.mu.Unlock()
-	if kb, ok := s.dev.(writebackStarter); kick && ok {
-		kb.startWriteback()
+	if kb, ok := s.dev.(writebackStarter); kick && ok && s.kicking.CompareAndSwap(false, true) {
+		// On a goroutine: starting writeback submits the I/O (block
+		// allocation of the image file, bios), which the writer need not
+		// wait for. One at a time; a start while one runs is dropped, the
+		// running one covers it.
+		s.bgWG.Add(1)
+		go func() {
+			defer s.bgWG.Done()
+			defer s.kicking.Store(false)
+			kb.startWriteback()
+		}()
 	}
 }
 
