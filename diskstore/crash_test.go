@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"conquest/alloc"
@@ -30,7 +32,61 @@ func (d *hookDevice) Sync() error {
 	return err
 }
 
+// syncBG is bgWorld's testSyncBG for a hookDevice: the hooks name the
+// background sync.
+func (d *hookDevice) syncBG(w *bgWorld) func(func() error) error {
+	return func(func() error) error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		d.hook("before background sync")
+		err := d.Device.Sync()
+		d.hook("after background sync")
+		return err
+	}
+}
+
 const sector = 512
+
+// bgWorld lets a crash test take its crash points in background syncs
+// (bgsync.go), which run on their own goroutine, at moments when the arena
+// and the model are at rest: an operation holds it from its start to the end
+// of its model update, except while the store waits for a background sync;
+// a background sync runs holding it, crash hooks included.
+type bgWorld struct {
+	mu    sync.Mutex
+	held  bool // by the test's goroutine, in an operation (only it reads this)
+	waits int  // times a writer waited for a background sync
+}
+
+func (w *bgWorld) options(o *Options) {
+	o.testSyncBG = func(sync func() error) error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return sync()
+	}
+	o.testWait = func(waiting bool) {
+		if !w.held {
+			return
+		}
+		if waiting {
+			w.waits++
+			w.mu.Unlock()
+		} else {
+			w.mu.Lock()
+		}
+	}
+}
+
+// run runs one operation and its model update.
+func (w *bgWorld) run(f func()) {
+	w.mu.Lock()
+	w.held = true
+	defer func() {
+		w.held = false
+		w.mu.Unlock()
+	}()
+	f()
+}
 
 // crashModel knows, for every file, which versions each sector may show
 // after a crash: zeros, or any version written there and not truncated
@@ -181,17 +237,33 @@ func (m *crashModel) verify(what string, arena []byte, disk Device) {
 // no leaked or shared block), the fsynced file must be intact, and no file
 // may show bytes that were never written to it (another file's, a deleted
 // file's, or stale ones).
+// TestCrashAtEveryDeviceOp takes a power failure at every write and sync
+// of a scripted workload, in both modes; DurableOnProcessCrash once with
+// the writer making its periodic syncs itself (ForegroundSync), and once
+// with them in the background every 256 KiB, where the crash points of a
+// background sync come while the writer goes on or waits for it.
 func TestCrashAtEveryDeviceOp(t *testing.T) {
-	for _, d := range []Durability{DurableOnProcessCrash, GatherInMemory} {
-		t.Run(d.String(), func(t *testing.T) { testCrashAtEveryDeviceOp(t, d) })
+	for _, c := range []struct {
+		name string
+		d    Durability
+		bg   bool
+	}{{"foreground", DurableOnProcessCrash, false}, {"background", DurableOnProcessCrash, true}, {"gather", GatherInMemory, false}} {
+		t.Run(c.name, func(t *testing.T) { testCrashAtEveryDeviceOp(t, c.d, c.bg) })
 	}
 }
 
-func testCrashAtEveryDeviceOp(t *testing.T, d Durability) {
+func testCrashAtEveryDeviceOp(t *testing.T, d Durability, bg bool) {
 	cd := NewCrashDevice(12 << 20)
 	hd := &hookDevice{Device: cd, hook: func(string) {}}
-	e := newEnv(t, envOpts{arenaSize: 4 << 20, blockSize: 4096, dev: hd,
-		o: Options{Durability: d, FileBuffer: 512 << 10, MaxExtent: 1 << 20}})
+	o := Options{Durability: d, FileBuffer: 512 << 10, MaxExtent: 1 << 20, ForegroundSync: !bg}
+	var w bgWorld
+	if bg {
+		o.SyncBytes = 256 << 10
+		w.options(&o)
+		o.testSyncBG = hd.syncBG(&w)
+	}
+	e := newEnv(t, envOpts{arenaSize: 4 << 20, blockSize: 4096, dev: hd, o: o})
+	bgPoints := 0
 	m := newCrashModel(t)
 	points := 0
 	// The gather-in-memory path is the previous default and cheap to cover:
@@ -203,6 +275,9 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability) {
 			return
 		}
 		points++
+		if strings.Contains(point, "background") {
+			bgPoints++
+		}
 		mode := CrashMode(points % 3)
 		// The in-flight operation's data may be on disk already.
 		saved := m.allowed
@@ -224,16 +299,22 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability) {
 	// transaction does.
 	op := func(f func(tx *pram.Tx) error, allow, commit func()) {
 		t.Helper()
-		m.pending = allow
-		if err := e.do(f); err != nil {
+		var err error
+		w.run(func() {
+			m.pending = allow
+			if err = e.do(f); err != nil {
+				return
+			}
+			m.pending = nil
+			if allow != nil {
+				allow()
+			}
+			if commit != nil {
+				commit()
+			}
+		})
+		if err != nil {
 			t.Fatal(err)
-		}
-		m.pending = nil
-		if allow != nil {
-			allow()
-		}
-		if commit != nil {
-			commit()
 		}
 	}
 	create := func(name string) {
@@ -337,10 +418,13 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability) {
 	if d == DurableOnProcessCrash && e.s.Stats().FastAppends-fast < 6 {
 		t.Fatalf("only %d of 12 small appends took the fast path", e.s.Stats().FastAppends-fast)
 	}
+	if bg && bgPoints < 4 {
+		t.Fatalf("only %d crash points in background syncs", bgPoints)
+	}
 	if points < 20 {
 		t.Fatalf("only %d crash points", points)
 	}
-	t.Logf("%d crash points verified; recovery: %+v", points, m.rec)
+	t.Logf("%d crash points verified (%d in background syncs, %d waits for one); recovery: %+v", points, bgPoints, w.waits, m.rec)
 	if d == DurableOnProcessCrash && (m.rec.Restored == 0 || m.rec.Zeroed == 0 || m.rec.Intact == 0) {
 		t.Fatalf("recovery never restored, zeroed or kept a block: %+v", m.rec)
 	}

@@ -227,12 +227,29 @@ func TestProcessCrashKeepsWrites(t *testing.T) {
 // sector fsynced and not written since reads exactly as fsynced, and the
 // consistency walk with data verification is clean.
 func TestPowerLossRandom(t *testing.T) {
+	for _, bg := range []bool{false, true} {
+		t.Run(map[bool]string{false: "foreground", true: "background"}[bg], func(t *testing.T) { testPowerLossRandom(t, bg) })
+	}
+}
+
+// testPowerLossRandom: with bg, the periodic syncs run in the background
+// (bgsync.go) and crash points come in them too.
+func testPowerLossRandom(t *testing.T, bg bool) {
 	seed := 77 * modelSeed()
+	if bg {
+		seed++
+	}
 	r := rand.New(rand.NewPCG(seed, 3))
 	cd := NewCrashDevice(12 << 20)
 	hd := &hookDevice{Device: cd, hook: func(string) {}}
-	e := newEnv(t, envOpts{arenaSize: 4 << 20, blockSize: 4096, dev: hd,
-		o: Options{SyncBytes: 512 << 10, MaxExtent: 512 << 10}})
+	o := Options{SyncBytes: 512 << 10, MaxExtent: 512 << 10, ForegroundSync: !bg}
+	var w bgWorld
+	if bg {
+		w.options(&o)
+		o.testSyncBG = hd.syncBG(&w)
+	}
+	e := newEnv(t, envOpts{arenaSize: 4 << 20, blockSize: 4096, dev: hd, o: o})
+	bgPoints := 0
 	m := newCrashModel(t)
 	names := map[*modelFile]string{}
 	var files []*modelFile
@@ -244,10 +261,14 @@ func TestPowerLossRandom(t *testing.T) {
 	}
 	points, ops := 0, 0
 	hd.hook = func(point string) {
-		if ops++; ops%5 != 0 {
+		inBG := strings.Contains(point, "background")
+		if ops++; ops%5 != 0 && !inBG {
 			return
 		}
 		points++
+		if inBG {
+			bgPoints++
+		}
 		saved := m.allowed
 		if m.pending != nil {
 			m.allowed = cloneAllowed(saved)
@@ -293,24 +314,30 @@ func TestPowerLossRandom(t *testing.T) {
 		case "destroy":
 			commit = func() { delete(m.allowed, name); delete(m.fixed, name) }
 		}
-		m.pending = allow
-		if err := e.do(o.f); err != nil {
+		var err error
+		w.run(func() {
+			m.pending = allow
+			if err = e.do(o.f); err != nil {
+				return
+			}
+			m.pending = nil
+			o.apply()
+			if allow != nil {
+				allow()
+			}
+			sync()
+			if commit != nil {
+				commit()
+			}
+		})
+		if err != nil {
 			t.Fatalf("seed %d step %d: %v: %v", seed, step, o, err)
 		}
-		m.pending = nil
-		o.apply()
-		if allow != nil {
-			allow()
-		}
-		sync()
-		if commit != nil {
-			commit()
-		}
 	}
-	hd.hook = func(string) {}
-	t.Logf("seed %d: %d crash points verified; recovery: %+v", seed, points, m.rec)
-	if points < 20 || m.rec.Restored == 0 || m.rec.Zeroed == 0 {
-		t.Fatalf("workload too weak: %d points, recovery %+v", points, m.rec)
+	w.run(func() { hd.hook = func(string) {} })
+	t.Logf("seed %d: %d crash points verified (%d in background syncs, %d waits for one); recovery: %+v", seed, points, bgPoints, w.waits, m.rec)
+	if points < 20 || m.rec.Restored == 0 || m.rec.Zeroed == 0 || bg && bgPoints < 4 {
+		t.Fatalf("workload too weak: %d points (%d in background syncs), recovery %+v", points, bgPoints, m.rec)
 	}
 	e.check(modelSizes(files))
 }
@@ -463,29 +490,40 @@ func TestQuarantineUntilSync(t *testing.T) {
 }
 
 // TestPeriodicSync: Options.SyncBytes bounds what is written but unsynced,
-// and with it the unsynced list.
+// and with it the unsynced list: SyncBytes itself when the writer syncs
+// (ForegroundSync), twice that with the syncs in the background (one in
+// flight, and as much again written before the writer waits for it).
 func TestPeriodicSync(t *testing.T) {
-	cd := NewCrashDevice(32 << 20)
-	e := newEnv(t, envOpts{blockSize: 4096, dev: cd, o: Options{SyncBytes: 1 << 20}})
-	a := e.newFile(1)
-	const size = 10 << 20
-	maxList := uint64(0)
-	for off := int64(0); off < size; off += 128 << 10 {
-		if err := e.write(a, off, pattern(1, off, 128<<10)); err != nil {
-			t.Fatal(err)
-		}
-		st := e.s.Stats()
-		if st.UnsyncedBytes >= 1<<20 {
-			t.Fatalf("%d bytes unsynced", st.UnsyncedBytes)
-		}
-		n, _ := e.s.unsyncedOf(a).length()
-		maxList = max(maxList, n)
+	for _, fg := range []bool{true, false} {
+		t.Run(fmt.Sprintf("foreground=%v", fg), func(t *testing.T) {
+			cd := NewCrashDevice(32 << 20)
+			e := newEnv(t, envOpts{blockSize: 4096, dev: cd, o: Options{SyncBytes: 1 << 20, ForegroundSync: fg}})
+			bound := uint64(1 << 20)
+			if !fg {
+				bound *= 2
+			}
+			a := e.newFile(1)
+			const size = 10 << 20
+			maxList := uint64(0)
+			for off := int64(0); off < size; off += 128 << 10 {
+				if err := e.write(a, off, pattern(1, off, 128<<10)); err != nil {
+					t.Fatal(err)
+				}
+				st := e.s.Stats()
+				if st.UnsyncedBytes >= bound {
+					t.Fatalf("%d bytes unsynced", st.UnsyncedBytes)
+				}
+				n, _ := e.s.unsyncedOf(a).length()
+				maxList = max(maxList, n)
+			}
+			e.must(func(tx *pram.Tx) error { return e.s.settle(true) })
+			syncs, _, _, pending := cd.Stats()
+			if syncs < 9 || maxList > bound/4096 || uint64(pending) > bound/(128<<10) {
+				t.Fatalf("%d syncs, %d records at most, %d writes pending", syncs, maxList, pending)
+			}
+			e.check(map[pram.Off]int64{a: size})
+		})
 	}
-	syncs, _, _, pending := cd.Stats()
-	if syncs < 9 || maxList > (1<<20)/4096 || pending > 8 {
-		t.Fatalf("%d syncs, %d records at most, %d writes pending", syncs, maxList, pending)
-	}
-	e.check(map[pram.Off]int64{a: size})
 }
 
 // TestFsyncSyncsWhatIsNeeded: Fsync syncs the device only for a file with
