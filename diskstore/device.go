@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -66,6 +67,9 @@ type fileDevice struct {
 	// if f is direct already, or the file system refuses O_DIRECT): see
 	// directReadMin.
 	dr *os.File
+	// prealloc: an image file on a file system that allocates its blocks
+	// on demand (not tmpfs); see preallocate.
+	prealloc atomic.Bool
 }
 
 // directReadMin is the smallest aligned read of an image file that
@@ -117,6 +121,10 @@ func OpenDevice(path string, o DeviceOptions) (Device, error) {
 		d.size = int64(n)
 	} else {
 		d.size = st.Size()
+	}
+	if !isBlock && !o.ReadOnly {
+		var fs unix.Statfs_t
+		d.prealloc.Store(unix.Fstatfs(int(f.Fd()), &fs) == nil && fs.Type != unix.TMPFS_MAGIC)
 	}
 	if direct {
 		d.bounce.New = func() any { b := AlignedBuffer(bounceSize); return &b }
@@ -245,6 +253,40 @@ func (d *fileDevice) Sync() error {
 		return &os.PathError{Op: "fdatasync", Path: d.path, Err: err}
 	}
 	return nil
+}
+
+// preallocate allocates the image file's blocks under [off, off+n), which
+// the store has just allocated to a file (fallocate; a block device, or an
+// image on tmpfs, where it would only take memory early, does nothing).
+// Writing into blocks of a sparse image makes its file system allocate
+// them as the data comes, and that allocation contends with the writeback
+// of what came before: 128 KiB pwrites into a sparse image measured 90-98
+// us each while a sync and writeback ran, 17-20 us into an allocated one
+// (1 GiB on ext4 here). A host file system that is full fails it with
+// ENOSPC, before any data is written.
+func (d *fileDevice) preallocate(off, n int64) error {
+	if !d.prealloc.Load() {
+		return nil
+	}
+	for {
+		err := unix.Fallocate(int(d.f.Fd()), 0, off, n)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+			d.prealloc.Store(false) // the file system cannot: blocks come with the writes
+			return nil
+		}
+		return &os.PathError{Op: "fallocate", Path: d.path, Err: err}
+	}
+}
+
+// preallocator is a device whose blocks are allocated on demand and can be
+// allocated ahead of the writes (preallocate).
+type preallocator interface {
+	preallocate(off, n int64) error
 }
 
 // startWriteback starts writing the file's dirty pages to the disk and

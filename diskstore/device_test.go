@@ -283,3 +283,49 @@ func TestImageFileDirectReads(t *testing.T) {
 		t.Fatalf("no readahead: %+v", st)
 	}
 }
+
+// TestImagePreallocated: blocks the store allocates to a file are allocated
+// in a sparse image at once (fallocate), the whole extent and not only what
+// was written, so that writes into them do not allocate; freed blocks stay
+// allocated in the image. On tmpfs nothing is preallocated.
+func TestImagePreallocated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk")
+	if err := CreateFile(path, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(path, &fs); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := OpenDevice(path, DeviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated := func() int64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512
+	}
+	before := allocated()
+	e := newEnv(t, envOpts{blockSize: 16 << 10, dev: dev})
+	seg := e.newFile(1)
+	if err := e.write(seg, 0, pattern(1, 0, 32<<10)); err != nil {
+		t.Fatal(err)
+	}
+	got := allocated() - before
+	if fs.Type == 0x01021994 { // tmpfs
+		if got > 64<<10 {
+			t.Fatalf("tmpfs image: %d bytes allocated for a 32 KiB write", got)
+		}
+		t.Skip("image on tmpfs: not preallocated, as intended")
+	}
+	if got < 1<<20 {
+		t.Fatalf("%d bytes of the image allocated after a 32 KiB write into a new file (its first extent is 1 MiB)", got)
+	}
+	if b, err := e.read(seg, 0, 32<<10); err != nil || !bytes.Equal(b, pattern(1, 0, 32<<10)) {
+		t.Fatalf("read back: %v", err)
+	}
+	e.check(map[pram.Off]int64{seg: 32 << 10})
+}

@@ -567,6 +567,11 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 				return allocs, err
 			}
 			allocs = append(allocs, allocation{fb + got, x})
+			if pa, ok := s.dev.(preallocator); ok {
+				if err := pa.preallocate(int64(uint64(x.b)*s.bs), int64(x.len()*s.bs)); err != nil {
+					return allocs, s.ioErr(fmt.Sprintf("allocating disk blocks [%d, %d) in the image", x.b, x.e), err)
+				}
+			}
 			// The run's blocks, and preallocated blocks after it that this
 			// batch writes too (they were holes), get their destination.
 			for k := uint64(0); k < x.len() && uint64(i)+got+k < uint64(len(plan)); k++ {
