@@ -284,10 +284,18 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 	}
 	bs := s.bs
 	n := fb1 - fb0
-	if uint64(len(s.scratch)) < n*bs {
-		s.scratch = AlignedBuffer(int(n * bs))
+	// One run covering every block (a large write, aligned): hash and write
+	// from the caller's data, without staging it.
+	whole := len(runs) == 1 && runs[0].off <= int64(fb0*bs) && runs[0].end() >= int64(fb1*bs)
+	var buf []byte
+	if whole {
+		buf = runs[0].data[int64(fb0*bs)-runs[0].off : int64(fb1*bs)-runs[0].off]
+	} else {
+		if uint64(len(s.scratch)) < n*bs {
+			s.scratch = AlignedBuffer(int(n * bs))
+		}
+		buf = s.scratch[:n*bs]
 	}
-	buf := s.scratch[:n*bs]
 	plan := make([]blk, n)
 	olds := make([]uint64, n)
 	if err := s.getSums(seg, fb0, olds); err != nil {
@@ -362,7 +370,7 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 	}
 	for _, r := range runs {
 		lo, hi := max(r.off, start), min(r.end(), stop)
-		if lo < hi {
+		if lo < hi && !whole {
 			copy(buf[lo-start:hi-start], r.data[lo-r.off:hi-r.off])
 		}
 	}
