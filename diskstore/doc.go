@@ -199,7 +199,9 @@
 // verified-block cache's mutex (blockcache.go) is a leaf. Readahead
 // goroutines take no lock and never read the arena: the foreground read
 // resolves blocks and checksums; cached data is tagged with the file's
-// generation, which every published change bumps.
+// generation, which every published change bumps. The goroutines of
+// background syncs and writeback starts take no lock either and touch only
+// the device; a sync's result is applied by a writer (bgsync.go).
 //
 // # Using the store from the core
 //
