@@ -228,7 +228,12 @@ func TestProcessCrashKeepsWrites(t *testing.T) {
 // consistency walk with data verification is clean.
 func TestPowerLossRandom(t *testing.T) {
 	for _, bg := range []bool{false, true} {
-		t.Run(map[bool]string{false: "foreground", true: "background"}[bg], func(t *testing.T) { testPowerLossRandom(t, bg) })
+		t.Run(map[bool]string{false: "foreground", true: "background"}[bg], func(t *testing.T) {
+			if raceEnabled && !bg {
+				t.Skip("under -race only the default mode (background syncs) runs")
+			}
+			testPowerLossRandom(t, bg)
+		})
 	}
 }
 

@@ -572,9 +572,10 @@ func TestLargeGiB(t *testing.T) {
 
 // TestLargeKill writes a 50 MiB file in 128 KiB writes without fsync and
 // kills the daemon with SIGKILL, then kills it again in the middle of
-// writing a second file: after each remount every byte whose write had
-// returned is there (the disk path writes through before it acknowledges)
-// and fsck is clean.
+// writing a second file, past 160 MiB, so that the disk's periodic syncs
+// (every 64 MiB, in the background) have started and one may be in flight:
+// after each remount every byte whose write had returned is there (the disk
+// path writes through before it acknowledges) and fsck is clean.
 func TestLargeKill(t *testing.T) {
 	const size, chunk = 50 << 20, 128 << 10
 	m := mounttest.MountProcess(t)
@@ -587,7 +588,7 @@ func TestLargeKill(t *testing.T) {
 
 	// Killed while writing b: everything acknowledged must be there; the
 	// write in flight may be, wholly or in part.
-	b := pattern{seed: 102, size: size}
+	b := pattern{seed: 102, size: 4 * size}
 	fd, err := unix.Open(m.Path("b"), unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -596,7 +597,7 @@ func TestLargeKill(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		buf := make([]byte, chunk)
-		for off := int64(0); off < size; off += chunk {
+		for off := int64(0); off < b.size; off += chunk {
 			b.fill(buf, off)
 			if err := writeAll(fd, buf); err != nil {
 				done <- err
@@ -606,7 +607,7 @@ func TestLargeKill(t *testing.T) {
 		}
 		done <- nil
 	}()
-	for acked.Load() < 20<<20 {
+	for acked.Load() < 160<<20 {
 		time.Sleep(time.Millisecond)
 	}
 	m.Kill()

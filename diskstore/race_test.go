@@ -1,0 +1,7 @@
+//go:build race
+
+package diskstore
+
+// raceEnabled: the race detector slows the crash-point tests about tenfold;
+// under it they run the default mode only (background syncs).
+const raceEnabled = true
