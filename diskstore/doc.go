@@ -15,8 +15,11 @@
 //     always coalesced, in an xlist (a directory over small sorted leaves,
 //     xlist.go); allocation takes the goal block when it is free (a growing
 //     file continues where it ends on disk: O(log n)), else the first free
-//     run of the wanted length after the goal (a scan, O(n) in free extents
-//     at worst), else the longest run. The free map also holds the list of
+//     run of the wanted length among the 64 free extents after the goal,
+//     else the first after where the last longer search ended (the rover),
+//     else the first after the goal anywhere (a scan, O(n) in free extents
+//     at worst), else the longest run. Extents held for a checkpoint do not
+//     count (freemap.go). The free map also holds the list of
 //     files with unsynced records and the quarantine (unsynced.go);
 //   - the stats record (root slot 6): number of large files, counters of
 //     checksum and I/O errors, the sync epoch, the quarantine's size, and

@@ -204,6 +204,9 @@ func (s *Store) allocExtent(tx *pram.Tx, want uint64, goal Block) (extent, error
 	return s.allocFree(tx, want, goal)
 }
 
+// firstFitNear bounds allocFree's first scan from its goal.
+const firstFitNear = 64
+
 // allocFree is allocExtent without the sync.
 func (s *Store) allocFree(tx *pram.Tx, want uint64, goal Block) (extent, error) {
 	if want == 0 {
@@ -229,32 +232,61 @@ func (s *Store) allocFree(tx *pram.Tx, want uint64, goal Block) (extent, error) 
 			}
 		}
 	}
-	// First fit from goal, wrapping.
+	// First fit from goal, over at most firstFitNear free extents; then
+	// from where the last search that went that far ended (s.rover); then
+	// from goal again, over everything, wrapping. The near scan keeps a file
+	// close to its data. It is bounded because the extents near a goal are
+	// often blocks freed since the last checkpoint and held (a random
+	// rewrite frees one beside every goal): skipping thousands of them
+	// took a fifth of the daemon's CPU under 8 KiB random writes.
 	var best extent
 	var bestCur xcur
-	for pass := 0; pass < 2; pass++ {
-		if pass == 0 {
-			c, ok, err = l.seekGE(uint64(goal))
-		} else {
-			c, ok, err = l.first()
-		}
-		for ok && err == nil {
-			f := l.get(c)
-			if pass == 1 && Block(f[0]) >= goal {
+	scan := func(from Block, limit int, wrap bool) (extent, xcur, bool, error) {
+		for pass := 0; pass < 2; pass++ {
+			if pass == 0 {
+				c, ok, err = l.seekGE(uint64(from))
+			} else if wrap {
+				c, ok, err = l.first()
+			} else {
 				break
 			}
-			x := s.usable(extent{Block(f[0]), Block(f[1])}, 0, want)
-			if x.len() == want {
-				return x, s.takeExtent(tx, c, x)
+			for n := 0; ok && err == nil; n++ {
+				f := l.get(c)
+				if pass == 1 && Block(f[0]) >= from || limit > 0 && n >= limit {
+					break
+				}
+				s.scanned++
+				x := s.usable(extent{Block(f[0]), Block(f[1])}, 0, want)
+				if x.len() == want {
+					return x, c, true, nil
+				}
+				if x.len() > best.len() {
+					best, bestCur = x, c
+				}
+				c, ok, err = l.next(c)
 			}
-			if x.len() > best.len() {
-				best, bestCur = x, c
+			if err != nil {
+				return extent{}, xcur{}, false, err
 			}
-			c, ok, err = l.next(c)
 		}
-		if err != nil {
-			return extent{}, err
+		return extent{}, xcur{}, false, nil
+	}
+	x, xc, found, err := scan(goal, firstFitNear, false)
+	if err == nil && !found && s.rover > 0 && uint64(s.rover) < s.super.Blocks {
+		if x, xc, found, err = scan(s.rover, firstFitNear, false); found {
+			s.rover = x.e
 		}
+	}
+	if err == nil && !found {
+		if x, xc, found, err = scan(goal, 0, true); found {
+			s.rover = x.e
+		}
+	}
+	if err != nil {
+		return extent{}, err
+	}
+	if found {
+		return x, s.takeExtent(tx, xc, x)
 	}
 	if best.len() == 0 {
 		return extent{}, fmt.Errorf("%w: %d free blocks, all freed by this operation", ErrNoSpace, s.freeBlocks())

@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -141,4 +142,48 @@ func TestFreeMapModel(t *testing.T) {
 	if maxExtents < 1000 {
 		t.Fatalf("only %d extents: the directory was not exercised", maxExtents)
 	}
+}
+
+// TestAllocSkipsHeldNearGoal: with many blocks held for the next checkpoint
+// beside a file (each random rewrite of a shadowed arena's file frees one),
+// an allocation examines at most firstFitNear free extents near its goal,
+// then continues where the last long search ended, instead of walking
+// every held extent each time.
+func TestAllocSkipsHeldNearGoal(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096, dev: NewMemDevice(64 << 20)})
+	e.s.shadowed = true // nothing releases the hold: no checkpoint is ever made here
+	seg := e.newFile(1)
+	const blocks = 2048
+	e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, 0, pattern(1, 0, blocks*4096)) })
+	// Rewrite every other block of the first half: each leaves its old
+	// block free but held.
+	for b := int64(0); b < blocks/2; b += 2 {
+		if err := e.write(seg, b*4096, pattern(2, b*4096, 4096)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.s.mu.Lock()
+	held := len(e.s.hold)
+	e.s.mu.Unlock()
+	if held < 400 {
+		t.Fatalf("only %d extents held", held)
+	}
+	// The first search past them walks them all and leaves the rover at
+	// what it found; the next ones do not.
+	if err := e.write(seg, 1*4096, pattern(3, 1*4096, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []int64{3, 5, 7} {
+		before := e.s.scanned
+		if err := e.write(seg, b*4096, pattern(3, b*4096, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.s.scanned - before; n > firstFitNear+2 {
+			t.Fatalf("rewriting block %d examined %d free extents (%d held)", b, n, held)
+		}
+	}
+	if got, err := e.read(seg, 3*4096, 4096); err != nil || !bytes.Equal(got, pattern(3, 3*4096, 4096)) {
+		t.Fatalf("read back: %v", err)
+	}
+	e.check(map[pram.Off]int64{seg: blocks * 4096})
 }

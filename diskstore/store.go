@@ -229,6 +229,8 @@ type Store struct {
 	unsynced   int64                   // bytes written to the device since its last sync
 	kicked     int64                   // bytes written since writeback was last started (kickBytes)
 	syncing    int64                   // bytes the sync in flight covers (bgsync.go)
+	rover      Block                   // where allocFree's last long search ended (writers only)
+	scanned    uint64                  // free extents allocFree has examined (tests; writers only)
 	needTidy   bool                    // stale unsynced records or quarantine may exist
 	// hold: extents freed by committed transactions that the last durable
 	// checkpoint of a shadowed arena may still give to a file
