@@ -46,6 +46,17 @@ func newGatedSyncs(o *Options) *gatedSyncs {
 // release lets one held sync run.
 func (g *gatedSyncs) release() { g.permits <- struct{}{} }
 
+// newGatedEnv is a store on a CrashDevice with 4 KiB blocks, a sync every
+// 64 KiB and its background syncs gated.
+func newGatedEnv(t *testing.T) (*env, *CrashDevice, *gatedSyncs) {
+	cd := NewCrashDevice(16 << 20)
+	o := Options{SyncBytes: 64 << 10}
+	g := newGatedSyncs(&o)
+	e := newEnv(t, envOpts{blockSize: 4096, dev: cd, o: o})
+	t.Cleanup(func() { close(g.crashed) })
+	return e, cd, g
+}
+
 func (g *gatedSyncs) counts() (ran, waited int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -58,11 +69,7 @@ func (g *gatedSyncs) counts() (ran, waited int) {
 // sync, a block the sync had not made durable yet; a power failure then
 // zeroed the whole block, fsynced bytes the rewrites never touched included.
 func TestBackgroundSyncRewriteWaits(t *testing.T) {
-	cd := NewCrashDevice(16 << 20)
-	o := Options{SyncBytes: 64 << 10}
-	g := newGatedSyncs(&o)
-	e := newEnv(t, envOpts{blockSize: 4096, dev: cd, o: o})
-	defer close(g.crashed)
+	e, cd, g := newGatedEnv(t)
 	a, c := e.newFile(1), e.newFile(2)
 	v0 := pattern(1, 0, 4*4096)
 	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, 0, v0) }) // fsynced
@@ -115,11 +122,7 @@ func TestBackgroundSyncRewriteWaits(t *testing.T) {
 // sync's contents (or zeros), fsynced data is intact, and the next epoch
 // starts beyond both tags.
 func TestBackgroundSyncPowerLossInFlight(t *testing.T) {
-	cd := NewCrashDevice(16 << 20)
-	o := Options{SyncBytes: 64 << 10}
-	g := newGatedSyncs(&o)
-	e := newEnv(t, envOpts{blockSize: 4096, dev: cd, o: o})
-	defer close(g.crashed)
+	e, cd, g := newGatedEnv(t)
 	a, b := e.newFile(1), e.newFile(2)
 	va := pattern(1, 0, 64<<10)
 	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, 0, va) }) // fsynced
@@ -177,11 +180,7 @@ func TestBackgroundSyncPowerLossInFlight(t *testing.T) {
 // it covered stale (the quarantine it held is freed by the next write), and
 // Fsync of a file whose records it covers needs no sync of its own.
 func TestBackgroundSyncEndsEpoch(t *testing.T) {
-	cd := NewCrashDevice(16 << 20)
-	o := Options{SyncBytes: 64 << 10}
-	g := newGatedSyncs(&o)
-	e := newEnv(t, envOpts{blockSize: 4096, dev: cd, o: o})
-	defer close(g.crashed)
+	e, cd, g := newGatedEnv(t)
 	a := e.newFile(1)
 	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, 0, pattern(1, 0, 128<<10)) })
 	if err := e.write(a, 0, pattern(2, 0, 96<<10)); err != nil { // rewrites: quarantine, then a sync
