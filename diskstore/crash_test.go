@@ -324,8 +324,10 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability, bg bool) {
 	}
 	create := func(name string) {
 		var seg pram.Off
-		op(func(tx *pram.Tx) (err error) { seg, err = e.s.NewFile(tx, uint64(len(m.seg)+1)); return err }, nil, nil)
-		m.seg[name], m.size[name] = seg, 0
+		// The model changes in commit, under the bgWorld lock that a
+		// background sync's crash points take.
+		op(func(tx *pram.Tx) (err error) { seg, err = e.s.NewFile(tx, uint64(len(m.seg)+1)); return err }, nil,
+			func() { m.seg[name], m.size[name] = seg, 0 })
 	}
 	write := func(name string, off int64, n int, through bool) {
 		tag++
@@ -347,8 +349,7 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability, bg bool) {
 	}
 	destroy := func(name string) {
 		seg := m.seg[name]
-		op(func(tx *pram.Tx) error { return e.s.Destroy(tx, seg) }, nil, nil)
-		delete(m.seg, name)
+		op(func(tx *pram.Tx) error { return e.s.Destroy(tx, seg) }, nil, func() { delete(m.seg, name) })
 	}
 
 	create("F")
@@ -380,8 +381,7 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability, bg bool) {
 			return err
 		}
 		return e.s.WriteThrough(tx, mseg, 0, mdata)
-	}, func() { m.allow("M", mt, 0, len(mdata)) }, nil)
-	m.seg["M"], m.size["M"] = mseg, int64(len(mdata))
+	}, func() { m.allow("M", mt, 0, len(mdata)) }, func() { m.seg["M"], m.size["M"] = mseg, int64(len(mdata)) })
 
 	size := int64(1<<20 + 3*sector) // inside a 4 KiB block: its tail is zeroed by copy-on-write
 	op(func(tx *pram.Tx) error { return e.s.Truncate(tx, m.seg["A"], size) }, nil, func() {
@@ -420,6 +420,12 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability, bg bool) {
 			flush("L")
 		}
 	}
+	// Let a background sync still in flight land, then take no more crash
+	// points: what follows reads the counters and the model.
+	w.run(func() {
+		e.must(func(tx *pram.Tx) error { return e.s.settle(true) })
+		hd.hook = func(string) {}
+	})
 	if d == DurableOnProcessCrash && e.s.Stats().FastAppends-fast < 6 {
 		t.Fatalf("only %d of 12 small appends took the fast path", e.s.Stats().FastAppends-fast)
 	}
@@ -433,7 +439,6 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability, bg bool) {
 	if d == DurableOnProcessCrash && (m.rec.Restored == 0 || m.rec.Zeroed == 0 || m.rec.Intact == 0) {
 		t.Fatalf("recovery never restored, zeroed or kept a block: %+v", m.rec)
 	}
-	hd.hook = func(string) {}
 	final := map[pram.Off]int64{}
 	for name, seg := range m.seg {
 		final[seg] = m.size[name]

@@ -339,7 +339,10 @@ func testPowerLossRandom(t *testing.T, bg bool) {
 			t.Fatalf("seed %d step %d: %v: %v", seed, step, o, err)
 		}
 	}
-	w.run(func() { hd.hook = func(string) {} })
+	w.run(func() {
+		e.must(func(tx *pram.Tx) error { return e.s.settle(true) })
+		hd.hook = func(string) {}
+	})
 	t.Logf("seed %d: %d crash points verified (%d in background syncs, %d waits for one); recovery: %+v", seed, points, bgPoints, w.waits, m.rec)
 	if points < 20 || m.rec.Restored == 0 || m.rec.Zeroed == 0 || bg && bgPoints < 4 {
 		t.Fatalf("workload too weak: %d points (%d in background syncs), recovery %+v", points, bgPoints, m.rec)
