@@ -1,9 +1,6 @@
 package diskstore
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // Background syncs (DurableOnProcessCrash).
 //
@@ -157,12 +154,10 @@ func (s *Store) settle(wait bool) error {
 	return nil
 }
 
-// takeSyncErr returns, once, the failure of a background sync.
+// takeSyncErr returns, once, the failure of a background sync (an ioErr:
+// ErrIO, or ErrNoSpace).
 func (s *Store) takeSyncErr() error {
 	err := s.syncErr
 	s.syncErr = nil
-	if err != nil && !errors.Is(err, ErrIO) && !errors.Is(err, ErrNoSpace) {
-		err = fmt.Errorf("%w: %w", ErrIO, err)
-	}
 	return err
 }
