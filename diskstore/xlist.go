@@ -164,11 +164,16 @@ func (l xlist) get(c xcur) rec {
 }
 
 func (l xlist) encode(r rec) []byte {
-	b := make([]byte, l.recBytes())
+	var b [len(rec{}) * 8]byte
+	return l.encodeInto(&b, r)
+}
+
+// encodeInto encodes r into b and returns the record's bytes, a prefix of b.
+func (l xlist) encodeInto(b *[len(rec{}) * 8]byte, r rec) []byte {
 	for j := 0; j < l.words; j++ {
 		binary.LittleEndian.PutUint64(b[8*j:], r[j])
 	}
-	return b
+	return b[:l.recBytes()]
 }
 
 // findLeaf is the index of the last leaf whose first key is <= key (0 if
@@ -289,7 +294,8 @@ func (l xlist) length() (uint64, error) {
 
 // set overwrites the record at c. The caller keeps the list ordered.
 func (l xlist) set(tx *pram.Tx, c xcur, r rec) error {
-	tx.SetBytes(l.recOff(c.leaf, c.i), l.encode(r))
+	var eb [len(rec{}) * 8]byte
+	tx.SetBytes(l.recOff(c.leaf, c.i), l.encodeInto(&eb, r))
 	if c.i == 0 {
 		h, err := l.head()
 		if err != nil {
@@ -334,9 +340,10 @@ func (l xlist) insert(tx *pram.Tx, r rec) error {
 		}
 	}
 	// Shift [i, n) right by one record and store r at i.
-	tail := l.a.Bytes(l.recOff(lf, i), uint64((lf.n-i)*l.recBytes()))
-	nb := append(l.encode(r), tail...)
-	tx.SetBytes(l.recOff(lf, i), nb)
+	at, rb := l.recOff(lf, i), l.recBytes()
+	tx.Move(at+pram.Off(rb), at, uint64((lf.n-i)*rb))
+	var eb [len(rec{}) * 8]byte
+	tx.SetBytes(at, l.encodeInto(&eb, r))
 	tx.Set32(lf.off, uint32(lf.n+1))
 	if i == 0 {
 		tx.Set64(dirKeyOff(h, lf.idx), r[0])
@@ -462,10 +469,7 @@ func (l xlist) remove(tx *pram.Tx, c xcur) error {
 		return err
 	}
 	lf := c.leaf
-	tail := l.a.Bytes(l.recOff(lf, c.i+1), uint64((lf.n-c.i-1)*l.recBytes()))
-	if len(tail) > 0 {
-		tx.SetBytes(l.recOff(lf, c.i), append([]byte(nil), tail...))
-	}
+	tx.Move(l.recOff(lf, c.i), l.recOff(lf, c.i+1), uint64((lf.n-c.i-1)*l.recBytes()))
 	lf.n--
 	tx.Set32(lf.off, uint32(lf.n))
 	tx.Set64(l.hdr+xhCount, h.count-1)
@@ -483,7 +487,7 @@ func (l xlist) remove(tx *pram.Tx, c xcur) error {
 			return err
 		}
 		if lf.n+nl.n <= lf.cap/2 {
-			tx.SetBytes(l.recOff(lf, lf.n), append([]byte(nil), l.a.View(l.recOff(nl, 0), uint64(nl.n*l.recBytes()))...))
+			tx.Move(l.recOff(lf, lf.n), l.recOff(nl, 0), uint64(nl.n*l.recBytes()))
 			tx.Set32(lf.off, uint32(lf.n+nl.n))
 			tx.Set32(nl.off, 0)
 			return l.dropLeaf(tx, h, nl)
@@ -520,10 +524,7 @@ func (l xlist) removeRange(tx *pram.Tx, lo, hi uint64, fn func(r rec) error) err
 			return nil
 		}
 		k := j - i
-		tail := l.a.Bytes(l.recOff(lf, j), uint64((lf.n-j)*l.recBytes()))
-		if len(tail) > 0 {
-			tx.SetBytes(l.recOff(lf, i), append([]byte(nil), tail...))
-		}
+		tx.Move(l.recOff(lf, i), l.recOff(lf, j), uint64((lf.n-j)*l.recBytes()))
 		lf.n -= k
 		tx.Set32(lf.off, uint32(lf.n))
 		tx.Set64(l.hdr+xhCount, h.count-uint64(k))
@@ -552,10 +553,7 @@ func (l xlist) dropLeaf(tx *pram.Tx, h xhead, lf xleaf) error {
 		tx.Set32(l.hdr+xhDirCap, 0)
 		return nil
 	}
-	tail := l.a.Bytes(dirKeyOff(h, lf.idx+1), uint64((h.nleaves-lf.idx-1)*dirEntrySize))
-	if len(tail) > 0 {
-		tx.SetBytes(dirKeyOff(h, lf.idx), append([]byte(nil), tail...))
-	}
+	tx.Move(dirKeyOff(h, lf.idx), dirKeyOff(h, lf.idx+1), uint64((h.nleaves-lf.idx-1)*dirEntrySize))
 	tx.Set32(l.hdr+xhNLeaves, uint32(h.nleaves-1))
 	return nil
 }

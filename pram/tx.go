@@ -131,6 +131,17 @@ func (tx *Tx) SetBytes(off Off, b []byte) {
 	copy(tx.a.Bytes(off, uint64(len(b))), b)
 }
 
+// Move copies the n bytes at src to dst, journaling dst; the ranges may
+// overlap (a shift inside a sorted array).
+func (tx *Tx) Move(dst, src Off, n uint64) {
+	if n == 0 {
+		return
+	}
+	from := tx.a.View(src, n)
+	tx.Touch(dst, n)
+	copy(tx.a.Bytes(dst, n), from)
+}
+
 // Zero clears [off, off+n).
 func (tx *Tx) Zero(off Off, n uint64) {
 	tx.Touch(off, n)

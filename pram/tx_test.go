@@ -66,6 +66,35 @@ func TestTxAbort(t *testing.T) {
 	a.Begin().Commit()
 }
 
+// TestTxMove: Move shifts overlapping ranges both ways, as copy does, and
+// Abort restores the bytes it overwrote.
+func TestTxMove(t *testing.T) {
+	a, _ := newTestArena(t, 2<<20)
+	h := a.Geometry().HeapOff
+	copy(a.Bytes(h, 16), "0123456789abcdef")
+	before := append([]byte(nil), a.View(h, 16)...)
+	tx := a.Begin()
+	tx.Move(h+4, h, 8) // right by 4: 0123 01234567 cdef
+	if got := string(a.View(h, 16)); got != "012301234567cdef" {
+		t.Fatalf("right shift: %q", got)
+	}
+	tx.Move(h, h+2, 10) // left by 2: 2301234567 67cdef
+	if got := string(a.View(h, 16)); got != "230123456767cdef" {
+		t.Fatalf("left shift: %q", got)
+	}
+	tx.Move(h, h, 0)
+	tx.Abort()
+	if got := a.View(h, 16); !bytes.Equal(got, before) {
+		t.Errorf("Abort left %q, want %q", got, before)
+	}
+	tx = a.Begin()
+	tx.Move(h+8, h, 8)
+	tx.Commit()
+	if got := string(a.View(h, 16)); got != "0123456701234567" {
+		t.Errorf("committed move: %q", got)
+	}
+}
+
 // TestTxStoreRanges: journaled stores to the superblock's static part, the
 // journal itself, or across the superblock page panic before changing
 // anything.
