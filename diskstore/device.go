@@ -70,7 +70,18 @@ type fileDevice struct {
 	// prealloc: an image file on a file system that allocates its blocks
 	// on demand (not tmpfs); see preallocate.
 	prealloc atomic.Bool
+	// allocated has a bit for each preallocChunk of the image that a
+	// fallocate has allocated (the store never gives space back to the
+	// image's file system, so a bit once set stays true).
+	allocated []atomic.Uint64
+	fallocs   atomic.Int64 // fallocate calls made (tests)
 }
+
+// preallocChunk is the unit in which preallocate allocates the image and
+// remembers what it has allocated: random rewrites allocate a block at a
+// time, and a fallocate call for each, almost always of space allocated
+// long before, was 2.5 us of each 8 KiB random write.
+const preallocChunk = 1 << 20
 
 // directReadMin is the smallest aligned read of an image file that
 // bypasses the page cache: readahead windows and other large reads. Cold
@@ -125,6 +136,10 @@ func OpenDevice(path string, o DeviceOptions) (Device, error) {
 	if !isBlock && !o.ReadOnly {
 		var fs unix.Statfs_t
 		d.prealloc.Store(unix.Fstatfs(int(f.Fd()), &fs) == nil && fs.Type != unix.TMPFS_MAGIC)
+		if d.prealloc.Load() {
+			chunks := (d.size + preallocChunk - 1) / preallocChunk
+			d.allocated = make([]atomic.Uint64, (chunks+63)/64)
+		}
 	}
 	if direct {
 		d.bounce.New = func() any { b := AlignedBuffer(bounceSize); return &b }
@@ -264,14 +279,32 @@ func (d *fileDevice) Sync() error {
 // us each while a sync and writeback ran, 17-20 us into an allocated one
 // (1 GiB on ext4 here). A host file system that is full fails it with
 // ENOSPC, before any data is written.
+//
+// It allocates whole preallocChunks (within the image's size) and skips
+// chunks it has allocated before.
 func (d *fileDevice) preallocate(off, n int64) error {
-	if !d.prealloc.Load() {
+	if !d.prealloc.Load() || n <= 0 {
 		return nil
 	}
+	c0, c1 := off/preallocChunk, (off+n+preallocChunk-1)/preallocChunk
+	for c0 < c1 && d.chunkAllocated(c0) {
+		c0++
+	}
+	for c1 > c0 && d.chunkAllocated(c1-1) {
+		c1--
+	}
+	if c0 == c1 {
+		return nil
+	}
+	off, end := c0*preallocChunk, min(c1*preallocChunk, d.size)
 	for {
-		err := unix.Fallocate(int(d.f.Fd()), 0, off, n)
+		d.fallocs.Add(1)
+		err := unix.Fallocate(int(d.f.Fd()), 0, off, end-off)
 		switch {
 		case err == nil:
+			for c := c0; c < c1; c++ {
+				d.allocated[c/64].Or(1 << (c % 64))
+			}
 			return nil
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -281,6 +314,11 @@ func (d *fileDevice) preallocate(off, n int64) error {
 		}
 		return &os.PathError{Op: "fallocate", Path: d.path, Err: err}
 	}
+}
+
+// chunkAllocated reports whether chunk c of the image was preallocated.
+func (d *fileDevice) chunkAllocated(c int64) bool {
+	return c >= 0 && c/64 < int64(len(d.allocated)) && d.allocated[c/64].Load()&(1<<(c%64)) != 0
 }
 
 // preallocator is a device whose blocks are allocated on demand and can be

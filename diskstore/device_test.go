@@ -329,3 +329,62 @@ func TestImagePreallocated(t *testing.T) {
 	}
 	e.check(map[pram.Off]int64{seg: 32 << 10})
 }
+
+// TestPreallocateOnce: preallocate allocates the image in whole 1 MiB
+// chunks, never past the image's end, and calls fallocate only for chunks
+// it has not allocated before (random rewrites allocate a block at a time).
+func TestPreallocateOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk")
+	const size = 8<<20 + 16<<10 // the last chunk is partial
+	if err := CreateFile(path, size); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := OpenDevice(path, DeviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	d := dev.(*fileDevice)
+	if !d.prealloc.Load() {
+		t.Skip("image on tmpfs: not preallocated, as intended")
+	}
+	stat := func() (blocks, size int64) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Blocks * 512, st.Size
+	}
+	calls := func(want int64, what string) {
+		t.Helper()
+		if got := d.fallocs.Load(); got != want {
+			t.Fatalf("%s: %d fallocate calls, want %d", what, got, want)
+		}
+	}
+	b0, _ := stat()
+	must := func(off, n int64) {
+		t.Helper()
+		if err := d.preallocate(off, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(5<<20+16<<10, 16<<10)
+	calls(1, "first block")
+	if b, _ := stat(); b-b0 < 1<<20 {
+		t.Fatalf("%d bytes allocated, want the whole 1 MiB chunk", b-b0)
+	}
+	must(5<<20+512<<10, 64<<10)
+	calls(1, "a block of the same chunk")
+	must(5<<20+1000<<10, 100<<10) // chunk 5 (done) and chunk 6
+	calls(2, "a range into the next chunk")
+	if b, _ := stat(); b-b0 < 2<<20 || b-b0 > 2<<20+64<<10 {
+		t.Fatalf("%d bytes allocated after chunks 5 and 6, want 2 MiB", b-b0)
+	}
+	must(size-16<<10, 16<<10) // the partial last chunk
+	calls(3, "the last block")
+	if _, sz := stat(); sz != size {
+		t.Fatalf("the image grew to %d bytes, want %d", sz, size)
+	}
+	must(size-16<<10, 16<<10)
+	calls(3, "the last block again")
+}
