@@ -284,7 +284,10 @@ func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 	}
 	must(t, Mkfs(P, "", mo))
 	opts := Options{Logf: func(string, ...any) {},
-		Disk: diskstore.Options{Durability: mode, FileBuffer: 48 << 10, TotalBuffer: 96 << 10, MaxExtent: 64 << 10, SyncBytes: 256 << 10}}
+		Disk: diskstore.Options{Durability: mode, FileBuffer: 48 << 10, TotalBuffer: 96 << 10, MaxExtent: 64 << 10, SyncBytes: 256 << 10,
+			// The writer syncs itself: where a background sync lands changes
+			// which stores the next operation makes, and the crash points count them.
+			ForegroundSync: true}}
 	// open opens an arena with a copy of dev (nil: no disk) and returns the
 	// copy, which holds the disk's state from then on.
 	open := func(path string, dev *diskstore.CrashDevice) (*FS, *diskstore.CrashDevice) {

@@ -533,7 +533,10 @@ func testDiskCrashNoForeignData(t *testing.T, mode diskstore.Durability) {
 	pdev := diskstore.NewCrashDevice(16 << 20)
 	must(t, Mkfs(P, "", MkfsOptions{PramSize: 8 << 20, Device: pdev, LargeFileThreshold: 16 << 10, DiskBlockSize: 4096}))
 	opts := Options{Logf: func(string, ...any) {},
-		Disk: diskstore.Options{Durability: mode, FileBuffer: 64 << 10, MaxExtent: 128 << 10, SyncBytes: 512 << 10}}
+		Disk: diskstore.Options{Durability: mode, FileBuffer: 64 << 10, MaxExtent: 128 << 10, SyncBytes: 512 << 10,
+			// The writer syncs itself: where a background sync lands changes
+			// which stores the next operation makes, and the crash points count them.
+			ForegroundSync: true}}
 	img := readImage(t, P)
 
 	type fileModel struct {
