@@ -280,8 +280,9 @@ func (d *fileDevice) Sync() error {
 // (1 GiB on ext4 here). A host file system that is full fails it with
 // ENOSPC, before any data is written.
 //
-// It allocates whole preallocChunks (within the image's size) and skips
-// chunks it has allocated before.
+// It allocates whole preallocChunks (within the image's size; only the
+// range itself if the chunks do not fit) and skips chunks it has allocated
+// before.
 func (d *fileDevice) preallocate(off, n int64) error {
 	if !d.prealloc.Load() || n <= 0 {
 		return nil
@@ -296,17 +297,22 @@ func (d *fileDevice) preallocate(off, n int64) error {
 	if c0 == c1 {
 		return nil
 	}
-	off, end := c0*preallocChunk, min(c1*preallocChunk, d.size)
+	from, end := c0*preallocChunk, min(c1*preallocChunk, d.size)
+	exact := false // only [off, off+n), not whole chunks
 	for {
 		d.fallocs.Add(1)
-		err := unix.Fallocate(int(d.f.Fd()), 0, off, end-off)
+		err := unix.Fallocate(int(d.f.Fd()), 0, from, end-from)
 		switch {
 		case err == nil:
-			for c := c0; c < c1; c++ {
+			for c := c0; c < c1 && !exact; c++ {
 				d.allocated[c/64].Or(1 << (c % 64))
 			}
 			return nil
 		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ENOSPC) && !exact && (from != off || end != off+n):
+			// The host file system may still hold what the store needs.
+			from, end, exact = off, off+n, true
 			continue
 		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
 			d.prealloc.Store(false) // the file system cannot: blocks come with the writes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -387,4 +388,70 @@ func TestPreallocateOnce(t *testing.T) {
 	}
 	must(size-16<<10, 16<<10)
 	calls(3, "the last block again")
+}
+
+// TestPreallocateFullHost: on a host file system without room for a whole
+// chunk, preallocate still allocates the range the store asked for (and
+// remembers no chunk), and a range that does not fit either is ENOSPC.
+func TestPreallocateFullHost(t *testing.T) {
+	mkfs, err := exec.LookPath("mkfs.ext4")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and mkfs.ext4 (a small ext4 on a loop device)")
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "host.img"), filepath.Join(dir, "host")
+	if err := CreateFile(img, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(mkfs, "-q", "-F", "-m", "0", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v %s", err, out)
+	}
+	if err := os.Mkdir(mnt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot loop-mount ext4 here: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", mnt, err, out)
+		}
+	})
+	path := filepath.Join(mnt, "disk")
+	if err := CreateFile(path, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := OpenDevice(path, DeviceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	d := dev.(*fileDevice)
+	if !d.prealloc.Load() {
+		t.Fatal("an image on ext4 is not preallocated")
+	}
+	// Fill the host but for about 512 KiB.
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &fs); err != nil {
+		t.Fatal(err)
+	}
+	filler, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	if err := syscall.Fallocate(int(filler.Fd()), 0, 0, int64(fs.Bfree)*fs.Bsize-512<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.preallocate(4<<20+16<<10, 64<<10); err != nil {
+		t.Fatalf("64 KiB with about 512 KiB free: %v", err)
+	}
+	if d.fallocs.Load() != 2 || d.chunkAllocated(4) {
+		t.Fatalf("%d fallocate calls, chunk 4 remembered %v: want the chunk tried, then the range alone",
+			d.fallocs.Load(), d.chunkAllocated(4))
+	}
+	err = d.preallocate(8<<20, 1<<20)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("1 MiB with about 448 KiB free: %v, want ENOSPC", err)
+	}
 }
