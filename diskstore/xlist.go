@@ -193,10 +193,15 @@ func (l xlist) findLeaf(h xhead, key uint64) int {
 
 // lowerBound is the first slot of lf whose key is >= key (lf.n if none).
 func (l xlist) lowerBound(lf xleaf, key uint64) int {
+	// One view of the leaf's records (leaf checked its bounds), read
+	// directly: a bounds-checked arena load per probe was most of the cost
+	// of the searches under every random write.
+	rb := l.recBytes()
+	recs := l.a.View(l.recOff(lf, 0), uint64(lf.n*rb))
 	lo, hi := 0, lf.n
 	for lo < hi {
 		m := (lo + hi) / 2
-		if l.key(lf, m) < key {
+		if binary.LittleEndian.Uint64(recs[m*rb:]) < key {
 			lo = m + 1
 		} else {
 			hi = m
