@@ -331,12 +331,10 @@ func TestImagePreallocated(t *testing.T) {
 	e.check(map[pram.Off]int64{seg: 32 << 10})
 }
 
-// TestPreallocateOnce: preallocate allocates the image in whole 1 MiB
-// chunks, never past the image's end, and calls fallocate only for chunks
-// it has not allocated before (random rewrites allocate a block at a time).
-func TestPreallocateOnce(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "disk")
-	const size = 8<<20 + 16<<10 // the last chunk is partial
+// newImageDevice creates a sparse image file of size bytes at path and
+// opens it; the device is closed when the test ends.
+func newImageDevice(t *testing.T, path string, size int64) *fileDevice {
+	t.Helper()
 	if err := CreateFile(path, size); err != nil {
 		t.Fatal(err)
 	}
@@ -344,8 +342,17 @@ func TestPreallocateOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
-	d := dev.(*fileDevice)
+	t.Cleanup(func() { dev.Close() })
+	return dev.(*fileDevice)
+}
+
+// TestPreallocateOnce: preallocate allocates the image in whole 1 MiB
+// chunks, never past the image's end, and calls fallocate only for chunks
+// it has not allocated before (random rewrites allocate a block at a time).
+func TestPreallocateOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk")
+	const size = 8<<20 + 16<<10 // the last chunk is partial
+	d := newImageDevice(t, path, size)
 	if !d.prealloc.Load() {
 		t.Skip("image on tmpfs: not preallocated, as intended")
 	}
@@ -417,16 +424,7 @@ func TestPreallocateFullHost(t *testing.T) {
 			t.Errorf("umount %s: %v %s", mnt, err, out)
 		}
 	})
-	path := filepath.Join(mnt, "disk")
-	if err := CreateFile(path, 32<<20); err != nil {
-		t.Fatal(err)
-	}
-	dev, err := OpenDevice(path, DeviceOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	d := dev.(*fileDevice)
+	d := newImageDevice(t, filepath.Join(mnt, "disk"), 32<<20)
 	if !d.prealloc.Load() {
 		t.Fatal("an image on ext4 is not preallocated")
 	}
