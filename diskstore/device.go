@@ -74,6 +74,7 @@ type fileDevice struct {
 	// fallocate has allocated (the store never gives space back to the
 	// image's file system, so a bit once set stays true).
 	allocated []atomic.Uint64
+	noWiden   atomic.Bool  // a whole-chunk fallocate failed: allocate only ranges
 	fallocs   atomic.Int64 // fallocate calls made (tests)
 }
 
@@ -280,9 +281,14 @@ func (d *fileDevice) Sync() error {
 // (1 GiB on ext4 here). A host file system that is full fails it with
 // ENOSPC, before any data is written.
 //
-// It allocates whole preallocChunks (within the image's size; only the
-// range itself if the chunks do not fit) and skips chunks it has allocated
-// before.
+// It allocates the range first, then, as a best effort, the whole
+// preallocChunks around it (within the image's size), and skips chunks it
+// has allocated before. The range comes first because a fallocate that
+// fails with ENOSPC keeps what it allocated before it ran out: a chunk
+// tried first on a nearly full host could take the room the range needed.
+// For the same reason chunks are allocated only while the host has
+// widenMargin free beyond them, and after a failure only ranges are
+// (noWiden).
 func (d *fileDevice) preallocate(off, n int64) error {
 	if !d.prealloc.Load() || n <= 0 {
 		return nil
@@ -298,21 +304,49 @@ func (d *fileDevice) preallocate(off, n int64) error {
 		return nil
 	}
 	from, end := c0*preallocChunk, min(c1*preallocChunk, d.size)
-	exact := false // only [off, off+n), not whole chunks
+	lo, hi := max(off, from), min(off+n, end) // the range, less allocated chunks
+	if err := d.fallocate(lo, hi-lo); err != nil || !d.prealloc.Load() {
+		return err
+	}
+	if lo != from || hi != end {
+		if d.noWiden.Load() || !d.hostHasRoom(end-from) {
+			return nil
+		}
+		if err := d.fallocate(from, end-from); err != nil {
+			d.noWiden.Store(true) // most likely ENOSPC; the range is allocated
+			return nil
+		}
+	}
+	for c := c0; c < c1; c++ {
+		d.allocated[c/64].Or(1 << (c % 64))
+	}
+	return nil
+}
+
+// widenMargin is the free space a host file system must keep beyond a
+// chunk for preallocate to allocate the chunk (a variable for tests).
+var widenMargin int64 = 64 << 20
+
+// hostHasRoom reports whether the image's file system has n bytes free and
+// widenMargin more.
+func (d *fileDevice) hostHasRoom(n int64) bool {
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(d.f.Fd()), &st) != nil {
+		return false
+	}
+	return int64(st.Bavail)*st.Bsize >= n+widenMargin
+}
+
+// fallocate allocates [off, off+n) of the image. A file system that cannot
+// turns preallocation off (and is no error).
+func (d *fileDevice) fallocate(off, n int64) error {
 	for {
 		d.fallocs.Add(1)
-		err := unix.Fallocate(int(d.f.Fd()), 0, from, end-from)
+		err := unix.Fallocate(int(d.f.Fd()), 0, off, n)
 		switch {
 		case err == nil:
-			for c := c0; c < c1 && !exact; c++ {
-				d.allocated[c/64].Or(1 << (c % 64))
-			}
 			return nil
 		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.ENOSPC) && !exact && (from != off || end != off+n):
-			// The host file system may still hold what the store needs.
-			from, end, exact = off, off+n, true
 			continue
 		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
 			d.prealloc.Store(false) // the file system cannot: blocks come with the writes

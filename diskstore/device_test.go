@@ -346,7 +346,7 @@ func newImageDevice(t *testing.T, path string, size int64) *fileDevice {
 	return dev.(*fileDevice)
 }
 
-// TestPreallocateOnce: preallocate allocates the image in whole 1 MiB
+// TestPreallocateOnce: preallocate allocates the range and then the whole 1 MiB
 // chunks, never past the image's end, and calls fallocate only for chunks
 // it has not allocated before (random rewrites allocate a block at a time).
 func TestPreallocateOnce(t *testing.T) {
@@ -377,29 +377,30 @@ func TestPreallocateOnce(t *testing.T) {
 		}
 	}
 	must(5<<20+16<<10, 16<<10)
-	calls(1, "first block")
+	calls(2, "first block (the block, then its chunk)")
 	if b, _ := stat(); b-b0 < 1<<20 {
 		t.Fatalf("%d bytes allocated, want the whole 1 MiB chunk", b-b0)
 	}
 	must(5<<20+512<<10, 64<<10)
-	calls(1, "a block of the same chunk")
+	calls(2, "a block of the same chunk")
 	must(5<<20+1000<<10, 100<<10) // chunk 5 (done) and chunk 6
-	calls(2, "a range into the next chunk")
+	calls(4, "a range into the next chunk")
 	if b, _ := stat(); b-b0 < 2<<20 || b-b0 > 2<<20+64<<10 {
 		t.Fatalf("%d bytes allocated after chunks 5 and 6, want 2 MiB", b-b0)
 	}
-	must(size-16<<10, 16<<10) // the partial last chunk
-	calls(3, "the last block")
+	must(size-16<<10, 16<<10) // the partial last chunk, all of it
+	calls(5, "the last block")
 	if _, sz := stat(); sz != size {
 		t.Fatalf("the image grew to %d bytes, want %d", sz, size)
 	}
 	must(size-16<<10, 16<<10)
-	calls(3, "the last block again")
+	calls(5, "the last block again")
 }
 
 // TestPreallocateFullHost: on a host file system without room for a whole
 // chunk, preallocate still allocates the range the store asked for (and
-// remembers no chunk), and a range that does not fit either is ENOSPC.
+// remembers no chunk, and allocates only ranges from then on), and a range
+// that does not fit either is ENOSPC.
 func TestPreallocateFullHost(t *testing.T) {
 	mkfs, err := exec.LookPath("mkfs.ext4")
 	if err != nil || os.Geteuid() != 0 {
@@ -441,15 +442,33 @@ func TestPreallocateFullHost(t *testing.T) {
 	if err := syscall.Fallocate(int(filler.Fd()), 0, 0, int64(fs.Bfree)*fs.Bsize-512<<10); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.preallocate(4<<20+16<<10, 64<<10); err != nil {
+	// Near the end of its chunk: a failed fallocate of the chunk would keep
+	// what it allocated from the chunk's start, so on a host this full
+	// only the range is allocated.
+	if err := d.preallocate(4<<20+900<<10, 64<<10); err != nil {
 		t.Fatalf("64 KiB with about 512 KiB free: %v", err)
 	}
-	if d.fallocs.Load() != 2 || d.chunkAllocated(4) {
-		t.Fatalf("%d fallocate calls, chunk 4 remembered %v: want the chunk tried, then the range alone",
+	if d.fallocs.Load() != 1 || d.chunkAllocated(4) {
+		t.Fatalf("%d fallocate calls, chunk 4 remembered %v: want the range alone",
 			d.fallocs.Load(), d.chunkAllocated(4))
+	}
+	if err := d.preallocate(6<<20+16<<10, 16<<10); err != nil || d.fallocs.Load() != 2 {
+		t.Fatalf("16 KiB more: %v, %d calls; want the range alone", err, d.fallocs.Load())
+	}
+	// A chunk that fails all the same (as if another writer took the room
+	// after the check) leaves the range allocated and turns widening off.
+	defer func(m int64) { widenMargin = m }(widenMargin)
+	widenMargin = -2 << 20
+	if err := d.preallocate(7<<20+512<<10, 16<<10); err != nil || d.fallocs.Load() != 4 || !d.noWiden.Load() || d.chunkAllocated(7) {
+		t.Fatalf("a chunk that does not fit: %v, %d calls, widening off %v, chunk 7 remembered %v; want the range, then the chunk tried and given up",
+			err, d.fallocs.Load(), d.noWiden.Load(), d.chunkAllocated(7))
+	}
+	_ = d.preallocate(3<<20+16<<10, 16<<10) // the failed chunk may have taken the rest
+	if d.fallocs.Load() != 5 {
+		t.Fatalf("%d calls after widening was turned off, want 5 (the range alone)", d.fallocs.Load())
 	}
 	err = d.preallocate(8<<20, 1<<20)
 	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("1 MiB with about 448 KiB free: %v, want ENOSPC", err)
+		t.Fatalf("1 MiB with less than 512 KiB free: %v, want ENOSPC", err)
 	}
 }
