@@ -27,7 +27,7 @@ func TestNoSpaceThroughMount(t *testing.T) {
 	cacheModes(t, func(t *testing.T, wb bool) {
 		dir := t.TempDir()
 		m := mountNew(t, filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img"), 16<<20, wb)
-		noSpaceArena(t, m)
+		noSpaceArena(t, m, wb)
 		noSpaceDisk(t, m, wb)
 	})
 }
@@ -57,12 +57,17 @@ func isNoSpace(t *testing.T, what string, err error) {
 // writeSynced opens path with flags (and O_WRONLY|O_CREAT), writes data,
 // fsyncs and closes it, and returns the first error.
 func writeSynced(path string, flags int, data []byte) error {
+	return writeFile(path, flags, data, true)
+}
+
+// writeFile is writeSynced, with the fsync only if sync.
+func writeFile(path string, flags int, data []byte, sync bool) error {
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC|flags, 0o644)
 	if err != nil {
 		return err
 	}
 	err = writeAll(fd, data)
-	if err == nil {
+	if err == nil && sync {
 		err = unix.Fsync(fd)
 	}
 	if cerr := unix.Close(fd); err == nil {
@@ -71,14 +76,22 @@ func writeSynced(path string, flags int, data []byte) error {
 	return err
 }
 
-// writeSmall creates path with the 3000 bytes of pattern seed, fsyncs and
-// closes it, and returns the first error.
-func writeSmall(path string, seed uint64) error {
+// writeSmall creates path with the 3000 bytes of pattern seed, fsyncs it
+// if sync, closes it, and returns the first error.
+//
+// Write-through, a write that finds the arena full fails itself, so the
+// fill loops fsync only now and then (each fsync is a checkpoint: a device
+// sync). With the writeback cache the data reaches the file system only at
+// fsync, so there every file is fsync'd, or its ENOSPC would go unseen.
+func writeSmall(path string, seed uint64, sync bool) error {
 	p := pattern{seed: seed, size: 3000}
 	buf := make([]byte, p.size)
 	p.fill(buf, 0)
-	return writeSynced(path, unix.O_EXCL, buf)
+	return writeFile(path, unix.O_EXCL, buf, sync)
 }
+
+// syncEvery is how often the write-through fill loops fsync (see writeSmall).
+const syncEvery = 64
 
 // checkPrefix checks that path holds pattern p's bytes: exactly p.size of
 // them when exact, else a prefix of them (bytes past synced may also read
@@ -107,11 +120,11 @@ func checkPrefix(t *testing.T, path string, p pattern, exact bool, synced int64)
 
 // noSpaceArena fills the arena with small files, then tries every other
 // kind of object, then frees half and writes again.
-func noSpaceArena(t *testing.T, m *mounttest.Mounted) {
+func noSpaceArena(t *testing.T, m *mounttest.Mounted, wb bool) {
 	n := 0
 	var err error
 	for ; n < 100000; n++ {
-		if err = writeSmall(m.Path(fmt.Sprint("s", n)), uint64(n)); err != nil {
+		if err = writeSmall(m.Path(fmt.Sprint("s", n)), uint64(n), wb || n%syncEvery == 0); err != nil {
 			break
 		}
 	}
@@ -159,12 +172,12 @@ func noSpaceArena(t *testing.T, m *mounttest.Mounted) {
 	}
 	for i := 0; i < (n-1000)/4; i++ {
 		path := m.Path(fmt.Sprint("again", i))
-		err := writeSmall(path, uint64(1e6+i))
+		err := writeSmall(path, uint64(1e6+i), wb || i%syncEvery == 0)
 		// The kernel forgets unlinked inodes asynchronously; give it time.
 		for deadline := time.Now().Add(10 * time.Second); errors.Is(err, unix.ENOSPC) && time.Now().Before(deadline); {
 			time.Sleep(20 * time.Millisecond)
 			unix.Unlink(path)
-			err = writeSmall(path, uint64(1e6+i))
+			err = writeSmall(path, uint64(1e6+i), wb || i%syncEvery == 0)
 		}
 		if err != nil {
 			t.Fatalf("after freeing half the small files, writing file %d: %v", i, err)
@@ -289,7 +302,7 @@ func TestArenaBackingFull(t *testing.T) {
 			t.Skip("cannot mount a tmpfs")
 		}
 		m := mountNew(t, filepath.Join(small, "pram.img"), filepath.Join(t.TempDir(), "disk.img"), 64<<20, wb)
-		noSpaceArena(t, m)
+		noSpaceArena(t, m, wb)
 		var st unix.Statfs_t
 		if err := unix.Statfs(small, &st); err != nil || st.Bfree*uint64(st.Bsize) > 4<<20 {
 			t.Errorf("the tmpfs under the arena has %d bytes free (%v): the arena filled before it did", st.Bfree*uint64(st.Bsize), err)
@@ -324,7 +337,7 @@ func TestFreeOnFullArena(t *testing.T) {
 	}
 	filled := 0
 	for ; ; filled++ {
-		err := writeSmall(filepath.Join(m.Dir, fmt.Sprintf("s%d", filled)), uint64(filled))
+		err := writeSmall(filepath.Join(m.Dir, fmt.Sprintf("s%d", filled)), uint64(filled), filled%syncEvery == 0)
 		if err != nil {
 			isNoSpace(t, "creating a small file", err)
 			break
