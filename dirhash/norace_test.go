@@ -1,0 +1,5 @@
+//go:build !race
+
+package dirhash
+
+const raceEnabled = false
