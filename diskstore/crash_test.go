@@ -252,6 +252,7 @@ func TestCrashAtEveryDeviceOp(t *testing.T) {
 			if raceEnabled && c.name == "foreground" {
 				t.Skip("under -race only the default mode (background syncs) runs")
 			}
+			skipGatherUnderRace(t, c.d)
 			testCrashAtEveryDeviceOp(t, c.d, c.bg)
 		})
 	}

@@ -15,7 +15,10 @@ import (
 // or on disk) is all there. Both durability modes.
 func TestFaultEveryOp(t *testing.T) {
 	for _, d := range []Durability{DurableOnProcessCrash, GatherInMemory} {
-		t.Run(d.String(), func(t *testing.T) { testFaultEveryOp(t, d) })
+		t.Run(d.String(), func(t *testing.T) {
+			skipGatherUnderRace(t, d)
+			testFaultEveryOp(t, d)
+		})
 	}
 }
 

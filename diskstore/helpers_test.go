@@ -251,3 +251,15 @@ func isPattern(b []byte, tag uint32, off int64) bool {
 }
 
 func isErr(err, target error) bool { return err != nil && errors.Is(err, target) }
+
+// skipGatherUnderRace skips an exhaustive test's GatherInMemory run under
+// the race detector. That mode is reachable only from tests (the core and
+// the CLI always use DurableOnProcessCrash), the runs are single-threaded,
+// and under -race each costs tens of seconds (TestFaultEveryOp's took 28
+// s); without -race they run as before.
+func skipGatherUnderRace(t *testing.T, d Durability) {
+	t.Helper()
+	if raceEnabled && d == GatherInMemory {
+		t.Skip("GatherInMemory (a test-only mode) runs without -race only")
+	}
+}

@@ -25,6 +25,10 @@ func TestModelRandomOps(t *testing.T) {
 		bsz uint32
 		d   Durability
 	}{{4096, DurableOnProcessCrash}, {16 << 10, DurableOnProcessCrash}, {64 << 10, DurableOnProcessCrash}, {4096, GatherInMemory}} {
+		if raceEnabled && c.d == GatherInMemory {
+			t.Logf("block size %d, %v: runs without -race only (see skipGatherUnderRace)", c.bsz, c.d)
+			continue
+		}
 		bsz := c.bsz
 		seed := uint64(bsz) * 7919 * modelSeed()
 		t.Logf("block size %d, %v, seed %d", bsz, c.d, seed)
