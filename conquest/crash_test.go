@@ -265,6 +265,9 @@ func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewSource(seed))
 	ops, points := 60, 48
+	if raceEnabled {
+		points = 24 // 60 operations, 48 crash points each: 39 s under -race
+	}
 	if disk {
 		ops, points = 25, 32
 		if raceEnabled {
