@@ -141,3 +141,81 @@ func TestFullDiskCheckpointsBeforeReuse(t *testing.T) {
 		fs.Release(at.Ino, h)
 	}
 }
+
+// TestPowerLossZeroedBlockRewritten (found by review; a block written
+// with zeros is now unmapped): a block of an fsync'd large file is
+// overwritten with a whole block of zeros (diskstore kept the block mapped
+// with checksum 0), then with new data. writeBlocks took "mapped, checksum
+// 0" for "holds no data" and wrote the new data in place, over the disk block
+// that the last durable checkpoint still gives to the file with the fsync'd
+// contents' checksum. A power loss before the next checkpoint brings the arena
+// back to that checkpoint: the block must read as fsync'd, but its disk block
+// was overwritten (no unsynced record exists in that checkpoint to repair it),
+// so the read failed with EIO and the fsync'd bytes were lost.
+func TestPowerLossZeroedBlockRewritten(t *testing.T) {
+	e := newPowerLossEnv(t, 24<<20, t.Logf)
+	fs := e.open(e.live, true)
+	old := pattern(1<<20, 1)
+	x := makeFile(t, fs, "x", old)
+	must(t, fs.Fsync(x, false)) // device synced, checkpoint made
+	h := openRW(t, fs, x, O_RDWR)
+	const off = 16 * 4096 // one 4 KiB disk block, aligned
+	writeFile(t, fs, x, h, off, make([]byte, 4096))
+	writeFile(t, fs, x, h, off, pattern(4096, 7))
+	fs.Release(x, h)
+	// Another file's writes sync the disk in the background (SyncBytes).
+	makeFile(t, fs, "y", pattern(1<<20, 3))
+	// No fsync, no checkpoint: the power fails.
+	fs = e.powerLoss(t, fs)
+	wantContent(t, fs, "/x", old)
+}
+
+// TestPowerLossAbortedAppendAfterSync (found by review; Store.Abort now
+// syncs the appends it undoes): one write(2) appends in place to the partial
+// last block of a large file (that block was written since the last disk
+// sync, so it takes an intent instead of copy-on-write), goes on past
+// SyncBytes so that a disk sync lands inside the same transaction (made by
+// the writer here, at a known point; a background sync that lands in time
+// does the same), ending the epoch: the block's unsynced record is now
+// stale. Then it fails: a pwrite further on gets ENOSPC (the image's host
+// file system is full), a plain ErrNoSpace, so no checkpoint-and-retry
+// follows. Store.Abort rolls the arena back and revertInPlace writes the
+// block back without the append; it did not sync the disk. An fsync of a
+// directory then makes a checkpoint (no disk sync needed), and the power
+// fails: the arena says the block holds the file's 1000 bytes and has no
+// live record, while the disk still has the synced block with the append.
+// The file, which read fine before the power loss, then failed its checksum
+// (Check reported it, reads returned EIO).
+func TestPowerLossAbortedAppendAfterSync(t *testing.T) {
+	e := newPowerLossEnv(t, 8<<20, t.Logf)
+	fault := diskstore.NewFaultDevice(e.live, nil)
+	o := Options{Logf: t.Logf, Device: fault, Disk: diskstore.Options{SyncBytes: 256 << 10, ForegroundSync: true}}
+	o.Arena.Interval = -1
+	o.Arena.WrapImage = func(f pram.ImageFile) pram.ImageFile {
+		e.img = pram.NewCrashImage(f, pram.CrashLoseAll, nil)
+		return e.img
+	}
+	fs, err := Open(e.path, "", o)
+	must(t, err)
+	const synced = 17 * 4096
+	want := pattern(synced+1000, 1)
+	x := makeFile(t, fs, "x", want[:synced])
+	must(t, fs.Fsync(x, false)) // disk synced, checkpoint
+	h := openRW(t, fs, x, O_RDWR)
+	writeFile(t, fs, x, h, synced, want[synced:]) // new block 17: live record
+	syncs := fs.ds.Stats().Syncs
+	// The host file system is full from 3 MiB into the image on.
+	fault.SetInjector(diskstore.InRange(diskstore.OpWrite, 3<<20, 8<<20, diskstore.FaultNoSpace))
+	if n, err := fs.Write(x, h, synced+1000, pattern(4<<20, 2), false); err != ErrNoSpace {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	fault.SetInjector(nil)
+	if fs.ds.Stats().Syncs == syncs {
+		t.Fatal("no disk sync landed during the write")
+	}
+	wantContent(t, fs, "/x", want) // fine so far
+	must(t, fs.FsyncDir(RootIno))  // a checkpoint, no disk sync
+	fs.Release(x, h)
+	fs = e.powerLoss(t, fs)
+	wantContent(t, fs, "/x", want)
+}

@@ -796,3 +796,57 @@ func TestAppendInPlaceRollback(t *testing.T) {
 		e.check(map[pram.Off]int64{a: int64(len(model))})
 	}
 }
+
+// errLaterStep stands for a later step of an operation that fails.
+var errLaterStep = errors.New("a later step of the operation failed")
+
+// TestAbortAfterSyncUndoesAppendsDurably (found by review; Abort now syncs
+// the undone appends, as Open's recovery does): a transaction appends in
+// place to a block written since the last sync (an intent), then syncs the
+// device (a later Write of the same operation passes SyncBytes), then
+// aborts (a later step fails, e.g. ENOSPC). The sync made the appended
+// bytes durable and ended the epoch, so the block's unsynced record is now
+// stale. Abort's revertInPlace writes the block back without the append but
+// does not sync, and clears the intent. After a power loss that keeps the
+// arena (a checkpoint made after the abort, e.g. by an fsync that needed no
+// device sync) but loses the unsynced revert, the block holds the appended
+// bytes, its checksum is the one before the append, and no live record or
+// intent repairs it: the read fails with EIO, although the file's bytes were
+// synced.
+func TestAbortAfterSyncUndoesAppendsDurably(t *testing.T) {
+	cd := NewCrashDevice(16 << 20)
+	e := newEnv(t, envOpts{blockSize: 4096, dev: cd, o: Options{ForegroundSync: true, SyncBytes: 256 << 10}})
+	a, b := e.newFile(1), e.newFile(2)
+	model := pattern(1, 0, 1000) // block 0, partly
+	if err := e.write(a, 0, model); err != nil {
+		t.Fatal(err)
+	}
+	err := e.do(func(tx *pram.Tx) error {
+		if err := e.s.Write(tx, a, 1000, pattern(2, 1000, 500)); err != nil { // in place
+			return err
+		}
+		if len(e.s.intents) != 1 {
+			t.Fatalf("append not in place: %d intents", len(e.s.intents))
+		}
+		syncs, _, _, _ := cd.Stats()
+		if err := e.s.Write(tx, b, 0, pattern(3, 0, 512<<10)); err != nil { // passes SyncBytes
+			return err
+		}
+		if s2, _, _, _ := cd.Stats(); s2 == syncs {
+			t.Fatal("no sync")
+		}
+		return errLaterStep
+	})
+	if err != errLaterStep {
+		t.Fatal(err)
+	}
+	if got, err := e.read(a, 0, len(model)); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("after abort: %v", err)
+	}
+	// The power fails; the arena is as after the abort.
+	e.crash(cd.Crash(CrashLoseAll, 1))
+	if got, err := e.read(a, 0, len(model)); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("after power loss: %v (recovery %+v)", err, e.s.Recovery())
+	}
+	e.check(map[pram.Off]int64{a: int64(len(model)), b: 0})
+}

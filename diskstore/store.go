@@ -567,8 +567,18 @@ func (s *Store) Abort(tx *pram.Tx) {
 	intents := append([]intentRec(nil), s.intents...)
 	s.mu.Unlock()
 	if len(intents) > 0 {
-		// Blocks appended to in place: back to what the arena says again.
-		if _, err := s.revertInPlace(intents, true); err != nil {
+		// Blocks appended to in place: back to what the arena says again,
+		// and synced, as Open's recovery does: a device sync that landed
+		// inside tx made the appended bytes durable and the blocks'
+		// unsynced records stale, so nothing else would repair them if a
+		// power loss kept the appends and not their undoing.
+		n, err := s.revertInPlace(intents, true)
+		if err == nil && n > 0 {
+			if serr := s.dev.Sync(); serr != nil {
+				err = s.ioErr("syncing disk after undoing appends", serr)
+			}
+		}
+		if err != nil {
 			s.o.Logf("diskstore: undoing appends of an aborted operation: %v (Open will retry)", err)
 			s.mu.Lock()
 			s.intents = s.intents[:0] // the slots stay valid for Open

@@ -379,8 +379,16 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 		p.sum = s.blockSum(seed, fb0+uint64(i), buf[uint64(i)*bs:uint64(i+1)*bs])
 		switch {
 		case p.sum == 0:
-			// Zeros need no disk block: a hole stays a hole, a mapped block
-			// keeps its place and reads as zeros by its checksum.
+			// Zeros need no disk block: a hole stays a hole, and a block
+			// that held data is unmapped and freed (held until no durable
+			// checkpoint maps it), as PunchHole does with whole blocks.
+			// Kept mapped with checksum 0, the next write would take it for
+			// a block that never held data and land in place, over the
+			// bytes the last durable checkpoint may still map there with
+			// their checksum: a power loss would bring that checkpoint
+			// back with a block that fails it.
+			p.inPlace = false
+			p.cow = p.disk != 0 && p.old != 0
 		case p.disk != 0 && p.old == 0:
 			p.dst = p.disk // holds no data: written in place
 		case p.inPlace && p.sum == p.old:
@@ -437,6 +445,14 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 				continue
 			}
 			if kept[i], err = s.noteUnsynced(tx, seg, fb0+uint64(i), &plan[i]); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range plan {
+		if p := plan[i]; p.cow && p.dst == 0 {
+			// Now a hole: no contents of a last sync to restore.
+			if err := s.dropUnsynced(tx, seg, fb0+uint64(i), fb0+uint64(i)+1); err != nil {
 				return err
 			}
 		}
