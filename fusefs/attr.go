@@ -53,11 +53,11 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 	if r.Valid.Handle() {
 		in.Handle = uint64(r.Handle)
 	}
-	if in.Valid == 0 {
-		// Nothing to set: the kernel sends chown(-1, -1) this way (a
-		// ctime-only change it does not pass on unless it keeps times
-		// itself). ext4 marks ctime for it, so the core does too.
-		in.Valid = conquest.SetTouch
+	if in.Valid&^conquest.SetCtime == 0 {
+		// Nothing to set (ctime at most, with the writeback cache):
+		// chown(-1, -1), which marks ctime on ext4, or a removal of
+		// privileges (killpriv.go).
+		in = s.emptySetattr(r, in)
 	}
 	const killOnTruncate = conquest.SetKillSUIDGID | conquest.SetSize
 	if in.Valid&(killOnTruncate|conquest.SetMode|conquest.SetUID|conquest.SetGID) == killOnTruncate {

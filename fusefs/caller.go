@@ -50,17 +50,23 @@ func procGroups(pid uint32) ([]uint32, bool) {
 	return gs, true
 }
 
-// capSysAdmin is CAP_SYS_ADMIN's bit in a capability set.
-const capSysAdmin = 21
+// Capability bits in a capability set.
+const (
+	capFsetid   = 4
+	capSysAdmin = 21
+)
 
-// callerIsAdmin reports whether the caller of h has CAP_SYS_ADMIN in its
+// callerIsAdmin reports whether the caller of h has CAP_SYS_ADMIN.
+func callerIsAdmin(h *fuse.Header) bool { return callerHasCap(h, capSysAdmin) }
+
+// callerHasCap reports whether the caller of h has capability bit in its
 // effective set. When that cannot be read, a caller with uid 0 counts as
 // having it.
-func callerIsAdmin(h *fuse.Header) bool {
+func callerHasCap(h *fuse.Header, bit uint) bool {
 	if h.Pid != 0 {
 		if rest, ok := procStatus(h.Pid, "CapEff:"); ok {
 			if caps, err := strconv.ParseUint(string(bytes.TrimSpace(rest)), 16, 64); err == nil {
-				return caps&(1<<capSysAdmin) != 0
+				return caps&(1<<bit) != 0
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package fusefs
 
 import (
+	"time"
+
 	"bazil.org/fuse"
 
 	"conquest/conquest"
@@ -65,4 +67,73 @@ func (s *Server) dropSGID(node conquest.Ino, c conquest.Cred) error {
 		Mode:  a.Mode & 0o7777 &^ conquest.S_ISGID,
 	}, c)
 	return err
+}
+
+// Removals of privileges that arrive as an empty SETATTR.
+//
+// The kernel passes FATTR_KILL_SUIDGID only with a uid, gid or size; when
+// it means to clear S_ISUID/S_ISGID otherwise, it drops its kill flags
+// (HANDLE_KILLPRIV_V2 leaves the clearing to the daemon) and sends a
+// SETATTR that sets nothing (ctime at most, with the writeback cache). Two
+// calls do that: chown(-1, -1), by any caller (chown_common asks for the
+// kill on every non-directory), and the removal of privileges before
+// fallocate by a caller without CAP_FSETID (file_modified). ext4 then clears
+// S_ISUID, and S_ISGID when group-exec is set or the caller is neither in
+// the file's group nor has CAP_FSETID (setattr_should_drop_sgid).
+//
+// The same empty SETATTR also follows the removal of a file capability
+// (security.capability) when a caller with CAP_FSETID writes to a file that
+// has one: there only the capability goes (the kernel removes it itself,
+// with a REMOVEXATTR just before), and set-user-ID stays. Such a removal by
+// the same thread less than a second before marks that case. (Left wrong:
+// chown(-1, -1) by root of a file that has both set-user-ID and a
+// capability keeps set-user-ID, which ext4 clears.)
+
+// capabilityXattr is the attribute of file capabilities.
+const capabilityXattr = "security.capability"
+
+// capRemoval is a removal of capabilityXattr that succeeded.
+type capRemoval struct {
+	pid uint32
+	at  time.Time
+}
+
+// noteCapRemoved records that r removed capabilityXattr.
+func (s *Server) noteCapRemoved(r *fuse.RemovexattrRequest) {
+	s.capRemoved.Store(ino(r.Node), capRemoval{r.Pid, time.Now()})
+}
+
+// capJustRemoved reports (and forgets) whether the caller of h removed
+// node's capability attribute just before.
+func (s *Server) capJustRemoved(node conquest.Ino, h *fuse.Header) bool {
+	v, ok := s.capRemoved.LoadAndDelete(node)
+	if !ok {
+		return false
+	}
+	c := v.(capRemoval)
+	return c.pid == h.Pid && time.Since(c.at) < time.Second
+}
+
+// emptySetattr turns a SETATTR that sets nothing (in has at most SetCtime)
+// into what it asks for: a ctime change, and on a non-directory with
+// S_ISUID or S_ISGID the removal of privileges described above.
+func (s *Server) emptySetattr(r *fuse.SetattrRequest, in conquest.SetAttr) conquest.SetAttr {
+	if in.Valid == 0 {
+		in.Valid = conquest.SetTouch // ext4 marks ctime for chown(-1, -1)
+	}
+	node := ino(r.Node)
+	a, err := s.fs.GetAttr(node)
+	if err != nil || a.Mode&conquest.S_IFMT == conquest.S_IFDIR || a.Mode&(conquest.S_ISUID|conquest.S_ISGID) == 0 {
+		return in
+	}
+	capable := callerHasCap(&r.Header, capFsetid)
+	if capable && s.capJustRemoved(node, &r.Header) {
+		return in
+	}
+	in.Valid |= conquest.SetKillSUIDGID
+	if sgidKeptByCore(a.Mode) && !capable && !inGroup(&r.Header, a.Gid) {
+		in.Valid |= conquest.SetMode
+		in.Mode = a.Mode & 0o7777 &^ (conquest.S_ISUID | conquest.S_ISGID)
+	}
+	return in
 }

@@ -42,6 +42,7 @@ type Server struct {
 	unmapped    atomic.Int32
 	pollTid     atomic.Uint32 // thread priming POLL (poll.go), 0 when none
 	frees       frees         // RELEASEs and FORGETs being served (STATFS waits for them)
+	capRemoved  sync.Map      // conquest.Ino → capRemoval (killpriv.go)
 	statfsWaits atomic.Uint64 // STATFS requests that waited in awaitFrees
 	stats       counters
 }

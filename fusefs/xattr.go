@@ -62,6 +62,9 @@ func (s *Server) removexattr(r *fuse.RemovexattrRequest) {
 		s.respondError(r, err)
 		return
 	}
+	if r.Name == capabilityXattr {
+		s.noteCapRemoved(r)
+	}
 	r.Respond()
 }
 

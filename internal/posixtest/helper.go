@@ -290,6 +290,14 @@ var helperOps = map[string]func(a []string) (string, error){
 	"chmod":    func(a []string) (string, error) { return "", unix.Chmod(a[0], uint32(num(a[1]))) },
 	"chown":    func(a []string) (string, error) { return "", unix.Lchown(a[0], int(num(a[1])), int(num(a[2]))) },
 	"truncate": func(a []string) (string, error) { return "", unix.Truncate(a[0], num(a[1])) },
+	"fallocate": func(a []string) (string, error) { // path mode off len
+		fd, err := unix.Open(a[0], unix.O_WRONLY, 0)
+		if err != nil {
+			return "", err
+		}
+		defer unix.Close(fd)
+		return "", unix.Fallocate(fd, uint32(num(a[1])), num(a[2]), num(a[3]))
+	},
 	"setxattr": func(a []string) (string, error) { return "", unix.Lsetxattr(a[0], a[1], []byte(a[2]), 0) },
 	"getxattr": func(a []string) (string, error) {
 		buf := make([]byte, 4096)

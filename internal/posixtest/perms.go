@@ -22,6 +22,8 @@ var permTests = map[string]Test{
 	"PermUtimes":        testPermUtimes,
 	"PermSticky":        testPermSticky,
 	"PermKillPriv":      testPermKillPriv,
+	"PermKillPrivNoop":  testPermKillPrivNoop,
+	"KillPrivCapOnly":   testKillPrivCapOnly,
 	"PermSetgidCreate":  testPermSetgidCreate,
 	"PermXattr":         testPermXattr,
 	"PermRenameDirPerm": testPermRenameDir,
@@ -394,5 +396,73 @@ func testSetuidExec(t *testing.T, dir string) {
 	ok(t, err, "run the set-group-ID copy")
 	if out != "65534" {
 		t.Fatalf("effective gid %q, want 65534", out)
+	}
+}
+
+// testPermKillPrivNoop: two calls clear set-user-ID and set-group-ID
+// without changing an owner or a size, which a FUSE file system learns of
+// only as a SETATTR that sets nothing: chown(f, -1, -1) by anyone, and
+// fallocate by a caller without CAP_FSETID (whatever its mode, as ext4).
+// Set-group-ID goes when group exec is set, or when the caller is neither in
+// the file's group nor privileged; root's fallocate keeps both bits.
+func testPermKillPrivNoop(t *testing.T, dir string) {
+	asNobody(t, dir)
+	for _, c := range []struct {
+		op         string // "chown" or "fallocate", by nobody, or "chown-root", "fallocate-root"
+		mode, want uint32
+		gid        int
+	}{
+		{"chown", 06755, 0755, nobodyGID},
+		{"chown", 02745, 0745, 0},
+		{"chown", 02745, 02745, nobodyGID},
+		{"chown-root", 06755, 0755, 0},
+		{"chown-root", 02745, 02745, 0},
+		{"fallocate", 06777, 0777, 0},
+		{"fallocate", 02767, 0767, 0},
+		{"fallocate", 02767, 02767, nobodyGID},
+		{"fallocate-root", 06777, 06777, 0},
+	} {
+		p := join(dir, fmt.Sprintf("%s-%o-%d", c.op, c.mode, c.gid))
+		writeFile(t, p, []byte("data"), 0644)
+		ok(t, unix.Chown(p, nobodyUID, c.gid), "chown")
+		ok(t, unix.Chmod(p, c.mode), "chmod")
+		switch c.op {
+		case "chown":
+			ok(t, nobodyDo(t, "chown", p, "-1", "-1"), "nobody's chown(-1, -1)")
+		case "chown-root":
+			ok(t, unix.Chown(p, -1, -1), "root's chown(-1, -1)")
+		case "fallocate":
+			ok(t, nobodyDo(t, "fallocate", p, "0", "0", "8192"), "nobody's fallocate")
+		case "fallocate-root":
+			fd := open(t, p, unix.O_WRONLY, 0)
+			ok(t, unix.Fallocate(fd, 0, 0, 8192), "root's fallocate")
+		}
+		if st := lstat(t, p); st.Mode&07777 != c.want {
+			t.Fatalf("%s of a %o file of group %d: mode %o, want %o", c.op, c.mode, c.gid, st.Mode&07777, c.want)
+		}
+	}
+}
+
+// testKillPrivCapOnly: a write by root (CAP_FSETID) to a set-user-ID file
+// that has file capabilities removes the capabilities and keeps the mode.
+func testKillPrivCapOnly(t *testing.T, dir string) {
+	needRoot(t)
+	p := join(dir, "f")
+	writeFile(t, p, []byte("data"), 0644)
+	ok(t, unix.Chmod(p, 04755), "chmod")
+	// vfs_cap_data, revision 2, effective: CAP_NET_RAW permitted.
+	capData := []byte{1, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	if err := unix.Setxattr(p, "security.capability", capData, 0); err != nil {
+		t.Skipf("cannot set file capabilities here: %v", err)
+	}
+	fd := open(t, p, unix.O_WRONLY|unix.O_APPEND, 0)
+	if _, err := unix.Write(fd, []byte("more")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if st := lstat(t, p); st.Mode&07777 != 04755 {
+		t.Fatalf("root's write to a 4755 file with capabilities: mode %o, want 4755", st.Mode&07777)
+	}
+	if _, err := unix.Getxattr(p, "security.capability", make([]byte, 64)); err != unix.ENODATA {
+		t.Fatalf("after the write the capability is still there (getxattr: %v)", err)
 	}
 }
