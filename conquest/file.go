@@ -377,15 +377,13 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 			if err != nil {
 				return err
 			}
-			in.setTime(tx, iCtime, now)
+			in.touchMC(tx, now) // every mode, as ext4 (file_modified)
 			if zero {
 				fs.memZero(in, pos, min(reached, in.size()))
-				in.setTime(tx, iMtime, now)
 			}
 			if !keep && reached > in.size() {
 				fs.memZero(in, in.size(), reached)
 				in.set64(tx, iSize, reached)
-				in.setTime(tx, iMtime, now)
 			}
 			pos = reached
 			done = reached >= end

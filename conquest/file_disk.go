@@ -416,10 +416,9 @@ func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch
 	if err := fs.ds.Allocate(tx, seg, int64(start), int64(end-start)); err != nil {
 		return pos, err
 	}
-	in.setTime(tx, iCtime, now)
+	in.touchMC(tx, now) // every mode, as ext4 (file_modified)
 	if !keep && end > size {
 		size = end
-		in.setTime(tx, iMtime, now)
 	}
 	fs.publishSize(tx, in, size)
 	return end, nil

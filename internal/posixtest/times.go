@@ -17,6 +17,7 @@ var timeTests = map[string]Test{
 	"TimesOnWrite":     testTimesOnWrite,
 	"TimesOnOpenTrunc": testTimesOnOpenTrunc,
 	"TimesOnChmod":     testTimesOnChmod,
+	"TimesOnFallocate": testTimesOnFallocate,
 	"TimesOnChownNoop": testTimesOnChownNoop,
 	"TimesOnLink":      testTimesOnLink,
 	"TimesOnUnlink":    testTimesOnUnlink,
@@ -389,5 +390,46 @@ func testTimesReadlink(t *testing.T, dir string) {
 	ok(t, err, "readlink")
 	if st := lstat(t, l); !tsEqual(st.Atim, future) {
 		t.Fatalf("readlink with a recent atime updated it (relatime): %v", tsTime(st.Atim))
+	}
+}
+
+// testTimesOnFallocate: every fallocate mode marks mtime and ctime, also
+// KEEP_SIZE, which changes no byte (ext4 and tmpfs, file_modified), on a
+// small file and on one above Conquest's 1 MiB large-file threshold.
+func testTimesOnFallocate(t *testing.T, dir string) {
+	for _, size := range []int{5000, 3 << 20} {
+		for _, m := range []struct {
+			name string
+			mode uint32
+		}{
+			{"plain", 0},
+			{"keep-size", unix.FALLOC_FL_KEEP_SIZE},
+			{"punch-hole", unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE},
+			{"zero-range", unix.FALLOC_FL_ZERO_RANGE},
+		} {
+			p := join(dir, m.name)
+			writeFile(t, p, pattern(uint64(size), size), 0644)
+			old := unix.Timespec{Sec: 1000000000, Nsec: 77}
+			setTimes(t, p, old, old)
+			c0 := lstat(t, p).Ctim
+			tickSleep()
+			fd := open(t, p, unix.O_RDWR, 0)
+			err := unix.Fallocate(fd, m.mode, 4096, int64(size))
+			if err == unix.EOPNOTSUPP && m.mode&unix.FALLOC_FL_ZERO_RANGE != 0 {
+				unix.Close(fd)
+				continue // tmpfs has no ZERO_RANGE
+			}
+			if err != nil {
+				t.Fatalf("fallocate %s of a %d-byte file: %v", m.name, size, err)
+			}
+			st := lstat(t, p)
+			if !tsAfter(st.Ctim, c0) || tsEqual(st.Mtim, old) {
+				t.Fatalf("fallocate %s of a %d-byte file: ctime updated %v, mtime updated %v", m.name, size, tsAfter(st.Ctim, c0), !tsEqual(st.Mtim, old))
+			}
+			if !tsEqual(st.Atim, old) {
+				t.Fatalf("fallocate %s changed atime", m.name)
+			}
+			unix.Close(fd)
+		}
 	}
 }
