@@ -149,7 +149,14 @@
 //     holes, and a block whose checksum is 0 is never read (a preallocated
 //     block therefore reads as zeros whatever the disk holds: stale data of
 //     a deleted file never shows);
-//   - a mapped block whose checksum is 0 is written in place;
+//   - a mapped block whose checksum is 0 (preallocated, never written) is
+//     written in place; so a block that held data and is written with
+//     zeros is unmapped and freed, as a punched hole, never kept mapped
+//     with checksum 0 (the last durable checkpoint may still map its old
+//     contents there);
+//   - Abort, after undoing appends written in place (below), syncs the
+//     device: a sync that landed inside the transaction made the appends
+//     durable and their records stale;
 //   - a written block is replaced copy-on-write: new block, then the old one
 //     is freed in the same Tx, or, if it holds the contents of the last
 //     sync (DurableOnProcessCrash), put in the persistent quarantine until
