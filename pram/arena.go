@@ -309,6 +309,9 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 	}
 	a.recovered = n
 	a.noteBoot()
+	if shadowed && a.sh == nil {
+		a.forgetCheckpoints()
+	}
 	a.PutU64(offState, StateDirty)
 	a.PutU64(offMounts, a.U64(offMounts)+1)
 	if err := a.Persist(0, PageSize); err != nil {
@@ -321,6 +324,25 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 	}
 	return a, nil
 }
+
+// forgetCheckpoints is for an image that should have been shadowed but is
+// mapped in place (openShadow gave a reason: no shadow directory, no room
+// in it, ...). This session stores to the image directly, so what a later
+// shadowed Open trusts must not undo those stores: the checkpoint sequence
+// number jumps past every slot in the image and every RAM copy a crashed
+// session may have left (they count as older than the image from then on,
+// and are neither applied nor reused), and the load end is forgotten (this
+// session may store past it). The caller persists page 0.
+func (a *Arena) forgetCheckpoints() {
+	a.PutU64(offCkptSeq, a.U64(offCkptSeq)+inPlaceSeqGap)
+	a.PutU64(offLoadEnd, 0)
+	a.PutU64(offLoadCheck, 0)
+}
+
+// inPlaceSeqGap is forgetCheckpoints' jump: a RAM copy left by a crash is
+// ahead of the image by the checkpoint it was making, split in parts at
+// most (commitParts), never by this many.
+const inPlaceSeqGap = 1 << 32
 
 // Close marks the arena clean, flushes it and releases the mapping and lock.
 // An open transaction is rolled back first. A shadowed arena makes its last

@@ -211,6 +211,11 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 	}
 	if err != nil {
 		a.remark(pages)
+		// The previous checkpoint's pages written in place were made
+		// durable by this checkpoint's sync, which failed: after a failed
+		// writeback Linux drops the writes it could not make, so they go
+		// into the next slot again.
+		a.remarkRuns(sh.prevRuns)
 		sh.failedAt = time.Now()
 		sh.note(err, 0)
 		sh.logf("pram: %s: checkpoint %d failed, the changes stay in the RAM copy %s: %v", a.path, seq, sh.path, err)
@@ -347,6 +352,16 @@ func (a *Arena) remark(pages []uint64) {
 	d := a.sh.cur.Load()
 	for _, p := range pages {
 		d.mark(p, p)
+	}
+}
+
+// remarkRuns is remark for runs of bytes {offset, length} (shadow.prevRuns).
+func (a *Arena) remarkRuns(runs [][2]uint64) {
+	d := a.sh.cur.Load()
+	for _, r := range runs {
+		if r[1] > 0 {
+			d.mark(r[0]/PageSize, (r[0]+r[1]-1)/PageSize)
+		}
 	}
 }
 

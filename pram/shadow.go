@@ -187,23 +187,32 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 		if why := shadowRoom(dir, g.Size); why != "" {
 			return why, nil
 		}
-		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		// A new copy is loaded under another name and takes its own only
+		// when the whole image is in it: a copy cut short by a kill during
+		// the load must never be reused as the arena's newest state.
+		sh.path = name + loadingSuffix
+		os.Remove(sh.path)
+		f, err = os.OpenFile(sh.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
-			return fmt.Sprintf("cannot create the RAM copy %s: %v", name, err), nil
+			return fmt.Sprintf("cannot create the RAM copy %s: %v", sh.path, err), nil
 		}
 		if err := f.Truncate(int64(g.Size)); err != nil {
 			f.Close()
-			os.Remove(name)
-			return fmt.Sprintf("cannot size the RAM copy %s: %v", name, err), nil
+			os.Remove(sh.path)
+			return fmt.Sprintf("cannot size the RAM copy %s: %v", sh.path, err), nil
 		}
 	}
 	m, err := mmap.MapRegion(f, int(g.Size), mmap.RDWR, 0, 0)
 	if err != nil {
 		f.Close()
-		if !reuse {
-			os.Remove(name)
+		if reuse {
+			// The copy holds committed changes the image lacks: mapping
+			// the image in place would lose them, and a later Open would
+			// reuse the copy over whatever that session committed.
+			return "", fmt.Errorf("cannot map the RAM copy %s, which holds changes the image lacks: %w", sh.path, err)
 		}
-		return fmt.Sprintf("cannot map the RAM copy %s: %v", name, err), nil
+		os.Remove(sh.path)
+		return fmt.Sprintf("cannot map the RAM copy %s: %v", sh.path, err), nil
 	}
 	sh.f = f
 	a.m, a.sh = m, sh
@@ -219,6 +228,11 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 			a.dropShadow(true)
 			return why, err
 		}
+		if err := os.Rename(sh.path, name); err != nil {
+			a.dropShadow(true)
+			return "", fmt.Errorf("naming the RAM copy %s: %w", name, err)
+		}
+		sh.path = name
 	}
 	sh.seq = max(maxSeq, a.U64(offCkptSeq))
 	if err := a.ensureTail(); err != nil {
@@ -292,8 +306,12 @@ func reuseShadow(name string, g Geometry, imageSeq uint64) (*os.File, bool, stri
 	return f, true, ""
 }
 
+// loadingSuffix names a RAM copy whose load has not finished.
+const loadingSuffix = ".loading"
+
 // removeOtherShadows removes RAM copies of the same image file made for an
-// arena formatted there before (another UUID): they can never be used.
+// arena formatted there before (another UUID), and copies whose load a
+// kill cut short: they can never be used.
 func removeOtherShadows(dir, key, keep string) {
 	ms, _ := filepath.Glob(filepath.Join(dir, "*-"+key+".arena"))
 	for _, m := range ms {
@@ -301,6 +319,7 @@ func removeOtherShadows(dir, key, keep string) {
 			os.Remove(m)
 		}
 	}
+	os.Remove(keep + loadingSuffix)
 }
 
 // dataRanges returns the ranges of fd below end that hold data

@@ -298,12 +298,14 @@ func recoverSlots(img ImageFile, g Geometry, sl slotArea, imageSeq uint64) (maxS
 		if err := applyPages(img, pages, data); err != nil {
 			return 0, false, fmt.Errorf("applying checkpoint %d: %w", sh.seq, err)
 		}
-		applied = true
-	}
-	if applied {
+		// Each slot is durable in place before the next is applied: a
+		// power loss while the next one is written could otherwise keep
+		// its superblock (which names it) and lose this one's pages, and
+		// the next recovery would skip this slot as older than the image.
 		if err := img.Sync(); err != nil {
-			return 0, false, fmt.Errorf("applying checkpoints: %w", err)
+			return 0, false, fmt.Errorf("applying checkpoint %d: %w", sh.seq, err)
 		}
+		applied = true
 	}
 	return maxSeq, applied, nil
 }
