@@ -136,6 +136,15 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 			if o >= fs.maxSize() {
 				return ErrFileTooBig
 			}
+			if killPriv {
+				// First: it can fail for want of arena space (the xattr
+				// blob is rewritten), and the data below is copied into the
+				// file's blocks without the journal (doc.go: a write that
+				// fails with ErrNoSpace changes nothing).
+				if err := fs.killPrivLocked(tx, in, true); err != nil {
+					return err
+				}
+			}
 			if fs.wantDisk(in, o+uint64(len(chunk))) {
 				if more, err = fs.toDiskLocked(tx, in); err != nil {
 					return err
@@ -149,9 +158,6 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 				return err
 			}
 			in.touchMC(tx, now)
-			if killPriv {
-				return fs.killPrivLocked(tx, in, true)
-			}
 			return nil
 		})
 		if err == nil && more {

@@ -51,13 +51,23 @@ import (
 const moveBackMax = freeBatch * BlockSize
 
 // diskStep is how many disk blocks' worth of file range one transaction
-// releases (truncate, punch, unlink): the store's journal use grows with the
-// blocks it unmaps and with their unsynced records, so a large range is
-// released in several transactions (see diskShrinkStep).
+// releases or reserves at most (truncate, punch, unlink, fallocate): the
+// store's journal use grows with the blocks it maps or unmaps and with their
+// unsynced records, so a large range is done in several transactions (see
+// diskShrinkStep).
 const diskStep = 1024
 
-// diskStepBytes is diskStep blocks in bytes.
-func (fs *FS) diskStepBytes() uint64 { return diskStep * fs.ds.BlockSize() }
+// diskStepBytes is one step in bytes: diskStep blocks, fewer with a small
+// journal. A step can touch as many extents as blocks (a file written into
+// fragmented free space), and each extent freed into the free map can cost
+// the journal a leaf's shift, up to 4 KiB (measured: 1.5 KiB a block when
+// 128 blocks overflowed a 256 KiB journal), so a step takes at most half
+// the journal at that rate: 32 blocks for the 256 KiB journal of an arena
+// up to 32 MiB, 128 for the 1 MiB of a 128 MiB arena, diskStep from 8 MiB
+// (arenas of 1 GiB and more) on.
+func (fs *FS) diskStepBytes() uint64 {
+	return min(diskStep, max(16, fs.a.Geometry().JournalLen/8192)) * fs.ds.BlockSize()
+}
 
 // roundUp rounds n up to a multiple of the disk block size.
 func (fs *FS) roundUp(n uint64) uint64 {
@@ -318,13 +328,22 @@ func (fs *FS) diskWrite(tx *pram.Tx, in inode, off uint64, appendMode bool, src 
 func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err error) {
 	seg := in.seg()
 	old := fs.fileSize(in)
+	// A truncate frees the blocks fallocate(KEEP_SIZE) reserved past the
+	// end, as on ext4.
+	in.set64(tx, iKeepEnd, 0)
 	if size < old {
 		held, err := fs.ds.DiskBytes(seg)
 		if err != nil {
 			return false, err
 		}
-		if held > fs.diskStepBytes() && fs.roundUp(old)-fs.roundUp(size) > fs.diskStepBytes() {
-			in.set64(tx, iDiskCur, max(in.u64(iDiskCur), fs.roundUp(old)))
+		// What goes reaches the last mapped block, past the end too.
+		mapped, err := fs.ds.MappedEnd(seg)
+		if err != nil {
+			return false, err
+		}
+		end := max(uint64(mapped), fs.roundUp(old))
+		if held > fs.diskStepBytes() && end-fs.roundUp(size) > fs.diskStepBytes() {
+			in.set64(tx, iDiskCur, max(in.u64(iDiskCur), end))
 			in.set64(tx, iSize, size)
 			fs.setLsize(in.ino, 0)
 			fs.orphanAdd(tx, in)
@@ -395,33 +414,36 @@ func (fs *FS) diskTruncate(tx *pram.Tx, seg pram.Off, old, size uint64) error {
 }
 
 // diskFallocate applies fallocate to the disk file's range [start, end)
-// from pos on and returns how far it got (end when done): a hole is punched
-// (or a range zeroed) one step per Tx, then space is reserved in one.
+// from pos on, one step per Tx, and returns how far it got (end when done):
+// a hole is punched, or a range zeroed (punched, then reserved), or space
+// reserved. Space that KEEP_SIZE reserves past the end of the file is
+// remembered (iKeepEnd), so that the trim at the last close keeps it.
 func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch, zero, keep bool, now Timespec) (uint64, error) {
 	seg := in.seg()
 	size := fs.fileSize(in)
 	fs.vol.markDirty(in.ino)
+	stop := min(end, max(pos, start)+fs.diskStepBytes())
 	if punch || zero {
-		stop := min(end, pos+fs.diskStepBytes())
 		// PunchHole writes the file's gathered data first: publish.
 		if err := fs.ds.PunchHole(tx, seg, int64(pos), int64(stop-pos)); err != nil {
 			return pos, err
 		}
-		in.touchMC(tx, now)
-		if punch || stop < end {
-			fs.publishSize(tx, in, size)
-			return stop, nil
-		}
-	}
-	if err := fs.ds.Allocate(tx, seg, int64(start), int64(end-start)); err != nil {
-		return pos, err
 	}
 	in.touchMC(tx, now) // every mode, as ext4 (file_modified)
-	if !keep && end > size {
-		size = end
+	if !punch {
+		if err := fs.ds.Allocate(tx, seg, int64(pos), int64(stop-pos)); err != nil {
+			return pos, err
+		}
+		switch {
+		case stop <= size:
+		case keep:
+			in.set64(tx, iKeepEnd, max(in.u64(iKeepEnd), stop))
+		default:
+			size = stop
+		}
 	}
 	fs.publishSize(tx, in, size)
-	return end, nil
+	return stop, nil
 }
 
 // flushDiskLocked writes a disk file's gathered data and publishes its
@@ -447,10 +469,32 @@ func (fs *FS) flushDiskLocked(ino Ino, durable, trim bool) error {
 		}
 		fs.publishSize(tx, in, fs.fileSize(in))
 		if trim {
-			return fs.ds.Trim(tx, seg, int64(in.size()))
+			return fs.ds.Trim(tx, seg, int64(max(in.size(), in.u64(iKeepEnd))))
 		}
 		return nil
 	})
+}
+
+// trimRecoveredLocked trims the preallocation past the end of the files
+// that were being written when the last run ended without a sync (a crash):
+// the trim at their last close never came, and the mark that asks for it
+// (vol.dirty) did not outlive the crash. Failures are logged: they only keep
+// disk space.
+// Preconditions: fs.mu held exclusively; nothing is open yet (Open).
+func (fs *FS) trimRecoveredLocked() {
+	for _, seg := range fs.ds.RecoveredFiles() {
+		owner, err := fs.ds.Owner(seg)
+		if err != nil {
+			continue
+		}
+		ino := Ino(owner)
+		if in, err := fs.inode(ino); err != nil || !in.isReg() || !in.onDisk() || in.seg() != seg {
+			continue
+		}
+		if err := fs.flushDiskLocked(ino, false, true); err != nil {
+			fs.logf("%s: trimming inode %d after the crash: %v", fs.diskPath, ino, err)
+		}
+	}
 }
 
 // releaseDisk writes back and trims a disk file after its last close.
@@ -551,13 +595,19 @@ func (fs *FS) diskFreeStep(tx *pram.Tx, in inode) (done bool, err error) {
 	}
 	seg := in.seg()
 	step := fs.diskStepBytes()
-	if size := fs.fileSize(in); size > step {
-		if held, err := fs.ds.DiskBytes(seg); err == nil && held > step {
-			next := (size - step) / fs.ds.BlockSize() * fs.ds.BlockSize()
+	// From the last mapped block down, one step per Tx: blocks past the
+	// end (preallocated, or reserved with KEEP_SIZE) count as well.
+	if held, err := fs.ds.DiskBytes(seg); err == nil && held > step {
+		mapped, err := fs.ds.MappedEnd(seg)
+		if err != nil {
+			return false, err
+		}
+		if end := max(uint64(mapped), fs.roundUp(fs.fileSize(in))); end > step {
+			next := (end - step) / fs.ds.BlockSize() * fs.ds.BlockSize()
 			if err := fs.ds.Truncate(tx, seg, int64(next)); err != nil {
 				return false, err
 			}
-			in.set64(tx, iSize, next)
+			in.set64(tx, iSize, min(fs.fileSize(in), next))
 			fs.setLsize(in.ino, 0)
 			return false, nil
 		}

@@ -230,6 +230,11 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	for _, e := range stuck {
 		fs.logf("%s: an unlinked file could not be freed (run `conquest fsck --repair`): %v", pramPath, e)
 	}
+	if fs.ds != nil {
+		fs.mu.Lock()
+		fs.trimRecoveredLocked()
+		fs.mu.Unlock()
+	}
 	return fs, nil
 }
 

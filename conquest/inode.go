@@ -39,7 +39,8 @@ const (
 	iOrphPrev = 168 // u64 orphan list: previous inode offset (0 = head)
 	iSeg      = 176 // u64 regular, flagDisk: diskstore segment list offset
 	iDiskCur  = 184 // u64 flagDisk: a shrink in progress frees disk data above this offset (0: none)
-	iDiskRes  = 192 // [48]byte reserved for the large-file path
+	iKeepEnd  = 192 // u64 flagDisk: fallocate(KEEP_SIZE) reserved disk blocks up to here (bytes); the trim at close keeps them
+	iDiskRes  = 200 // [40]byte reserved for the large-file path
 	iEnd      = 240 // [16]byte spare
 )
 

@@ -16,9 +16,9 @@ func TestInodeLayout(t *testing.T) {
 		{"gen", iGen, 8}, {"size", iSize, 8}, {"atime", iAtime, 16}, {"mtime", iMtime, 16},
 		{"ctime", iCtime, 16}, {"crtime", iCrtime, 16}, {"data", iData, 8}, {"idxlen", iIdxLen, 8},
 		{"allocd", iAllocd, 8}, {"parent", iParent, 8}, {"xattr", iXattr, 8},
-		{"orphnext", iOrphNext, 8}, {"orphprev", iOrphPrev, 8}, {"seg", iSeg, 8}, {"diskcur", iDiskCur, 8}, {"diskres", iDiskRes, 48}, {"spare", iEnd, 16},
+		{"orphnext", iOrphNext, 8}, {"orphprev", iOrphPrev, 8}, {"seg", iSeg, 8}, {"diskcur", iDiskCur, 8}, {"keepend", iKeepEnd, 8}, {"diskres", iDiskRes, 40}, {"spare", iEnd, 16},
 	}
-	want := []int{0, 8, 16, 20, 24, 28, 32, 36, 40, 48, 56, 72, 88, 104, 120, 128, 136, 144, 152, 160, 168, 176, 184, 192, 240}
+	want := []int{0, 8, 16, 20, 24, 28, 32, 36, 40, 48, 56, 72, 88, 104, 120, 128, 136, 144, 152, 160, 168, 176, 184, 192, 200, 240}
 	next := 0
 	for i, f := range fields {
 		if f.off != want[i] {

@@ -20,6 +20,16 @@ type RecoveryReport struct {
 	Damaged    int    // files whose records could not be used (damaged arena: run fsck)
 }
 
+// RecoveredFiles lists the segment lists that had blocks written since the
+// last sync when Open recovered them: files being written when the last
+// run ended without a sync, whose preallocation past the end (trimmed at a
+// file's last close, which never came) the core trims.
+func (s *Store) RecoveredFiles() []pram.Off {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]pram.Off(nil), s.recoveredSegs...)
+}
+
 // Recovery reports what Open did with the unsynced list.
 func (s *Store) Recovery() RecoveryReport {
 	s.mu.Lock()
@@ -90,6 +100,9 @@ func (s *Store) recover() error {
 			s.recovery.Files++
 		}
 		live = append(live, mine...)
+		if len(mine) > 0 {
+			s.recoveredSegs = append(s.recoveredSegs, seg)
+		}
 		return true
 	})
 	if err != nil {

@@ -248,6 +248,7 @@ type Store struct {
 	// no new epoch starts, so that the next Open recovers.
 	recoverySkipped bool
 	recovery        RecoveryReport // what Open found
+	recoveredSegs   []pram.Off     // files with live unsynced records at Open (RecoveredFiles)
 	lost            lostRun        // recovery's pending log line
 	closed          bool
 	wg              sync.WaitGroup // readahead goroutines
