@@ -82,24 +82,25 @@ func TestKeepSizeKeptAtClose(t *testing.T) {
 // transaction (diskFallocate: "space is reserved in one", file_disk.go), so
 // on a disk whose free space is fragmented the journal overflows: the
 // operation panics inside, is logged as damage ("run conquest fsck") and
-// fails with EIO, though the disk has the space (ext4 succeeds). Here a
-// 128 MiB arena (1 MiB journal) and 40 MiB asked of 52 MiB free.
+// fails with EIO, though the disk has the space (ext4 succeeds). Here the
+// 256 KiB journal of a 32 MiB arena and 4 MiB asked of about 6 MiB free, in
+// single blocks. (The review found it with a 128 MiB arena, 40 MiB asked.)
 func TestFallocateFragmented(t *testing.T) {
-	fs, env := newTestFSOpt(t, fsOpt{disk: true, size: 128 << 20, threshold: 64 << 10, diskSize: 128 << 20})
-	fragmentDisk(t, fs, 100<<20, 27<<20)
+	fs, env := newTestFSOpt(t, fsOpt{disk: true, threshold: 64 << 10, diskSize: 16 << 20})
+	fragmentDisk(t, fs, 10<<20, 5<<20)
 	at, h, err := fs.Create(RootIno, "b", 0o644, O_CREAT|O_RDWR, user)
 	must(t, err)
 	defer fs.Release(at.Ino, h)
 	_, err = fs.Write(at.Ino, h, 0, pattern(100<<10, 1), false)
 	must(t, err)
 	free := fs.Space().DiskFree
-	if err := fs.Fallocate(at.Ino, 0, 40<<20, 0); err != nil {
+	if err := fs.Fallocate(at.Ino, 0, 4<<20, 0); err != nil {
 		for _, l := range env.logs {
 			if strings.Contains(l, "journal") {
 				t.Log(l[:min(len(l), 160)])
 			}
 		}
-		t.Fatalf("fallocate of 40 MiB with %d MiB free: %v", free>>20, err)
+		t.Fatalf("fallocate of 4 MiB with %d MiB free: %v", free>>20, err)
 	}
 }
 
@@ -113,18 +114,18 @@ func TestFallocateFragmented(t *testing.T) {
 // and Trim (last close) releases all of it at once. With those blocks
 // (fallocate KEEP_SIZE here) in many extents the Tx overflows the journal:
 // truncate fails with EIO, and the unlinked file can never be freed: it
-// stays on the orphan list with its 40 MiB of disk through every Open, and
+// stays on the orphan list with its disk space through every Open, and
 // Repair (fsck --repair) cannot free it either. Each fallocate below is
-// 1 MiB and succeeds.
+// 128 KiB and succeeds without the fix too.
 func TestPastEOFBlocksFreedInSteps(t *testing.T) {
-	fs, env := newTestFSOpt(t, fsOpt{disk: true, size: 128 << 20, threshold: 64 << 10, diskSize: 128 << 20, noCheck: true})
-	fragmentDisk(t, fs, 100<<20, 27<<20)
+	fs, env := newTestFSOpt(t, fsOpt{disk: true, threshold: 64 << 10, diskSize: 16 << 20, noCheck: true})
+	fragmentDisk(t, fs, 10<<20, 5<<20)
 	at, h, err := fs.Create(RootIno, "b", 0o644, O_CREAT|O_RDWR, user)
 	must(t, err)
 	_, err = fs.Write(at.Ino, h, 0, pattern(100<<10, 1), false)
 	must(t, err)
-	for off := int64(1 << 20); off < 41<<20; off += 1 << 20 {
-		must(t, fs.Fallocate(at.Ino, off, 1<<20, FallocKeepSize))
+	for off := int64(1 << 20); off < 5<<20; off += 128 << 10 {
+		must(t, fs.Fallocate(at.Ino, off, 128<<10, FallocKeepSize))
 	}
 	fs.Release(at.Ino, h)
 	_, terr := fs.SetAttr(at.Ino, SetAttr{Valid: SetSize, Size: 50 << 10}, user)
@@ -140,15 +141,15 @@ func TestPastEOFBlocksFreedInSteps(t *testing.T) {
 
 // Fixed: diskStepBytes. Bug: the same with blocks inside the file: a step of 1024 blocks is 1024
 // extents when the file was written into fragmented free space, more than
-// a 256 KiB journal (the default for arenas up to 32 MiB) holds. A 16 MiB
+// a 256 KiB journal (the default for arenas up to 32 MiB) holds. A 4 MiB
 // file written in 128 KiB writes can then be neither truncated (EIO) nor
 // freed after unlink (a stuck orphan).
 func TestFragmentedFileFreedInSteps(t *testing.T) {
-	fs, env := newTestFSOpt(t, fsOpt{disk: true, threshold: 64 << 10, diskSize: 64 << 20, noCheck: true})
-	fragmentDisk(t, fs, 40<<20, 23<<20)
+	fs, env := newTestFSOpt(t, fsOpt{disk: true, threshold: 64 << 10, diskSize: 16 << 20, noCheck: true})
+	fragmentDisk(t, fs, 10<<20, 5<<20)
 	at, h, err := fs.Create(RootIno, "b", 0o644, O_CREAT|O_RDWR, user)
 	must(t, err)
-	for off := 0; off < 16<<20; off += 128 << 10 {
+	for off := 0; off < 4<<20; off += 128 << 10 {
 		_, err := fs.Write(at.Ino, h, int64(off), pattern(128<<10, 1), false)
 		must(t, err)
 	}
