@@ -422,7 +422,7 @@ func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch
 	seg := in.seg()
 	size := fs.fileSize(in)
 	fs.vol.markDirty(in.ino)
-	stop := min(end, max(pos, start)+fs.diskStepBytes())
+	stop := min(end, pos+fs.diskStepBytes())
 	if punch || zero {
 		// PunchHole writes the file's gathered data first: publish.
 		if err := fs.ds.PunchHole(tx, seg, int64(pos), int64(stop-pos)); err != nil {
