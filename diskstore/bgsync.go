@@ -38,7 +38,11 @@ import "errors"
 // it failed to write, and the next one succeeds, so the failure is also kept
 // (syncErr) and reported, once, by the next Flush, Fsync or FlushAll, as a
 // failed writeback is reported by fsync(2). Only a sync that returns
-// without error ends an epoch.
+// without error ends an epoch. If the retry fails too, the started bit
+// stays set with no sync in flight: records of both tags stay live (a
+// rewrite keeps either, as they both describe the contents at the last
+// completed sync), and the next sync runs in the foreground, which ends
+// both (maybeSync).
 const epochStarted = 1 << 63
 
 // bgSync is a device sync in flight, started when the epoch was epoch.

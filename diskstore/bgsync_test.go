@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"conquest/pram"
@@ -241,4 +242,83 @@ func TestBackgroundSyncFailure(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 	e.check(map[pram.Off]int64{a: 80 << 10})
+}
+
+// failedRetryEnv leaves a store whose background sync failed, and whose
+// retry in the foreground failed too: no sync ended the epoch, and the
+// sync-started bit stays set with no sync in flight. File a's block 0
+// holds fsynced v0 on the disk and v1 (bytes [0, 512)) written since.
+func failedRetryEnv(t *testing.T) (e *env, cd *CrashDevice, a, c pram.Off, v0, v1 []byte) {
+	cd = NewCrashDevice(16 << 20)
+	var failing atomic.Bool
+	fd := NewFaultDevice(cd, InjectorFunc(func(op Op, off int64, n int) FaultKind {
+		if op == OpSync && failing.Load() {
+			return FaultEIO
+		}
+		return FaultNone
+	}))
+	e = newEnv(t, envOpts{blockSize: 4096, dev: fd, o: Options{SyncBytes: 64 << 10}})
+	a, c = e.newFile(1), e.newFile(2)
+	v0 = pattern(1, 0, 4*4096)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, 0, v0) }) // fsynced
+	failing.Store(true)
+	v1 = pattern(2, 0, 512)
+	if err := e.write(a, 0, v1); err != nil { // copy-on-write: v0's block quarantined
+		t.Fatal(err)
+	}
+	if err := e.write(c, 0, pattern(3, 0, 80<<10)); err != nil { // starts a background sync
+		t.Fatal(err)
+	}
+	if !e.s.inFlight() {
+		t.Fatal("no background sync started")
+	}
+	if err := e.do(func(tx *pram.Tx) error { return e.s.settle(true) }); !isErr(err, ErrIO) {
+		t.Fatalf("settling a failed sync whose retry fails: %v, want EIO", err)
+	}
+	if e.s.inFlight() || e.s.epochWord()&epochStarted == 0 {
+		t.Fatalf("in flight %v, epoch word %#x: want the started bit left without a flight", e.s.inFlight(), e.s.epochWord())
+	}
+	failing.Store(false)
+	return e, cd, a, c, v0, v1
+}
+
+// TestBackgroundSyncRetryFailsRewrite: after a failed sync and retry, a
+// block rewritten since the last completed sync keeps the record that names
+// its contents at that sync. Before, the next rewrite took the record for
+// one of a past epoch and replaced it with one naming the never-synced copy,
+// so a power failure lost the block's fsynced contents (read as zeros).
+func TestBackgroundSyncRetryFailsRewrite(t *testing.T) {
+	e, cd, a, c, v0, v1 := failedRetryEnv(t)
+	v2 := pattern(4, 1024, 512)
+	if err := e.write(a, 1024, v2); err != nil {
+		t.Fatal(err)
+	}
+	e.crash(cd.Crash(CrashLoseAll, 1))
+	got, err := e.read(a, 0, 4*4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(nil), v0...)
+	copy(want, v1)
+	copy(want[1024:], v2)
+	if !bytes.Equal(got, v0) && !bytes.Equal(got, want) {
+		t.Fatalf("block 0 after the power failure: neither the fsynced nor the last contents (zeros: %v)", bytes.Equal(got[:512], make([]byte, 512)))
+	}
+	e.check(map[pram.Off]int64{a: 4 * 4096, c: 80 << 10})
+}
+
+// TestBackgroundSyncRetryFailsNextSync: after a failed sync and retry, the
+// next sync that SyncBytes asks for covers the records of both tags (it
+// runs in the foreground): a background one started then would have ended
+// only the older tag, leaving records made before it live as if made after.
+func TestBackgroundSyncRetryFailsNextSync(t *testing.T) {
+	e, _, _, c, _, _ := failedRetryEnv(t)
+	before := e.s.tag()
+	if err := e.write(c, 80<<10, pattern(5, 80<<10, 80<<10)); err != nil {
+		t.Fatal(err)
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.settle(true) })
+	if w := e.s.epochWord(); w&epochStarted != 0 || w <= before {
+		t.Fatalf("after the next sync the epoch word is %#x, want an epoch past %d (the tag of the records made before it)", w, before)
+	}
 }

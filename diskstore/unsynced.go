@@ -140,8 +140,11 @@ func (s *Store) noteUnsynced(tx *pram.Tx, seg pram.Off, fb uint64, p *blk) (bool
 		}
 	}
 	cur := s.tag()
-	if found && e.epoch == cur {
-		return false, nil // the record already describes the synced contents
+	if found && e.epoch >= s.epoch() {
+		// The record already describes the synced contents: it was made
+		// since the last sync that completed (either tag, if a failed
+		// sync whose retry failed too left the started bit set).
+		return false, nil
 	}
 	ne := uentry{fb: fb, epoch: cur, keep: s.bs}
 	if p.cow {
@@ -415,6 +418,11 @@ func (s *Store) maybeSync(tx *pram.Tx) error {
 		if err := s.tidy(tx); err != nil || !over() {
 			return err
 		}
+	}
+	if s.epochWord()&epochStarted != 0 {
+		// A failed sync whose retry failed too left records of both tags
+		// live (settle): a background sync would end only the older.
+		return s.syncAll(tx)
 	}
 	s.startSync()
 	return nil
