@@ -850,3 +850,37 @@ func TestAbortAfterSyncUndoesAppendsDurably(t *testing.T) {
 	}
 	e.check(map[pram.Off]int64{a: int64(len(model)), b: 0})
 }
+
+// TestRecoveryUnreadableBlockRestored: a block written since the last sync
+// that recovery cannot read back (a device read error, after retries) goes
+// back to its contents at the last sync, still intact in the quarantine.
+// Before, it was left as it was and the next epoch freed the synced copy:
+// the block read EIO for good, though its contents at the last sync were
+// on the disk.
+func TestRecoveryUnreadableBlockRestored(t *testing.T) {
+	cd := NewCrashDevice(4 << 20)
+	e := newEnv(t, envOpts{blockSize: 4096, dev: cd})
+	a := e.newFile(1)
+	old := pattern(1, 0, 8*4096)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, 0, old) })
+	if err := e.write(a, 4096, pattern(2, 4096, 4096)); err != nil { // copy-on-write of block 1
+		t.Fatal(err)
+	}
+	sp, err := e.s.lookup(a, 1)
+	if err != nil || sp.disk == 0 {
+		t.Fatalf("block 1: %+v %v", sp, err)
+	}
+	at := int64(sp.disk) * 4096
+	fd := NewFaultDevice(cd.Reopen(), InRange(OpRead, at, at+4096, FaultEIO))
+	e.crash(fd)
+	if rep := e.s.Recovery(); rep.Checked != 1 || rep.Restored != 1 {
+		t.Fatalf("recovery %+v, want the unreadable block restored", rep)
+	}
+	if !e.logged("cannot read it back") {
+		t.Fatalf("the read error is not logged: %q", e.logs)
+	}
+	if got, err := e.read(a, 0, len(old)); err != nil || !bytes.Equal(got, old) {
+		t.Fatalf("after recovery: %v (want the contents of the last sync)", err)
+	}
+	e.check(map[pram.Off]int64{a: int64(len(old))})
+}

@@ -16,7 +16,7 @@ type RecoveryReport struct {
 	Intact     uint64 // their data reached the disk (always so after a mere process crash)
 	Restored   uint64 // lost: back to their contents at the last sync
 	Zeroed     uint64 // lost: read as zeros now (they were zeros or a hole at the last sync, or that copy is damaged too)
-	Unreadable uint64 // read errors: left as they are (reads report EIO)
+	Unreadable uint64 // read errors and no intact copy of the last sync: left as they are (reads report EIO)
 	Damaged    int    // files whose records could not be used (damaged arena: run fsck)
 }
 
@@ -164,8 +164,12 @@ func (s *Store) recover() error {
 	}
 }
 
+// recoveryReadTries is how often recovery reads a block back before it
+// takes a read error for lasting.
+const recoveryReadTries = 3
+
 // recoverBlock reads back the block of e and repairs it if its data did not
-// reach the disk.
+// reach the disk, or cannot be read and its copy of the last sync can.
 func (s *Store) recoverBlock(seg pram.Off, e uentry) error {
 	s.recovery.Checked++
 	bs := s.bs
@@ -185,13 +189,13 @@ func (s *Store) recoverBlock(seg pram.Off, e uentry) error {
 	owner, off := s.owner(seg), fb*bs
 	seed := s.a.U64(seg + slOffSeed)
 	buf := AlignedBuffer(int(bs))
-	if _, err := s.dev.ReadAt(buf, int64(uint64(sp.disk)*bs)); err != nil {
-		s.recovery.Unreadable++
-		_ = s.ioErr("recovery", err)
-		s.o.Logf("diskstore: recovery: inode %d, offset %d, disk block %d: cannot read it back: %v", owner, off, sp.disk, err)
-		return nil
+	var readErr error
+	for try := 0; try < recoveryReadTries; try++ {
+		if _, readErr = s.dev.ReadAt(buf, int64(uint64(sp.disk)*bs)); readErr == nil {
+			break
+		}
 	}
-	if s.blockSum(seed, fb, buf) == sum[0] {
+	if readErr == nil && s.blockSum(seed, fb, buf) == sum[0] {
 		s.recovery.Intact++
 		return nil
 	}
@@ -201,6 +205,19 @@ func (s *Store) recoverBlock(seg pram.Off, e uentry) error {
 		if _, err := s.dev.ReadAt(ob, int64(uint64(e.old)*bs)); err == nil && s.blockSum(seed, fb, ob) == e.oldSum {
 			old = ob
 		}
+	}
+	if readErr != nil {
+		_ = s.ioErr("recovery", readErr)
+		s.o.Logf("diskstore: recovery: inode %d, offset %d, disk block %d: cannot read it back: %v", owner, off, sp.disk, readErr)
+		if old == nil {
+			// No intact copy of the last sync to go back to: left as it
+			// is (reads report EIO; the error may pass).
+			s.recovery.Unreadable++
+			return nil
+		}
+		// What the block held was never synced (a sync would have made
+		// its record stale): going back to the intact synced copy, before
+		// the next epoch frees it, loses nothing a sync promised.
 	}
 	if old != nil && e.keep == bs {
 		// The synced copy, intact in the quarantine: map it back.
