@@ -762,3 +762,47 @@ func TestMountWithoutFUSEAccess(t *testing.T) {
 		t.Errorf("mount as nobody without access to /dev/fuse: %v, %q; want it to name /dev/fuse", err, out)
 	}
 }
+
+// Two arenas that name one disk (here a copy of an arena) never use it at
+// once: the daemon holds the disk as it holds its arena, so while the first
+// is mounted, mounting, checking or reading the copy with the same disk is
+// refused, as is formatting that disk for another arena. Without the disk's
+// lock both daemons allocated and wrote the same blocks, and reads of the
+// first mount's large files failed with EIO.
+func TestSharedDiskRefused(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "32M", "--disk-size", "64M")
+	b, err := os.ReadFile(pram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, "copy.img")
+	if err := os.WriteFile(cp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mp := c.mountpoint()
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	mp2 := c.mountpoint()
+	c.fails(1, "disk is in use", "mount", "--pram", cp, "--disk", disk, mp2)
+	if _, ok := fusefs.Mounted(mp2); ok {
+		t.Error("a second arena was mounted with the disk of a mounted file system")
+		c.run("umount", mp2)
+	}
+	c.fails(8, "disk is in use", "fsck", "--pram", cp, "--disk", disk)
+	c.fails(1, "disk is in use", "df", "--pram", cp, "--disk", disk)
+	c.fails(1, disk+": in use", "mkfs", "--force", "--pram", filepath.Join(dir, "new.img"), "--disk", disk, "--pram-size", "16M")
+	// The same pair still says that its arena is mounted.
+	c.fails(1, "arena is in use by another process", "mount", "--pram", pram, "--disk", disk, mp2)
+	data := bytes.Repeat([]byte("L"), 3<<20)
+	if err := os.WriteFile(filepath.Join(mp, "large"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("umount", mp)
+	// Released with the arena: fsck right after umount finds both free.
+	out, _ := c.ok("fsck", "--pram", pram, "--disk", disk)
+	if !strings.Contains(out, "clean") {
+		t.Errorf("fsck: %s", out)
+	}
+}

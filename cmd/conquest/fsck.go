@@ -55,6 +55,11 @@ func fsckCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), fsckOperational)
 			}
+			unlockDisk, err := lockDisk(im)
+			if err != nil {
+				return cli.Exit(err.Error(), fsckOperational)
+			}
+			defer unlockDisk()
 			out := c.App.Writer
 			var logs []string
 			opts := conquest.Options{Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }}

@@ -189,6 +189,11 @@ func serve(im images, mp string, o fusefs.Options, commit time.Duration, rep *re
 	if gov != nil {
 		co.Disk.OnReadahead = gov.notify
 	}
+	unlockDisk, err := lockDisk(im)
+	if err != nil {
+		return err
+	}
+	defer unlockDisk()
 	fsys, err := coreOpen(im, co)
 	if err != nil {
 		return explainOpen(im, err)
@@ -254,6 +259,7 @@ func serve(im images, mp string, o fusefs.Options, commit time.Duration, rep *re
 	}
 	serr := srv.Wait()
 	cerr := fsys.Close()
+	unlockDisk() // at once: `conquest umount` has seen the arena released
 	if serr != nil {
 		return serr
 	}

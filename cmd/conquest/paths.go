@@ -3,11 +3,16 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
+
+	"conquest/pram"
 )
 
 // Sizes of the embedded default's image files (sparse: they take disk space
@@ -97,4 +102,53 @@ func inUse(path string) bool {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// diskLockWait is how long lockDisk waits for a disk whose lock is held
+// while no process holds its arena: a daemon releases the disk just after
+// the arena when it exits (see lockDisk).
+const diskLockWait = 300 * time.Millisecond
+
+// lockDisk takes an exclusive lock on im's disk, held by every process that
+// opens the file system (the daemon, fsck, df and stat) for as long as it
+// has it open, as the arena's own lock is: the arena lock alone lets two
+// daemons share one disk when two arenas name it (a copy of an arena, or an
+// arena formatted again with a mounted file system's disk), and both then
+// allocate and write the same blocks. The returned function releases the
+// lock (more calls do nothing); a disk that does not exist is not locked
+// (opening it fails).
+//
+// The lock is taken before the arena's and released after it, so a process
+// that finds the arena free may still find the disk held for a moment by a
+// daemon that is exiting (`conquest umount` waits for the arena only); a
+// held disk whose arena is free is waited for, up to diskLockWait.
+func lockDisk(im images) (unlock func(), err error) {
+	f, err := os.Open(im.disk)
+	if errors.Is(err, fs.ErrNotExist) {
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(diskLockWait)
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			var once sync.Once
+			return func() { once.Do(func() { f.Close() }) }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("%s: locking the disk: %w", im.disk, err)
+		}
+		if inUse(im.pram) {
+			f.Close()
+			return nil, explainOpen(im, pram.ErrLocked)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%s: disk is in use by another process (the disk of a file system mounted from another arena?); refusing to share it", im.disk)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

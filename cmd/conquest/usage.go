@@ -73,6 +73,11 @@ func report(c *cli.Context, detail bool) error {
 		}
 		return fmt.Errorf("%s: arena is in use by another process", im.pram)
 	}
+	unlockDisk, err := lockDisk(im)
+	if err != nil {
+		return err
+	}
+	defer unlockDisk()
 	fsys, err := coreOpen(im, conquest.Options{Logf: func(string, ...any) {}})
 	if err != nil {
 		return explainOpen(im, err)
