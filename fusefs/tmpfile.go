@@ -56,8 +56,11 @@ func (s *Server) tmpfile(r *fuse.UnrecognizedRequest) {
 		r.RespondError(syscall.ENOSYS)
 		return
 	}
-	// The kernel has applied the umask to mode (no FUSE_DONT_MASK).
-	a, h, err := s.fs.CreateTmpfile(ino(r.Node), in.mode&0o7777, in.flags, cred(&r.Header))
+	// The kernel has applied the umask to mode (no FUSE_DONT_MASK). The
+	// handle never has O_APPEND, as for OPEN and CREATE (handleFlags): the
+	// kernel writes cached and mmap'd pages back through it at their own
+	// offsets.
+	a, h, err := s.fs.CreateTmpfile(ino(r.Node), in.mode&0o7777, handleFlags(fuse.OpenFlags(in.flags)), cred(&r.Header))
 	if err != nil {
 		s.respondError(r, err)
 		return

@@ -17,6 +17,7 @@ var linkTests = map[string]Test{
 	"HardLinkSymlink":  testHardLinkSymlink,
 	"HardLinkManyDirs": testHardLinkManyDirs,
 	"Tmpfile":          testTmpfile,
+	"TmpfileAppend":    testTmpfileAppend,
 }
 
 var symlinkTests = map[string]Test{
@@ -298,4 +299,44 @@ func testTmpfile(t *testing.T, dir string) {
 
 	_, err = unix.Open(join(dir, "named"), unix.O_TMPFILE|unix.O_RDWR, 0o600)
 	wantErr(t, err, unix.ENOTDIR, "O_TMPFILE on a file")
+}
+
+// testTmpfileAppend: on an O_TMPFILE opened O_APPEND, each write(2) goes to
+// the end, and data written back through the descriptor later (mmap
+// writes, cached pages) lands at its own offset, as on any O_APPEND file.
+// The file's pages are dropped (FADV_DONTNEED) before each check, so the
+// data is read back from the file system.
+func testTmpfileAppend(t *testing.T, dir string) {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_APPEND, 0o640)
+	if err == unix.EOPNOTSUPP || err == unix.EISDIR {
+		t.Skipf("O_TMPFILE: %v", err)
+	}
+	ok(t, err, "open O_TMPFILE|O_APPEND")
+	defer unix.Close(fd)
+	for _, s := range []string{"abc", "def"} {
+		_, err := unix.Write(fd, []byte(s))
+		ok(t, err, "write "+s)
+		ok(t, unix.Fsync(fd), "fsync")
+	}
+	ok(t, unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED), "fadvise DONTNEED")
+	if got := pread(t, fd, 100, 0); string(got) != "abcdef" {
+		t.Fatalf("two appends read back %q, want \"abcdef\"", got)
+	}
+	const size = 8192
+	ok(t, unix.Ftruncate(fd, size), "ftruncate")
+	m, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	ok(t, err, "mmap")
+	copy(m, "MMAP")
+	ok(t, unix.Msync(m, unix.MS_SYNC), "msync")
+	ok(t, unix.Munmap(m), "munmap")
+	ok(t, unix.Fsync(fd), "fsync")
+	ok(t, unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED), "fadvise DONTNEED")
+	want := make([]byte, size)
+	copy(want, "MMAPef")
+	if st := fstat(t, fd); st.Size != size {
+		t.Errorf("size %d after an mmap write inside the file, want %d", st.Size, size)
+	}
+	if got := pread(t, fd, 2*size, 0); !bytes.Equal(got, want) {
+		t.Errorf("after an mmap write at 0: %s", describeDiff(got, want))
+	}
 }
