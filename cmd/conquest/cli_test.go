@@ -806,3 +806,33 @@ func TestSharedDiskRefused(t *testing.T) {
 		t.Errorf("fsck: %s", out)
 	}
 }
+
+// A block device that is in use (here: a mounted ext4) is never formatted,
+// not even with --force, as mkfs.ext4 -F refuses a mounted device. Without
+// the check, mkfs --force overwrote the mounted file system's superblock.
+func TestMkfsRefusesBusyDevice(t *testing.T) {
+	c := newCLI(t)
+	mkext4, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		t.Skip("no mkfs.ext4")
+	}
+	dev := loopdev.New(t, 32<<20)
+	if out, err := exec.Command(mkext4, "-q", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v %s", err, out)
+	}
+	mnt := t.TempDir()
+	if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
+		t.Skipf("mounting ext4: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmounting %s: %v", mnt, err)
+		}
+	})
+	dir := t.TempDir()
+	c.fails(1, dev+": in use", "mkfs", "--force", "--pram", filepath.Join(dir, "p.img"), "--disk", dev, "--pram-size", "16M")
+	c.fails(1, dev+": in use", "mkfs", "--force", "--pram", dev, "--disk", filepath.Join(dir, "d.img"))
+	if what, err := probe(dev); err != nil || !strings.Contains(what, "ext2/ext3/ext4") {
+		t.Errorf("the mounted device now holds %q (%v)", what, err)
+	}
+}
