@@ -150,6 +150,46 @@ func TestSparseFile(t *testing.T) {
 	e.check(map[pram.Off]int64{seg: far + 5000})
 }
 
+// TestSparseWritesHoldTheirBlocks: writes far apart into a sparse large
+// file (a disk image, a database filled at random) hold their own blocks
+// only, also after Trim, which gives back only what lies past the end;
+// before, each write past the mapped end preallocated about as much as the
+// file held (up to MaxExtent), inside the file's size for good. An append
+// and a write a little past the mapped end (a stream arriving out of order)
+// are still preallocated for.
+func TestSparseWritesHoldTheirBlocks(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096, dev: NewMemDevice(64 << 20)})
+	seg := e.newFile(1)
+	const n, gap = 20, 10 << 20
+	for i := int64(0); i < n; i++ {
+		e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, i*gap, pattern(1, i*gap, 4096)) })
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.Flush(tx, seg) })
+	size := int64(n-1)*gap + 4096
+	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, seg, size) })
+	// The first write, at the mapped end (0), preallocates 1 MiB.
+	if used, _ := e.s.DiskBytes(seg); used > 1<<20+n*4096 {
+		t.Fatalf("%d writes of 4 KiB %d MiB apart hold %d KiB of disk, want at most %d", n, gap>>20, used>>10, 1024+n*4)
+	}
+	// An append at the mapped end, and a write just past it, still
+	// preallocate.
+	var end int64
+	for _, skip := range []int64{0, 8192} {
+		mend, err := e.s.mappedEnd(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := int64(mend)*4096 + skip
+		before, _ := e.s.DiskBytes(seg)
+		e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, off, pattern(2, off, 64<<10)) })
+		if used, _ := e.s.DiskBytes(seg); used-before < 1<<20 {
+			t.Fatalf("a write of 64 KiB at %d (mapped end %d) preallocated nothing (%d bytes more held)", off, int64(mend)*4096, used-before)
+		}
+		end = off + 64<<10
+	}
+	e.check(map[pram.Off]int64{seg: end})
+}
+
 // TestTruncateZeroesTail: after shrinking into the middle of a block and
 // growing again, the bytes in between read as zeros, also after a restart.
 func TestTruncateZeroesTail(t *testing.T) {
