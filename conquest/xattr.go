@@ -107,8 +107,22 @@ func (fs *FS) putXattrs(tx *pram.Tx, in inode, es []xattrEntry) error {
 		if len(b) > MaxXattrTotal+xattrHeader {
 			return ErrNoSpace
 		}
+		alloc := func() error {
+			var err error
+			off, err = fs.h.Alloc(tx, uint64(len(b)))
+			return err
+		}
 		var err error
-		if off, err = fs.h.Alloc(tx, uint64(len(b))); err != nil {
+		if old != 0 && uint64(len(b)) <= uint64(fs.a.U32(old)) {
+			// A list that shrinks (an attribute removed, a value
+			// shortened) gives back more than it takes: it may draw on
+			// the heap's free reserve, so that it works on a full arena,
+			// as on ext4 (which edits its attribute block in place).
+			err = fs.h.UsingReserve(alloc)
+		} else {
+			err = alloc()
+		}
+		if err != nil {
 			return err
 		}
 		copy(fs.a.Bytes(off, uint64(len(b))), b) // fresh: unlogged

@@ -110,3 +110,34 @@ func TestXattrListLimit(t *testing.T) {
 	must(t, fs.RemoveXattr(f.Ino, name(1)))
 	must(t, fs.SetXattr(f.Ino, name(1), nil, 0))
 }
+
+// TestXattrShrinkOnFullArena: on a full arena, removing an attribute or
+// replacing a value with a shorter one frees more than it takes, so it must
+// succeed (as on ext4, which edits its attribute block in place), while
+// adding one still fails with ErrNoSpace and changes nothing.
+func TestXattrShrinkOnFullArena(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 2 << 20})
+	f := create(t, fs, RootIno, "f", nil)
+	for _, n := range []string{"user.a", "user.b", "user.c"} {
+		must(t, fs.SetXattr(f.Ino, n, pattern(3000, 2), 0))
+	}
+	d := mkdir(t, fs, RootIno, "d")
+	fillArena(t, fs, d.Ino, "fill")
+	mustErr(t, fs.SetXattr(f.Ino, "user.d", pattern(3000, 3), 0), ErrNoSpace)
+	must(t, fs.RemoveXattr(f.Ino, "user.a"))
+	must(t, fs.SetXattr(f.Ino, "user.b", []byte("short"), XattrReplace))
+	names, err := fs.ListXattr(f.Ino)
+	must(t, err)
+	sort.Strings(names)
+	if strings.Join(names, ",") != "user.b,user.c" {
+		t.Fatalf("names %q", names)
+	}
+	v, err := fs.GetXattr(f.Ino, "user.b")
+	must(t, err)
+	if string(v) != "short" {
+		t.Fatalf("user.b = %q", v)
+	}
+	if v, err := fs.GetXattr(f.Ino, "user.c"); err != nil || !bytes.Equal(v, pattern(3000, 2)) {
+		t.Fatalf("user.c: %d bytes, %v", len(v), err)
+	}
+}
