@@ -166,7 +166,7 @@ func (in inode) attr() Attr {
 		at.Size = BlockSize
 		at.Blocks = BlockSize / 512
 	case S_IFLNK:
-		if in.size() > 60 { // ext4 keeps targets up to 60 bytes in the inode
+		if in.size() >= 60 { // ext4 keeps targets up to 59 bytes (60 with the NUL) in the inode
 			at.Blocks = BlockSize / 512
 		}
 	case S_IFCHR, S_IFBLK:
