@@ -251,7 +251,7 @@ func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now
 		gid = parent.gid()
 		if mode&S_IFMT == S_IFDIR {
 			mode |= S_ISGID
-		} else if mode&(S_ISGID|0o010) == S_ISGID|0o010 && c.Uid != 0 && c.Gid != gid {
+		} else if mode&(S_ISGID|0o010) == S_ISGID|0o010 && !c.inGroupOrCapable(gid) {
 			mode &^= S_ISGID // as inode_init_owner: caller not in the file's group
 		}
 	}

@@ -380,3 +380,47 @@ func TestSymlinkBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestSetgidSupplementaryGroup: a caller in a setgid directory's group
+// only through a supplementary group (Cred.InGroup) keeps the S_ISGID it
+// asks for on a new file, as inode_init_owner's in_group_or_capable.
+func TestSetgidSupplementaryGroup(t *testing.T) {
+	fs, _ := newTestFS(t)
+	d := mkdir(t, fs, RootIno, "d")
+	_, err := fs.SetAttr(d.Ino, SetAttr{Valid: SetMode | SetGID, Mode: 0o2777, Gid: 500}, root)
+	must(t, err)
+	asked := 0
+	member := Cred{Uid: 1000, Gid: 1000, InGroup: func(gid uint32) bool { asked++; return gid == 500 }}
+	other := Cred{Uid: 1000, Gid: 1000, InGroup: func(gid uint32) bool { asked++; return false }}
+	for _, c := range []struct {
+		name string
+		c    Cred
+		want uint32
+	}{{"member", member, 0o2755}, {"other", other, 0o755}} {
+		at, h, err := fs.Create(d.Ino, c.name, 0o2755, O_CREAT|O_RDWR, c.c)
+		must(t, err)
+		fs.Release(at.Ino, h)
+		if at.Mode&0o7777 != c.want || at.Gid != 500 {
+			t.Errorf("%s: mode %#o gid %d, want %#o gid 500", c.name, at.Mode&0o7777, at.Gid, c.want)
+		}
+		at, err = fs.Mknod(d.Ino, c.name+"-fifo", S_IFIFO|0o2755, 0, c.c)
+		must(t, err)
+		if at.Mode&0o7777 != c.want {
+			t.Errorf("%s fifo: mode %#o, want %#o", c.name, at.Mode&0o7777, c.want)
+		}
+	}
+	if asked != 4 {
+		t.Errorf("InGroup asked %d times, want 4", asked)
+	}
+	// Not asked where it cannot matter: no group-exec, or outside a
+	// setgid directory.
+	at, h, err := fs.Create(d.Ino, "noexec", 0o2644, O_CREAT|O_RDWR, member)
+	must(t, err)
+	fs.Release(at.Ino, h)
+	at, h, err = fs.Create(RootIno, "plain", 0o2755, O_CREAT|O_RDWR, member)
+	must(t, err)
+	fs.Release(at.Ino, h)
+	if asked != 4 {
+		t.Errorf("InGroup asked %d times, want 4", asked)
+	}
+}

@@ -38,6 +38,18 @@ type Attr struct {
 type Cred struct {
 	Uid, Gid uint32
 	Pid      uint32
+	// InGroup, if set, reports whether the caller is in group gid other
+	// than through Gid (a supplementary group), or holds CAP_FSETID: the
+	// kernel's in_group_or_capable, which decides whether a file created
+	// in a setgid directory keeps a requested S_ISGID. It is called only
+	// then, with fs.mu held. nil: only Gid (and uid 0) count.
+	InGroup func(gid uint32) bool
+}
+
+// inGroupOrCapable reports whether c may keep S_ISGID on a file of group
+// gid it creates (inode_init_owner's test).
+func (c Cred) inGroupOrCapable(gid uint32) bool {
+	return c.Uid == 0 || c.Gid == gid || c.InGroup != nil && c.InGroup(gid)
 }
 
 // SetAttr is a setattr request; Valid says which fields to apply.

@@ -83,7 +83,13 @@ func (s *Server) count(o op) { s.stats[o].Add(1) }
 func ino(n fuse.NodeID) conquest.Ino { return conquest.Ino(n) }
 
 func cred(h *fuse.Header) conquest.Cred {
-	return conquest.Cred{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid}
+	return conquest.Cred{Uid: h.Uid, Gid: h.Gid, Pid: h.Pid, InGroup: func(gid uint32) bool {
+		// Asked only when a file with S_ISGID and group-exec is
+		// created in a setgid directory of a group other than the
+		// caller's fsgid: its supplementary groups and capabilities
+		// are read from /proc (caller.go).
+		return inGroup(h, gid) || callerHasCap(h, capFsetid)
+	}}
 }
 
 // serve answers one request. A panic in the core is recovered here: the

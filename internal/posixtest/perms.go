@@ -25,6 +25,7 @@ var permTests = map[string]Test{
 	"PermKillPrivNoop":  testPermKillPrivNoop,
 	"KillPrivCapOnly":   testKillPrivCapOnly,
 	"PermSetgidCreate":  testPermSetgidCreate,
+	"PermSetgidMember":  testPermSetgidMember,
 	"PermXattr":         testPermXattr,
 	"PermRenameDirPerm": testPermRenameDir,
 	"SetuidExec":        testSetuidExec,
@@ -318,6 +319,29 @@ func testPermSetgidCreate(t *testing.T, dir string) {
 	ok(t, nobodyDo(t, "chmod", q, "02755"), "chmod g+s in own group")
 	if st := lstat(t, q); st.Mode&07777 != 02755 {
 		t.Fatalf("chmod g+s by a member: mode %o", st.Mode)
+	}
+}
+
+// testPermSetgidMember: a caller in the directory's group only through a
+// supplementary group keeps the set-group-ID bit it asks for on a new file
+// (in_group_or_capable counts supplementary groups); one not in it loses it.
+func testPermSetgidMember(t *testing.T, dir string) {
+	asNobody(t, dir)
+	d := join(dir, "d")
+	mkdir(t, d, 0777)
+	ok(t, unix.Chown(d, 0, 4242), "chown")
+	ok(t, unix.Chmod(d, 02777), "chmod 02777")
+	member := Identity{UID: nobodyUID, GID: nobodyGID, Groups: []int{4242}}
+	p := join(d, "f")
+	_, err := RunAs(t, member, "create", p, "02755")
+	ok(t, err, "a member through a supplementary group creates in a setgid dir")
+	if st := lstat(t, p); st.Gid != 4242 || st.Mode&07777 != 02755 {
+		t.Fatalf("file created 02755 by a supplementary member: gid %d mode %o, want 4242 and 2755", st.Gid, st.Mode&07777)
+	}
+	q := join(d, "g")
+	ok(t, nobodyDo(t, "create", q, "02755"), "a non-member creates in a setgid dir")
+	if st := lstat(t, q); st.Gid != 4242 || st.Mode&07777 != 0755 {
+		t.Fatalf("file created 02755 by a non-member: gid %d mode %o, want 4242 and 755", st.Gid, st.Mode&07777)
 	}
 }
 
