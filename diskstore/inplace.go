@@ -37,6 +37,15 @@ import (
 // sync, so its record restores the synced contents (or zeros) if it does not
 // verify. At most intentSlots in-place writes per transaction; beyond, and
 // for any write over non-zero bytes, copy-on-write as before.
+//
+// On a shadowed arena a power failure brings back the last durable
+// checkpoint, which may map the block with the checksum it had then: an
+// append in place since would make the block fail that checksum, and
+// recovery would zero the data the checkpoint had (the disk kept it). So
+// there the block must also have been written since the last checkpoint
+// copy was taken (inPlaceSafe): no checkpoint has seen its contents. The
+// first append after each checkpoint copies the block, the next ones until
+// the following checkpoint go in place.
 const (
 	stOffIntents = 48 // offset of the intent area (0: none yet)
 
@@ -261,7 +270,7 @@ func (s *Store) appendFast(tx *pram.Tx, seg pram.Off, fb uint64, runs []run) (bo
 		return false, err // no disk block: writeBlocks reports it
 	}
 	e, _, found, err := s.findUnsynced(seg, fb)
-	if err != nil || !found || e.epoch != s.tag() {
+	if err != nil || !found || e.epoch != s.tag() || !s.inPlaceSafe(sp.disk) {
 		return false, err
 	}
 	seed := s.a.U64(seg + slOffSeed)
@@ -315,4 +324,39 @@ func inPlaceRange(runs []run, blockStart, bs int64) (lo, hi int64) {
 		}
 	}
 	return lo, hi
+}
+
+// markFresh notes that disk block b was written in this checkpoint interval
+// (see inPlaceSafe). Preconditions: s.mu not held.
+func (s *Store) markFresh(b Block) {
+	if !s.shadowed {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resetFreshLocked()
+	s.fresh[b] = struct{}{}
+}
+
+// inPlaceSafe reports whether disk block b may be written in place as far as
+// checkpoints go: the arena is not shadowed, or no checkpoint copy was taken
+// since b was last written (markFresh), so no durable checkpoint can map b
+// with an older checksum.
+func (s *Store) inPlaceSafe(b Block) bool {
+	if !s.shadowed {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resetFreshLocked()
+	_, ok := s.fresh[b]
+	return ok
+}
+
+// resetFreshLocked forgets the blocks written before the last checkpoint
+// copy. Preconditions: s.mu held.
+func (s *Store) resetFreshLocked() {
+	if g := s.snapGen.Load(); s.fresh == nil || s.freshGen != g {
+		s.fresh, s.freshGen = make(map[Block]struct{}), g
+	}
 }

@@ -240,7 +240,11 @@ type Store struct {
 	shadowed bool          // the arena is shadowed (immutable after Open)
 	snapGen  atomic.Uint64 // checkpoint copies taken since Open
 	snapSeen uint64        // snapGen at the copy of the checkpoint in progress (its hooks)
-	forSpace bool          // syncAllForSpace is tidying: free without holding (mu)
+	// fresh: the disk blocks written since checkpoint copy freshGen was
+	// taken (shadowed arenas; see inPlaceSafe). Guarded by mu.
+	fresh    map[Block]struct{}
+	freshGen uint64
+	forSpace bool // syncAllForSpace is tidying: free without holding (mu)
 	// ckptRetry: the caller of the operation in progress aborts, makes a
 	// checkpoint and retries on ErrSpaceHeld (SetCheckpointRetry).
 	ckptRetry atomic.Bool

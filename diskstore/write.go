@@ -363,7 +363,7 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 			if err != nil {
 				return err
 			}
-			if found && e.epoch == cur {
+			if found && e.epoch == cur && s.inPlaceSafe(p.disk) {
 				p.inPlace, p.lo, p.hi = true, lo, hi
 			}
 		}
@@ -435,6 +435,11 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 			}
 		} else {
 			s.wroteUnsynced(wrote)
+		}
+	}
+	for i := range plan {
+		if plan[i].dst != 0 {
+			s.markFresh(plan[i].dst)
 		}
 	}
 	// Publish: the data is on the device (synced, or recorded unsynced).
