@@ -423,6 +423,14 @@ func (fs *FS) Fsync(ino Ino, datasync bool) error {
 	if disk {
 		return fs.fsyncDisk(ino)
 	}
+	if fs.ds != nil {
+		// Large files' blocks written since the last device sync are in
+		// the arena already: the checkpoint must not make them durable
+		// before their data is.
+		if err := fs.syncDisk(); err != nil {
+			return err
+		}
+	}
 	return fs.syncArena()
 }
 

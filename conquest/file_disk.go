@@ -561,8 +561,9 @@ func (fs *FS) Sync() error {
 	return nil
 }
 
-// fsyncDisk makes a disk file durable: its data is flushed and synced,
-// then its metadata committed, then the arena persisted.
+// fsyncDisk makes a disk file durable, and with it every change: its data
+// is flushed and synced, then its metadata committed, then every other block
+// written to the disk synced (syncWrittenLocked), then the arena persisted.
 func (fs *FS) fsyncDisk(ino Ino) error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -572,11 +573,42 @@ func (fs *FS) fsyncDisk(ino Ino) error {
 	if err := fs.flushDiskLocked(ino, true, false); err != nil {
 		return err
 	}
+	if err := fs.syncWrittenLocked(); err != nil {
+		return err
+	}
 	if err := fs.a.Sync(); err != nil {
 		fs.logf("%v", err)
 		return ErrIO
 	}
 	return nil
+}
+
+// syncDisk syncs every block written to the disk so far (syncWrittenLocked),
+// for the fsync of a file that is not on the disk or a directory.
+func (fs *FS) syncDisk() error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.closed {
+		return ErrIO
+	}
+	return fs.syncWrittenLocked()
+}
+
+// syncWrittenLocked syncs the blocks written to the disk since its last
+// sync, whichever files they belong to: the arena already points at them
+// (DurableOnProcessCrash), so the checkpoint an fsync makes next would
+// otherwise persist sizes and block maps whose data a power loss can still
+// drop, and recovery would zero it; an fsync makes every change durable
+// (README, "Durability contract"), as an ext4 journal commit writes the
+// ordered data first. Data still gathered in memory (GatherInMemory) stays
+// there: its sizes are not published.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) syncWrittenLocked() error {
+	err := fs.update(func(tx *pram.Tx) error { return fs.ds.SyncWritten(tx) })
+	if err != nil {
+		fs.logf("%s: syncing the disk: %v", fs.diskPath, err)
+	}
+	return err
 }
 
 // diskFreeStep releases part of an unlinked disk file's storage within one

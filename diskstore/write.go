@@ -186,6 +186,15 @@ func (s *Store) FlushAll(tx *pram.Tx) error {
 			return err
 		}
 	}
+	return s.SyncWritten(tx)
+}
+
+// SyncWritten makes every block written to the device so far durable, for
+// an fsync that makes every change durable (whichever file it names): it
+// syncs the device if anything was written since the last sync, else waits
+// for the background sync in flight. Unlike FlushAll it leaves gathered
+// data (GatherInMemory) in memory: the core has not published its sizes.
+func (s *Store) SyncWritten(tx *pram.Tx) error {
 	s.mu.Lock()
 	dirty := s.unsynced > 0
 	s.mu.Unlock()
