@@ -398,9 +398,33 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 		if err == nil && moreFree {
 			err = fs.finishShrinkLocked(ino)
 		}
+		if err != nil && !punch && !keep && pos > start {
+			// A step failed (ENOSPC) after others reserved space: the
+			// size covers what they reserved, as on ext4 (a disk file's
+			// size changes in the last step only, see diskFallocate).
+			fs.extendDiskFallocated(ino, pos)
+		}
 		if err != nil || done {
 			return err
 		}
+	}
+}
+
+// extendDiskFallocated extends a disk file to end, what the steps of a
+// fallocate that then failed reserved. Its own failure is only logged: the
+// reservation stays past the end, as KEEP_SIZE's does.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) extendDiskFallocated(ino Ino, end uint64) {
+	err := fs.update(func(tx *pram.Tx) error {
+		in, err := fs.regInode(ino)
+		if err != nil || !in.onDisk() || end <= fs.fileSize(in) {
+			return err
+		}
+		fs.publishSize(tx, in, end)
+		return nil
+	})
+	if err != nil {
+		fs.logf("inode %d: extending to what a failed fallocate reserved: %v", ino, err)
 	}
 }
 

@@ -417,7 +417,9 @@ func (fs *FS) diskTruncate(tx *pram.Tx, seg pram.Off, old, size uint64) error {
 // from pos on, one step per Tx, and returns how far it got (end when done):
 // a hole is punched, or a range zeroed (punched, then reserved), or space
 // reserved. Space that KEEP_SIZE reserves past the end of the file is
-// remembered (iKeepEnd), so that the trim at the last close keeps it.
+// remembered (iKeepEnd), so that the trim at the last close keeps it; so is
+// what the steps before the last of an extending fallocate reserve, whose
+// size changes in its last step only (atomic).
 func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch, zero, keep bool, now Timespec) (uint64, error) {
 	seg := in.seg()
 	size := fs.fileSize(in)
@@ -436,7 +438,11 @@ func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch
 		}
 		switch {
 		case stop <= size:
-		case keep:
+		case keep || stop < end:
+			// KEEP_SIZE, or a step before the last of a fallocate that
+			// extends the file: the size changes in the last step only, so
+			// that a crash leaves it as before or after; what the steps
+			// reserve past it is kept as KEEP_SIZE's is.
 			in.set64(tx, iKeepEnd, max(in.u64(iKeepEnd), stop))
 		default:
 			size = stop
