@@ -104,6 +104,19 @@ func TestFallocateFragmented(t *testing.T) {
 	}
 }
 
+// truncateUnlinkReopen truncates "b" (inode ino, closed) to 50 KiB,
+// unlinks and forgets it, and reopens the file system: the caller checks
+// that the file is gone. It returns the reopened file system and the
+// truncate's error.
+func truncateUnlinkReopen(t *testing.T, fs *FS, env *testEnv, ino Ino) (*FS, error) {
+	t.Helper()
+	_, terr := fs.SetAttr(ino, SetAttr{Valid: SetSize, Size: 50 << 10}, user)
+	must(t, fs.Unlink(RootIno, "b"))
+	fs.Forget(ino, 1)
+	must(t, fs.Close())
+	return env.open(), terr
+}
+
 // Fixed: the frees start at the last mapped block, and a step depends on
 // the journal (diskStepBytes). Bug: releasing a large file's disk blocks was bounded by byte range, not
 // by what it costs the journal, and blocks past the end of the file are not
@@ -128,11 +141,7 @@ func TestPastEOFBlocksFreedInSteps(t *testing.T) {
 		must(t, fs.Fallocate(at.Ino, off, 128<<10, FallocKeepSize))
 	}
 	fs.Release(at.Ino, h)
-	_, terr := fs.SetAttr(at.Ino, SetAttr{Valid: SetSize, Size: 50 << 10}, user)
-	must(t, fs.Unlink(RootIno, "b"))
-	fs.Forget(at.Ino, 1)
-	must(t, fs.Close())
-	fs = env.open()
+	fs, terr := truncateUnlinkReopen(t, fs, env, at.Ino)
 	_, rerr := fs.Repair(RepairOptions{})
 	if _, err := fs.GetAttr(at.Ino); err == nil || terr != nil {
 		t.Fatalf("truncate: %v; after unlink, reopen and repair (%v) the file is still there; Check: %v", terr, rerr, fs.Check())
@@ -154,11 +163,7 @@ func TestFragmentedFileFreedInSteps(t *testing.T) {
 		must(t, err)
 	}
 	fs.Release(at.Ino, h)
-	_, terr := fs.SetAttr(at.Ino, SetAttr{Valid: SetSize, Size: 50 << 10}, user)
-	must(t, fs.Unlink(RootIno, "b"))
-	fs.Forget(at.Ino, 1)
-	must(t, fs.Close())
-	fs = env.open()
+	fs, terr := truncateUnlinkReopen(t, fs, env, at.Ino)
 	if _, err := fs.GetAttr(at.Ino); err == nil || terr != nil {
 		t.Fatalf("truncate: %v; after unlink and reopen the file is still there; Check: %v", terr, fs.Check())
 	}

@@ -435,10 +435,11 @@ func (fs *FS) extendDiskFallocated(ino Ino, end uint64) {
 // gathered data is written and the disk synced, then its size and segment
 // list are committed, then the arena is persisted.
 func (fs *FS) Fsync(ino Ino, datasync bool) error {
-	disk := false
+	disk, diskDirty := false, false
 	err := fs.read(func() error {
 		in, err := fs.inode(ino)
 		disk = err == nil && in.isReg() && in.onDisk()
+		diskDirty = fs.ds != nil && fs.ds.SyncPending()
 		return err
 	})
 	if err != nil {
@@ -447,10 +448,11 @@ func (fs *FS) Fsync(ino Ino, datasync bool) error {
 	if disk {
 		return fs.fsyncDisk(ino)
 	}
-	if fs.ds != nil {
+	if diskDirty {
 		// Large files' blocks written since the last device sync are in
 		// the arena already: the checkpoint must not make them durable
-		// before their data is.
+		// before their data is. (Without them, as in a small-file
+		// workload, no exclusive lock or transaction is taken.)
 		if err := fs.syncDisk(); err != nil {
 			return err
 		}

@@ -326,16 +326,20 @@ func inPlaceRange(runs []run, blockStart, bs int64) (lo, hi int64) {
 	return lo, hi
 }
 
-// markFresh notes that disk block b was written in this checkpoint interval
-// (see inPlaceSafe). Preconditions: s.mu not held.
-func (s *Store) markFresh(b Block) {
+// markFresh notes that the disk blocks plan wrote (dst) were written in
+// this checkpoint interval (see inPlaceSafe). Preconditions: s.mu not held.
+func (s *Store) markFresh(plan []blk) {
 	if !s.shadowed {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resetFreshLocked()
-	s.fresh[b] = struct{}{}
+	for _, p := range plan {
+		if p.dst != 0 {
+			s.fresh[p.dst] = struct{}{}
+		}
+	}
 }
 
 // inPlaceSafe reports whether disk block b may be written in place as far as

@@ -189,6 +189,17 @@ func (s *Store) FlushAll(tx *pram.Tx) error {
 	return s.SyncWritten(tx)
 }
 
+// SyncPending reports whether SyncWritten has anything to do: blocks were
+// written since the last device sync, a background sync is in flight, or
+// the failure of one waits to be reported. Callers hold the core's lock,
+// shared at least (s.bg and s.syncErr change only under it exclusively).
+func (s *Store) SyncPending() bool {
+	s.mu.Lock()
+	dirty := s.unsynced > 0
+	s.mu.Unlock()
+	return dirty || s.bg != nil || s.syncErr != nil
+}
+
 // SyncWritten makes every block written to the device so far durable, for
 // an fsync that makes every change durable (whichever file it names): it
 // syncs the device if anything was written since the last sync, else waits
@@ -446,11 +457,7 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 			s.wroteUnsynced(wrote)
 		}
 	}
-	for i := range plan {
-		if plan[i].dst != 0 {
-			s.markFresh(plan[i].dst)
-		}
-	}
+	s.markFresh(plan)
 	// Publish: the data is on the device (synced, or recorded unsynced).
 	kept := make([]bool, n) // replaced blocks that go to the quarantine
 	if s.durable() {

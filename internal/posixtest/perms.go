@@ -286,12 +286,19 @@ func testPermKillPriv(t *testing.T, dir string) {
 	}
 }
 
-func testPermSetgidCreate(t *testing.T, dir string) {
+// setgidDir makes dir/d, mode 02777 and group 4242 (which nobody is not
+// in), for tests that run as nobody.
+func setgidDir(t *testing.T, dir string) string {
 	asNobody(t, dir)
 	d := join(dir, "d")
 	mkdir(t, d, 0777)
 	ok(t, unix.Chown(d, 0, 4242), "chown")
 	ok(t, unix.Chmod(d, 02777), "chmod 02777")
+	return d
+}
+
+func testPermSetgidCreate(t *testing.T, dir string) {
+	d := setgidDir(t, dir)
 	// nobody is not in group 4242: the new file still gets the directory's
 	// gid, but a requested set-group-ID bit is stripped.
 	p := join(d, "f")
@@ -326,11 +333,7 @@ func testPermSetgidCreate(t *testing.T, dir string) {
 // supplementary group keeps the set-group-ID bit it asks for on a new file
 // (in_group_or_capable counts supplementary groups); one not in it loses it.
 func testPermSetgidMember(t *testing.T, dir string) {
-	asNobody(t, dir)
-	d := join(dir, "d")
-	mkdir(t, d, 0777)
-	ok(t, unix.Chown(d, 0, 4242), "chown")
-	ok(t, unix.Chmod(d, 02777), "chmod 02777")
+	d := setgidDir(t, dir)
 	member := Identity{UID: nobodyUID, GID: nobodyGID, Groups: []int{4242}}
 	p := join(d, "f")
 	_, err := RunAs(t, member, "create", p, "02755")
