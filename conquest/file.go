@@ -330,7 +330,11 @@ func (fs *FS) truncateOp(ino Ino) error {
 // Fallocate allocates (mode 0 or FallocKeepSize), punches a hole
 // (FallocPunchHole|FallocKeepSize) or zeroes (FallocZeroRange) the range
 // [off, off+length). Other modes are ErrNotSupported. Large ranges take
-// several transactions; after an error the blocks already allocated stay.
+// several transactions; after an error the blocks already allocated inside
+// the file stay, and the size is as before (ext4 extends it over what was
+// allocated, but the kernel's FUSE module keeps its cached size after a
+// failed FALLOCATE, so a size changed then would go unseen, for good with
+// the writeback cache).
 func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 	if off < 0 || length <= 0 {
 		return ErrInvalid
@@ -354,6 +358,7 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 		return ErrIO
 	}
 	now := fs.now()
+	keepEnd := ^uint64(0) // a disk file's iKeepEnd before the first step
 	for pos := start; ; {
 		done, moreFree := false, false
 		err := fs.update(func(tx *pram.Tx) error {
@@ -369,6 +374,9 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 				}
 			}
 			if in.onDisk() {
+				if keepEnd == ^uint64(0) {
+					keepEnd = in.u64(iKeepEnd)
+				}
 				reached, err := fs.diskFallocate(tx, in, start, pos, end, punch, zero, keep, now)
 				pos, done = reached, reached >= end
 				return err
@@ -398,11 +406,12 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 		if err == nil && moreFree {
 			err = fs.finishShrinkLocked(ino)
 		}
-		if err != nil && !punch && !keep && pos > start {
-			// A step failed (ENOSPC) after others reserved space: the
-			// size covers what they reserved, as on ext4 (a disk file's
-			// size changes in the last step only, see diskFallocate).
-			fs.extendDiskFallocated(ino, pos)
+		if err != nil && !punch && !keep && keepEnd != ^uint64(0) {
+			// A step failed (ENOSPC) after others reserved space past the
+			// end, which the size was to cover (it changes in the last
+			// step only, see diskFallocate): give that back at the last
+			// close.
+			fs.restoreKeepEnd(ino, keepEnd)
 		}
 		if err != nil || done {
 			return err
@@ -410,21 +419,22 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 	}
 }
 
-// extendDiskFallocated extends a disk file to end, what the steps of a
-// fallocate that then failed reserved. Its own failure is only logged: the
-// reservation stays past the end, as KEEP_SIZE's does.
+// restoreKeepEnd sets a disk file's iKeepEnd back to keepEnd, what it was
+// before a fallocate that failed, so that the trim at the last close gives
+// back what the fallocate reserved past the end. Its own failure is only
+// logged: the reservation then stays, as KEEP_SIZE's does.
 // Preconditions: fs.mu held exclusively.
-func (fs *FS) extendDiskFallocated(ino Ino, end uint64) {
+func (fs *FS) restoreKeepEnd(ino Ino, keepEnd uint64) {
 	err := fs.update(func(tx *pram.Tx) error {
 		in, err := fs.regInode(ino)
-		if err != nil || !in.onDisk() || end <= fs.fileSize(in) {
+		if err != nil || !in.onDisk() || in.u64(iKeepEnd) <= keepEnd {
 			return err
 		}
-		fs.publishSize(tx, in, end)
+		in.set64(tx, iKeepEnd, keepEnd)
 		return nil
 	})
 	if err != nil {
-		fs.logf("inode %d: extending to what a failed fallocate reserved: %v", ino, err)
+		fs.logf("inode %d: giving back what a failed fallocate reserved: %v", ino, err)
 	}
 }
 

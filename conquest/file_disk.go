@@ -419,7 +419,8 @@ func (fs *FS) diskTruncate(tx *pram.Tx, seg pram.Off, old, size uint64) error {
 // reserved. Space that KEEP_SIZE reserves past the end of the file is
 // remembered (iKeepEnd), so that the trim at the last close keeps it; so is
 // what the steps before the last of an extending fallocate reserve, whose
-// size changes in its last step only (atomic).
+// size changes in its last step only (atomic; if a later step fails, the
+// size stays and Fallocate gives that back, see restoreKeepEnd).
 func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch, zero, keep bool, now Timespec) (uint64, error) {
 	seg := in.seg()
 	size := fs.fileSize(in)

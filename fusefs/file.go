@@ -157,6 +157,8 @@ func (s *Server) fallocate(r *fuse.FAllocateRequest) {
 	node := ino(r.Node)
 	if err := s.fs.Fallocate(node, int64(r.Offset), int64(r.Length), uint32(r.Mode)); err != nil {
 		s.respondError(r, err)
+		// Steps before the one that failed may have reserved blocks.
+		s.invalidateAttr(node)
 		return
 	}
 	r.Respond()

@@ -380,3 +380,55 @@ func TestFreeOnFullArena(t *testing.T) {
 	m.Remount()
 	check(t, m, "after a remount")
 }
+
+// TestFallocateNoSpaceThroughMount: a fallocate that runs out of disk after
+// it reserved some leaves the file's size as it was, as the kernel, which
+// keeps its cached size after a failed FALLOCATE, still shows it; after a
+// remount the file has that size too, and st_blocks showed the reservation
+// until the last close. The daemon used to extend the size
+// over what it had reserved (as ext4 does): the mount showed 921,600 bytes
+// until the kernel forgot the inode, then 33,030,145.
+func TestFallocateNoSpaceThroughMount(t *testing.T) {
+	cacheModes(t, func(t *testing.T, wb bool) {
+		dir := t.TempDir()
+		m := mountNew(t, filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img"), 16<<20, wb)
+		path := m.Path("f")
+		data := bytes.Repeat([]byte("z"), 900<<10)
+		if err := writeSynced(path, 0, data); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every failure below comes after the close: an open file would
+		// hold the unmount up.
+		var st0, st unix.Stat_t
+		err = unix.Fstat(fd, &st0)
+		ferr := unix.Fallocate(fd, 0, 1, 100<<20)
+		if err == nil {
+			err = unix.Fstat(fd, &st)
+		}
+		if cerr := unix.Close(fd); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		isNoSpace(t, "fallocate of 100 MiB", ferr)
+		// Until the last close the file held what the steps before the
+		// failed one reserved, and st_blocks said so (the daemon drops the
+		// kernel's cached attributes after a failed fallocate too).
+		if st.Blocks < st0.Blocks+(16<<20)/512 {
+			t.Fatalf("st_blocks %d after a failed fallocate that reserved most of a 32 MiB disk, %d before", st.Blocks, st0.Blocks)
+		}
+		if st.Size != int64(len(data)) {
+			t.Fatalf("size after a failed fallocate %d, want %d", st.Size, len(data))
+		}
+		m.Remount()
+		got, err := os.ReadFile(path)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("after a remount: %d bytes (%v), want the %d written", len(got), err, len(data))
+		}
+	})
+}
