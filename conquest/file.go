@@ -395,12 +395,15 @@ func (fs *FS) Fallocate(ino Ino, off, length int64, mode uint32) error {
 			if zero {
 				fs.memZero(in, pos, min(reached, in.size()))
 			}
-			if !keep && reached > in.size() {
-				fs.memZero(in, in.size(), reached)
-				in.set64(tx, iSize, reached)
-			}
 			pos = reached
 			done = reached >= end
+			if !keep && done && end > in.size() {
+				// The last step: the size changes only here, so that a
+				// crash leaves it as before or after (what earlier steps
+				// reserved past it stays, as KEEP_SIZE's does).
+				fs.memZero(in, in.size(), end)
+				in.set64(tx, iSize, end)
+			}
 			return nil
 		})
 		if err == nil && moreFree {
