@@ -74,7 +74,7 @@ func TestCrashFallocateArena(t *testing.T) {
 			k := countStores(fr, func() { must(t, fr.Fallocate(f, c.off, c.n, c.mode)) })
 			after := readAll(t, fr, f)
 			must(t, fr.Close())
-			// A spread of stores and the last; every store under FALLOC_DEBUG.
+			// A spread of stores and the last; every store under CRASH_EVERY_STORE.
 			var points []int
 			spread := 40
 			if raceEnabled {
@@ -84,7 +84,7 @@ func TestCrashFallocateArena(t *testing.T) {
 				points = append(points, n)
 			}
 			points = append(points, k)
-			if os.Getenv("FALLOC_DEBUG") != "" {
+			if os.Getenv("CRASH_EVERY_STORE") != "" {
 				points = points[:0]
 				for n := 1; n <= k; n++ {
 					points = append(points, n)

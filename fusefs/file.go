@@ -156,9 +156,10 @@ func (s *Server) fsync(r *fuse.FsyncRequest) {
 func (s *Server) fallocate(r *fuse.FAllocateRequest) {
 	node := ino(r.Node)
 	if err := s.fs.Fallocate(node, int64(r.Offset), int64(r.Length), uint32(r.Mode)); err != nil {
-		s.respondError(r, err)
-		// Steps before the one that failed may have reserved blocks.
+		// Steps before the one that failed may have reserved blocks: drop
+		// the kernel's cached st_blocks before the caller can stat.
 		s.invalidateAttr(node)
+		s.respondError(r, err)
 		return
 	}
 	r.Respond()
