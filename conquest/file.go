@@ -104,6 +104,21 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 // file size, ErrFileTooBig). A write whose end crosses the large-file threshold
 // moves the file to disk first, in the same transaction.
 func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (int, error) {
+	return fs.writeData(ino, h, off, src, killPriv, true)
+}
+
+// WriteKeepTimes is Write without the change of mtime and ctime (ctime
+// still changes if killPriv clears a mode bit): for pages whose times
+// the caller keeps and sets itself. The kernel's writeback cache is such a
+// caller: it owns a regular file's times, and its SETATTR of them may
+// reach the daemon before the WRITE of the pages they describe, whose own
+// times would then replace the kernel's in the arena (seen after a
+// remount: every file made by O_TMPFILE, write and linkat).
+func (fs *FS) WriteKeepTimes(ino Ino, h Handle, off int64, src []byte, killPriv bool) (int, error) {
+	return fs.writeData(ino, h, off, src, killPriv, false)
+}
+
+func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touch bool) (int, error) {
 	if off < 0 {
 		return 0, ErrInvalid
 	}
@@ -141,8 +156,12 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 				// blob is rewritten), and the data below is copied into the
 				// file's blocks without the journal (doc.go: a write that
 				// fails with ErrNoSpace changes nothing).
+				mode := in.mode()
 				if err := fs.killPrivLocked(tx, in, true); err != nil {
 					return err
+				}
+				if !touch && in.mode() != mode {
+					in.setTime(tx, iCtime, now)
 				}
 			}
 			if fs.wantDisk(in, o+uint64(len(chunk))) {
@@ -157,7 +176,9 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 			} else if wrote, err = fs.memWrite(tx, in, o, chunk); err != nil {
 				return err
 			}
-			in.touchMC(tx, now)
+			if touch {
+				in.touchMC(tx, now)
+			}
 			return nil
 		})
 		if err == nil && more {

@@ -3,6 +3,7 @@ package conquest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
 	"testing"
 )
@@ -486,4 +487,38 @@ func attrOf(t *testing.T, fs *FS, ino Ino) Attr {
 	a, err := fs.GetAttr(ino)
 	must(t, err)
 	return a
+}
+
+// WriteKeepTimes writes without changing mtime and ctime, in the arena and
+// on disk, except that ctime marks a mode bit killPriv cleared.
+func TestWriteKeepTimes(t *testing.T) {
+	fs, _ := newTestFS(t)
+	for _, size := range []int{100, 2 << 20} {
+		f := create(t, fs, RootIno, fmt.Sprint("f", size), nil)
+		write(t, fs, f.Ino, 0, make([]byte, size))
+		h := openRW(t, fs, f.Ino, O_RDWR)
+		before, _ := fs.GetAttr(f.Ino)
+		if n, err := fs.WriteKeepTimes(f.Ino, h, int64(size), []byte("tail"), false); err != nil || n != 4 {
+			t.Fatalf("size %d: WriteKeepTimes: %d, %v", size, n, err)
+		}
+		after, _ := fs.GetAttr(f.Ino)
+		if after.Mtime != before.Mtime || after.Ctime != before.Ctime || after.Size != uint64(size)+4 {
+			t.Errorf("size %d: times %v %v size %d after WriteKeepTimes, want %v %v %d",
+				size, after.Mtime, after.Ctime, after.Size, before.Mtime, before.Ctime, size+4)
+		}
+		_, err := fs.SetAttr(f.Ino, SetAttr{Valid: SetMode, Mode: 0o4755}, root)
+		must(t, err)
+		before, _ = fs.GetAttr(f.Ino)
+		_, err = fs.WriteKeepTimes(f.Ino, h, 0, []byte("x"), true)
+		must(t, err)
+		after, _ = fs.GetAttr(f.Ino)
+		if after.Mode&0o7777 != 0o755 || after.Mtime != before.Mtime || after.Ctime == before.Ctime {
+			t.Errorf("size %d: killPriv WriteKeepTimes: mode %#o mtime %v->%v ctime %v->%v, want 0755, mtime kept, ctime changed",
+				size, after.Mode&0o7777, before.Mtime, after.Mtime, before.Ctime, after.Ctime)
+		}
+		fs.Release(f.Ino, h)
+		if got := readAll(t, fs, f.Ino); len(got) != size+4 || got[0] != 'x' || string(got[size:]) != "tail" {
+			t.Errorf("size %d: contents after WriteKeepTimes: %d bytes", size, len(got))
+		}
+	}
 }

@@ -2,6 +2,7 @@ package fusefs_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -493,4 +494,80 @@ func TestWritePastMaxFileSize(t *testing.T) {
 			t.Fatalf("the daemon's file: size %d (want %d), last bytes %q, %v", a.Size, maxSize, buf[:got], err)
 		}
 	})
+}
+
+// The times a file shows are the times it keeps across a remount. With the
+// writeback cache the kernel owns a file's times and sends them with a
+// SETATTR of its own, which may reach the daemon before the WRITE of the
+// pages they describe: that WRITE must not replace them (it did, with the
+// daemon's later clock, for every file made by O_TMPFILE, write and linkat).
+// A separate daemon serves the mount: the mmap case faults pages in, which
+// this process could not serve while a garbage collection stops it.
+func TestTimesSurviveRemount(t *testing.T) {
+	for _, args := range [][]string{nil, {"--writeback-cache"}} {
+		t.Run(fmt.Sprint(args), func(t *testing.T) { testTimesSurviveRemount(t, mounttest.MountProcess(t, mounttest.WithArgs(args...))) })
+	}
+}
+
+func testTimesSurviveRemount(t *testing.T, m *mounttest.Mounted) {
+	{
+		data := make([]byte, 64<<10)
+		for i := range data {
+			data[i] = byte(i*7 + 1)
+		}
+		makers := map[string]func(p string){
+			"tmpfile": func(p string) {
+				fd, err := unix.Open(m.Path(), unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+				must(t, err)
+				defer unix.Close(fd)
+				if _, err := unix.Write(fd, data); err != nil {
+					t.Fatal(err)
+				}
+				must(t, unix.Linkat(fd, "", unix.AT_FDCWD, p, unix.AT_EMPTY_PATH))
+			},
+			"write": func(p string) { must(t, os.WriteFile(p, data, 0o644)) },
+			"mmap": func(p string) {
+				f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+				must(t, err)
+				defer f.Close()
+				must(t, f.Truncate(int64(len(data))))
+				b, err := unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+				must(t, err)
+				copy(b, data)
+				must(t, unix.Munmap(b))
+			},
+			"utimens": func(p string) {
+				f, err := os.Create(p)
+				must(t, err)
+				defer f.Close()
+				if _, err := f.Write(data); err != nil {
+					t.Fatal(err)
+				}
+				ts := []unix.Timespec{{Sec: 1000000000, Nsec: 5}, {Sec: 1000000001, Nsec: 7}}
+				must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0))
+			},
+		}
+		shown := map[string]unix.Stat_t{}
+		for name, mk := range makers {
+			for i := range 20 {
+				p := m.Path(name + string(rune('a'+i)))
+				mk(p)
+				shown[p] = stat(t, p)
+			}
+		}
+		m.Remount()
+		bad := 0
+		for p, was := range shown {
+			now := stat(t, p)
+			if now.Mtim != was.Mtim || now.Ctim != was.Ctim || now.Size != was.Size {
+				if bad++; bad <= 5 {
+					t.Errorf("%s: mtime %v ctime %v size %d before the remount, %v %v %d after",
+						filepath.Base(p), was.Mtim, was.Ctim, was.Size, now.Mtim, now.Ctim, now.Size)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%d of %d files changed times across the remount", bad, len(shown))
+		}
+	}
 }

@@ -104,7 +104,13 @@ func (s *Server) write(r *fuse.WriteRequest) {
 			dropSGID = sgidKeptByCore(a.Mode) && !inGroup(&r.Header, a.Gid)
 		}
 	}
-	n, err := s.fs.Write(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
+	write := s.fs.Write
+	if s.opt.WritebackCache && r.Flags&fuse.WriteCache != 0 {
+		// The kernel owns the times of a file it caches and sends them
+		// with a SETATTR of its own, maybe before this WRITE.
+		write = s.fs.WriteKeepTimes
+	}
+	n, err := write(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
 	// A write(2) that stopped part way is a short write, as on any file
 	// system, and its caller sees the error on its next write. A write of
 	// cached pages (the writeback cache) is another matter: the kernel
