@@ -193,8 +193,9 @@ func (fs *FS) Open(ino Ino, flags uint32) (Handle, error) {
 // file with no kernel references frees it.
 // A large file written through any handle is flushed to disk and its
 // preallocation trimmed at its last close (errors are logged; the data
-// stays buffered for fsync or unmount).
-func (fs *FS) Release(ino Ino, h Handle) {
+// stays buffered for fsync or unmount); trimmed reports that this close
+// did so, which changes the file's st_blocks.
+func (fs *FS) Release(ino Ino, h Handle) (trimmed bool) {
 	ino, unused, flush, ra := fs.vol.release(ino, h)
 	if ra != nil {
 		ra.Close()
@@ -205,6 +206,7 @@ func (fs *FS) Release(ino Ino, h Handle) {
 	if unused {
 		fs.reapIfUnused(ino)
 	}
+	return flush
 }
 
 // OpenDir opens a directory for ReadDir.

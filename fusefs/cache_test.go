@@ -571,3 +571,45 @@ func testTimesSurviveRemount(t *testing.T, m *mounttest.Mounted) {
 		}
 	}
 }
+
+// The last close of a large file written through it trims the disk space
+// preallocated past its end: the kernel's cached st_blocks, fetched while
+// the file was open, must not keep showing it (it did, for the attribute
+// lifetime of an hour, until a remount showed the trimmed count).
+func TestBlocksAfterLastClose(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		for i, size := range []int{1<<20 + 100<<10, 3<<20 + 5} {
+			p := m.Path(fmt.Sprint("f", i))
+			f, err := os.Create(p)
+			must(t, err)
+			data := make([]byte, size)
+			for j := range data {
+				data[j] = byte(j*7 + 1)
+			}
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			must(t, f.Sync())
+			var open unix.Stat_t
+			must(t, unix.Fstat(int(f.Fd()), &open)) // cached with the preallocation
+			must(t, f.Close())
+			var sfs unix.Statfs_t
+			must(t, unix.Statfs(m.Dir, &sfs)) // waits for the RELEASE
+			var st unix.Stat_t
+			for range 50 {
+				st = stat(t, p)
+				a, err := m.FS.GetAttr(conquest.Ino(st.Ino))
+				must(t, err)
+				if uint64(st.Blocks) == a.Blocks {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			m.Remount()
+			if now := stat(t, p); now.Blocks != st.Blocks || now.Size != st.Size {
+				t.Errorf("%d-byte file: %d blocks while open, %d after close, %d after a remount (size %d, %d)",
+					size, open.Blocks, st.Blocks, now.Blocks, st.Size, now.Size)
+			}
+		}
+	})
+}

@@ -224,7 +224,12 @@ func (s *Server) dispatch(req fuse.Request) bool {
 			s.fs.ReleaseDir(ino(r.Node), conquest.Handle(r.Handle))
 		} else {
 			s.count(opRelease)
-			s.fs.Release(ino(r.Node), conquest.Handle(r.Handle))
+			if s.fs.Release(ino(r.Node), conquest.Handle(r.Handle)) {
+				// The last close of a large file trimmed the disk
+				// space preallocated past its end: the st_blocks the
+				// kernel cached while it was open is stale.
+				s.invalidateAttr(ino(r.Node))
+			}
 		}
 		r.Respond()
 	case *fuse.FsyncRequest:
