@@ -421,7 +421,7 @@ func (fs *FS) diskTruncate(tx *pram.Tx, seg pram.Off, old, size uint64) error {
 // what the steps before the last of an extending fallocate reserve, whose
 // size changes in its last step only (atomic; if a later step fails, the
 // size stays and Fallocate gives that back, see restoreKeepEnd).
-func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch, zero, keep bool, now Timespec) (uint64, error) {
+func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch, zero, keep bool) (uint64, error) {
 	seg := in.seg()
 	size := fs.fileSize(in)
 	fs.vol.markDirty(in.ino)
@@ -432,7 +432,6 @@ func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch
 			return pos, err
 		}
 	}
-	in.touchMC(tx, now) // every mode, as ext4 (file_modified)
 	if !punch {
 		if err := fs.ds.Allocate(tx, seg, int64(pos), int64(stop-pos)); err != nil {
 			return pos, err

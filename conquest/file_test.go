@@ -522,3 +522,30 @@ func TestWriteKeepTimes(t *testing.T) {
 		}
 	}
 }
+
+// FallocateKeepTimes changes what Fallocate does, in the arena and on the
+// disk, in every mode, but not mtime or ctime.
+func TestFallocateKeepTimes(t *testing.T) {
+	fs, _ := newTestFS(t)
+	modes := []uint32{0, FallocKeepSize, FallocPunchHole | FallocKeepSize, FallocZeroRange}
+	for _, size := range []int{10000, 2 << 20} {
+		for _, mode := range modes {
+			f := create(t, fs, RootIno, fmt.Sprint("f", size, "-", mode), nil)
+			write(t, fs, f.Ino, 0, bytes.Repeat([]byte{1}, size))
+			before, _ := fs.GetAttr(f.Ino)
+			must(t, fs.FallocateKeepTimes(f.Ino, 4096, int64(size), mode))
+			after, _ := fs.GetAttr(f.Ino)
+			wantSize := uint64(size)
+			if mode&FallocKeepSize == 0 {
+				wantSize = uint64(size) + 4096
+			}
+			if after.Mtime != before.Mtime || after.Ctime != before.Ctime || after.Size != wantSize {
+				t.Errorf("size %d mode %#x: times %v %v size %d after FallocateKeepTimes, want %v %v %d",
+					size, mode, after.Mtime, after.Ctime, after.Size, before.Mtime, before.Ctime, wantSize)
+			}
+			if got := readAll(t, fs, f.Ino); mode&(FallocPunchHole|FallocZeroRange) != 0 && got[4096] != 0 {
+				t.Errorf("size %d mode %#x: byte 4096 is %d after a hole or zeroed range", size, mode, got[4096])
+			}
+		}
+	}
+}

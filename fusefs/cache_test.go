@@ -613,3 +613,51 @@ func TestBlocksAfterLastClose(t *testing.T) {
 		}
 	})
 }
+
+// With the writeback cache the kernel stamps a file's times itself before
+// it sends a FALLOCATE (file_modified), keeps its own values whatever the
+// daemon reports, and sends them later with a SETATTR, or never when its
+// coarse clock has not moved since the times were last set. The daemon's
+// own, later stamp then stayed in the arena, and a remount showed it.
+func TestFallocateTimesSurviveRemount(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		modes := []uint32{0, unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE,
+			unix.FALLOC_FL_ZERO_RANGE, unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE}
+		data := make([]byte, 20000)
+		now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+		shown := map[string]unix.Stat_t{}
+		sameTick := 0 // fallocates that left the kernel's times as they were
+		for i := 0; i < 100 && sameTick < 10; i++ {
+			p := m.Path(fmt.Sprint("f", i))
+			f, err := os.Create(p)
+			must(t, err)
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			must(t, f.Sync()) // the kernel's times are clean
+			must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, now, 0))
+			var before, after unix.Stat_t
+			must(t, unix.Fstat(int(f.Fd()), &before))
+			must(t, unix.Fallocate(int(f.Fd()), modes[i%len(modes)], 4096, 100000))
+			must(t, unix.Fstat(int(f.Fd()), &after))
+			must(t, f.Close())
+			if after.Mtim == before.Mtim {
+				sameTick++
+			}
+			shown[p] = stat(t, p)
+		}
+		m.Remount()
+		bad := 0
+		for p, was := range shown {
+			if now := stat(t, p); now.Mtim != was.Mtim || now.Ctim != was.Ctim || now.Size != was.Size {
+				if bad++; bad <= 3 {
+					t.Errorf("%s: mtime %v ctime %v size %d before the remount, %v %v %d after",
+						filepath.Base(p), was.Mtim, was.Ctim, was.Size, now.Mtim, now.Ctim, now.Size)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%d of %d files (%d fallocated in the tick of their last times) changed times across the remount", bad, len(shown), sameTick)
+		}
+	})
+}

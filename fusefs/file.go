@@ -161,7 +161,13 @@ func (s *Server) fsync(r *fuse.FsyncRequest) {
 
 func (s *Server) fallocate(r *fuse.FAllocateRequest) {
 	node := ino(r.Node)
-	if err := s.fs.Fallocate(node, int64(r.Offset), int64(r.Length), uint32(r.Mode)); err != nil {
+	fallocate := s.fs.Fallocate
+	if s.opt.WritebackCache {
+		// The kernel owns the times of a file it caches: it stamped
+		// them before this request and sends them with a SETATTR.
+		fallocate = s.fs.FallocateKeepTimes
+	}
+	if err := fallocate(node, int64(r.Offset), int64(r.Length), uint32(r.Mode)); err != nil {
 		// Steps before the one that failed may have reserved blocks: drop
 		// the kernel's cached st_blocks before the caller can stat.
 		s.invalidateAttr(node)
