@@ -661,3 +661,53 @@ func TestFallocateTimesSurviveRemount(t *testing.T) {
 		}
 	})
 }
+
+// The same for a write that bypasses the kernel's cache (O_DIRECT; also a
+// write that must clear set-user-ID): with the writeback cache the kernel
+// stamps the times before it sends the WRITE, and the daemon must not
+// stamp its own.
+func TestDirectWriteTimesSurviveRemount(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		data := make([]byte, 20000)
+		now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+		shown := map[string]unix.Stat_t{}
+		sameTick := 0 // writes that left the kernel's times as they were
+		for i := 0; i < 100 && sameTick < 10; i++ {
+			p := m.Path(fmt.Sprint("f", i))
+			f, err := os.Create(p)
+			must(t, err)
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			must(t, f.Sync()) // the kernel's times are clean
+			must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, now, 0))
+			var before, after unix.Stat_t
+			must(t, unix.Fstat(int(f.Fd()), &before))
+			fd, err := unix.Open(p, unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+			must(t, err)
+			if _, err := unix.Pwrite(fd, data[:4096], 8192); err != nil {
+				t.Fatal(err)
+			}
+			must(t, unix.Fstat(fd, &after))
+			must(t, unix.Close(fd))
+			must(t, f.Close())
+			if after.Mtim == before.Mtim {
+				sameTick++
+			}
+			shown[p] = stat(t, p)
+		}
+		m.Remount()
+		bad := 0
+		for p, was := range shown {
+			if now := stat(t, p); now.Mtim != was.Mtim || now.Ctim != was.Ctim || now.Size != was.Size {
+				if bad++; bad <= 3 {
+					t.Errorf("%s: mtime %v ctime %v size %d before the remount, %v %v %d after",
+						filepath.Base(p), was.Mtim, was.Ctim, was.Size, now.Mtim, now.Ctim, now.Size)
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%d of %d files (%d written in the tick of their last times) changed times across the remount", bad, len(shown), sameTick)
+		}
+	})
+}

@@ -105,9 +105,12 @@ func (s *Server) write(r *fuse.WriteRequest) {
 		}
 	}
 	write := s.fs.Write
-	if s.opt.WritebackCache && r.Flags&fuse.WriteCache != 0 {
+	if s.opt.WritebackCache {
 		// The kernel owns the times of a file it caches and sends them
-		// with a SETATTR of its own, maybe before this WRITE.
+		// with a SETATTR of its own, maybe before this WRITE, and for a
+		// write that bypasses its cache (O_DIRECT, or one that clears
+		// set-user-ID) not at all when its clock has not moved since
+		// it last set them: it stamped them before sending this.
 		write = s.fs.WriteKeepTimes
 	}
 	n, err := write(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
