@@ -52,8 +52,8 @@ func (fs *FS) sizeSane(in inode) error {
 
 // Read reads up to len(dst) bytes at off. It is short only at end of file.
 // Holes read as zeros. atime is updated by the relatime rule, unless h
-// was opened with O_NOATIME. A file whose size is past what its storage
-// can hold (damage) fails with ErrIO (sizeSane).
+// was opened with O_NOATIME or write-only. A file whose size is past what
+// its storage can hold (damage) fails with ErrIO (sizeSane).
 func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) {
 	if off < 0 {
 		return 0, ErrInvalid

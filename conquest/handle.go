@@ -68,10 +68,14 @@ func (v *volatile) handle(ino Ino, h Handle) (openFile, bool) {
 	return *f, true
 }
 
-// noAtime reports whether h is open on ino with O_NOATIME.
+// noAtime reports whether reads through h leave ino's atime alone: h is
+// open on ino with O_NOATIME, or write-only. No read(2) goes through a
+// write-only handle; what does is the kernel's own: with the writeback
+// cache, a write of part of a page it has not cached reads that page
+// first through the writer's handle, and `echo >> f` does not read f.
 func (v *volatile) noAtime(ino Ino, h Handle) bool {
 	f, ok := v.handle(ino, h)
-	return ok && f.flags&O_NOATIME != 0
+	return ok && (f.flags&O_NOATIME != 0 || f.flags&O_ACCMODE == O_WRONLY)
 }
 
 // readahead returns the readahead state of handle h on ino, creating it;

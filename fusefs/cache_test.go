@@ -711,3 +711,51 @@ func TestDirectWriteTimesSurviveRemount(t *testing.T) {
 		}
 	})
 }
+
+// With the writeback cache, a write of part of a page the kernel has not
+// cached makes it read the page first, through the writer's handle. That
+// READ is no read(2): through a write-only handle it must leave atime
+// alone, as ext4 does (`echo >> f` does not read f). It updated it, and the
+// kernel, which asks for atime again only after reads of its own, showed
+// the old one until a remount (or drop_caches) showed the new one.
+// A separate daemon serves the mount, as the harness that found it used.
+func TestAtimeOfPageFillForWrite(t *testing.T) {
+	for _, args := range [][]string{nil, {"--writeback-cache"}} {
+		t.Run(fmt.Sprint(args), func(t *testing.T) {
+			testAtimeOfPageFillForWrite(t, mounttest.MountProcess(t, mounttest.WithArgs(args...)))
+		})
+	}
+}
+
+func testAtimeOfPageFillForWrite(t *testing.T, m *mounttest.Mounted) {
+	{
+		old := unix.Timespec{Sec: 1000000000, Nsec: 5}
+		flagsOf := []int{unix.O_WRONLY, unix.O_WRONLY | unix.O_APPEND, unix.O_RDWR}
+		for _, flags := range flagsOf {
+			p := m.Path(fmt.Sprint("f", flags))
+			must(t, os.WriteFile(p, make([]byte, 10000), 0o644))
+			must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{old, {Nsec: unix.UTIME_OMIT}}, 0))
+		}
+		m.Remount() // nothing cached: the kernel looks the files up again
+		shown := map[int]unix.Stat_t{}
+		for _, flags := range flagsOf {
+			p := m.Path(fmt.Sprint("f", flags))
+			fd, err := unix.Open(p, flags|unix.O_CLOEXEC, 0)
+			must(t, err)
+			if _, err := unix.Pwrite(fd, []byte("hi"), 5); err != nil {
+				t.Fatal(err)
+			}
+			must(t, unix.Close(fd))
+			shown[flags] = stat(t, p)
+			if flags&unix.O_ACCMODE == unix.O_WRONLY && shown[flags].Atim != old {
+				t.Errorf("flags %#o: atime %v after a write, want %v", flags, shown[flags].Atim, old)
+			}
+		}
+		m.Remount()
+		for _, flags := range flagsOf {
+			if now := stat(t, m.Path(fmt.Sprint("f", flags))); now.Atim != shown[flags].Atim {
+				t.Errorf("flags %#o: atime %v after a write, %v after a remount", flags, shown[flags].Atim, now.Atim)
+			}
+		}
+	}
+}
