@@ -74,23 +74,11 @@ func TestCrashFallocateArena(t *testing.T) {
 			k := countStores(fr, func() { must(t, fr.Fallocate(f, c.off, c.n, c.mode)) })
 			after := readAll(t, fr, f)
 			must(t, fr.Close())
-			// A spread of stores and the last; every store under CRASH_EVERY_STORE.
-			var points []int
 			spread := 40
 			if raceEnabled {
 				spread = 8
 			}
-			for n := 1; n < k; n += max(1, k/spread) {
-				points = append(points, n)
-			}
-			points = append(points, k)
-			if os.Getenv("CRASH_EVERY_STORE") != "" {
-				points = points[:0]
-				for n := 1; n <= k; n++ {
-					points = append(points, n)
-				}
-			}
-			for _, n := range points {
+			for _, n := range crashPoints(k, spread) {
 				restoreImage(t, R, img)
 				fr, rdev := open(R, pdev)
 				if !crashDuring(fr, n, func() { _ = fr.Fallocate(f, c.off, c.n, c.mode) }) {

@@ -502,19 +502,7 @@ func TestCrashFallocateExtendAtomic(t *testing.T) {
 				t.Fatalf("after: size %d, %v", at.Size, err)
 			}
 			must(t, fr.Close())
-			// Every store under FALLOC_DEBUG, else a spread and the last.
-			var points []int
-			for c := 1; c < k; c += max(1, k/6) {
-				points = append(points, c)
-			}
-			points = append(points, k)
-			if os.Getenv("FALLOC_DEBUG") != "" {
-				points = points[:0]
-				for c := 1; c <= k; c++ {
-					points = append(points, c)
-				}
-			}
-			for _, c := range points {
+			for _, c := range crashPoints(k, 6) {
 				restoreImage(t, R, img)
 				fr, rdev := open(R, pdev)
 				if !crashDuring(fr, c, func() { _ = fr.Fallocate(f, off, n, mode) }) {
@@ -533,4 +521,19 @@ func TestCrashFallocateExtendAtomic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// crashPoints are the stores, of k, at which a crash test crashes: about
+// spread of them evenly apart, and the last; every one of them when
+// CRASH_EVERY_STORE is set.
+func crashPoints(k, spread int) []int {
+	var points []int
+	step := max(1, k/spread)
+	if os.Getenv("CRASH_EVERY_STORE") != "" {
+		step = 1
+	}
+	for n := 1; n < k; n += step {
+		points = append(points, n)
+	}
+	return append(points, k)
 }

@@ -510,66 +510,52 @@ func TestTimesSurviveRemount(t *testing.T) {
 }
 
 func testTimesSurviveRemount(t *testing.T, m *mounttest.Mounted) {
-	{
-		data := make([]byte, 64<<10)
-		for i := range data {
-			data[i] = byte(i*7 + 1)
-		}
-		makers := map[string]func(p string){
-			"tmpfile": func(p string) {
-				fd, err := unix.Open(m.Path(), unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
-				must(t, err)
-				defer unix.Close(fd)
-				if _, err := unix.Write(fd, data); err != nil {
-					t.Fatal(err)
-				}
-				must(t, unix.Linkat(fd, "", unix.AT_FDCWD, p, unix.AT_EMPTY_PATH))
-			},
-			"write": func(p string) { must(t, os.WriteFile(p, data, 0o644)) },
-			"mmap": func(p string) {
-				f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
-				must(t, err)
-				defer f.Close()
-				must(t, f.Truncate(int64(len(data))))
-				b, err := unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-				must(t, err)
-				copy(b, data)
-				must(t, unix.Munmap(b))
-			},
-			"utimens": func(p string) {
-				f, err := os.Create(p)
-				must(t, err)
-				defer f.Close()
-				if _, err := f.Write(data); err != nil {
-					t.Fatal(err)
-				}
-				ts := []unix.Timespec{{Sec: 1000000000, Nsec: 5}, {Sec: 1000000001, Nsec: 7}}
-				must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0))
-			},
-		}
-		shown := map[string]unix.Stat_t{}
-		for name, mk := range makers {
-			for i := range 20 {
-				p := m.Path(name + string(rune('a'+i)))
-				mk(p)
-				shown[p] = stat(t, p)
+	data := make([]byte, 64<<10)
+	for i := range data {
+		data[i] = byte(i*7 + 1)
+	}
+	makers := map[string]func(p string){
+		"tmpfile": func(p string) {
+			fd, err := unix.Open(m.Path(), unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			must(t, err)
+			defer unix.Close(fd)
+			if _, err := unix.Write(fd, data); err != nil {
+				t.Fatal(err)
 			}
-		}
-		m.Remount()
-		bad := 0
-		for p, was := range shown {
-			now := stat(t, p)
-			if now.Mtim != was.Mtim || now.Ctim != was.Ctim || now.Size != was.Size {
-				if bad++; bad <= 5 {
-					t.Errorf("%s: mtime %v ctime %v size %d before the remount, %v %v %d after",
-						filepath.Base(p), was.Mtim, was.Ctim, was.Size, now.Mtim, now.Ctim, now.Size)
-				}
+			must(t, unix.Linkat(fd, "", unix.AT_FDCWD, p, unix.AT_EMPTY_PATH))
+		},
+		"write": func(p string) { must(t, os.WriteFile(p, data, 0o644)) },
+		"mmap": func(p string) {
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+			must(t, err)
+			defer f.Close()
+			must(t, f.Truncate(int64(len(data))))
+			b, err := unix.Mmap(int(f.Fd()), 0, len(data), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			must(t, err)
+			copy(b, data)
+			must(t, unix.Munmap(b))
+		},
+		"utimens": func(p string) {
+			f, err := os.Create(p)
+			must(t, err)
+			defer f.Close()
+			if _, err := f.Write(data); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if bad > 0 {
-			t.Errorf("%d of %d files changed times across the remount", bad, len(shown))
+			ts := []unix.Timespec{{Sec: 1000000000, Nsec: 5}, {Sec: 1000000001, Nsec: 7}}
+			must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, 0))
+		},
+	}
+	shown := map[string]unix.Stat_t{}
+	for name, mk := range makers {
+		for i := range 20 {
+			p := m.Path(name + string(rune('a'+i)))
+			mk(p)
+			shown[p] = stat(t, p)
 		}
 	}
+	checkTimesKept(t, m, shown, "")
+
 }
 
 // The last close of a large file written through it trims the disk space
@@ -623,42 +609,10 @@ func TestFallocateTimesSurviveRemount(t *testing.T) {
 	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
 		modes := []uint32{0, unix.FALLOC_FL_KEEP_SIZE, unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE,
 			unix.FALLOC_FL_ZERO_RANGE, unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE}
-		data := make([]byte, 20000)
-		now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
-		shown := map[string]unix.Stat_t{}
-		sameTick := 0 // fallocates that left the kernel's times as they were
-		for i := 0; i < 100 && sameTick < 10; i++ {
-			p := m.Path(fmt.Sprint("f", i))
-			f, err := os.Create(p)
-			must(t, err)
-			if _, err := f.Write(data); err != nil {
-				t.Fatal(err)
-			}
-			must(t, f.Sync()) // the kernel's times are clean
-			must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, now, 0))
-			var before, after unix.Stat_t
-			must(t, unix.Fstat(int(f.Fd()), &before))
+		shown, sameTick := changeStampedFiles(t, m, func(i int, f *os.File) {
 			must(t, unix.Fallocate(int(f.Fd()), modes[i%len(modes)], 4096, 100000))
-			must(t, unix.Fstat(int(f.Fd()), &after))
-			must(t, f.Close())
-			if after.Mtim == before.Mtim {
-				sameTick++
-			}
-			shown[p] = stat(t, p)
-		}
-		m.Remount()
-		bad := 0
-		for p, was := range shown {
-			if now := stat(t, p); now.Mtim != was.Mtim || now.Ctim != was.Ctim || now.Size != was.Size {
-				if bad++; bad <= 3 {
-					t.Errorf("%s: mtime %v ctime %v size %d before the remount, %v %v %d after",
-						filepath.Base(p), was.Mtim, was.Ctim, was.Size, now.Mtim, now.Ctim, now.Size)
-				}
-			}
-		}
-		if bad > 0 {
-			t.Errorf("%d of %d files (%d fallocated in the tick of their last times) changed times across the remount", bad, len(shown), sameTick)
-		}
+		})
+		checkTimesKept(t, m, shown, fmt.Sprintf(" (%d fallocated in the tick of their last times)", sameTick))
 	})
 }
 
@@ -668,48 +622,70 @@ func TestFallocateTimesSurviveRemount(t *testing.T) {
 // stamp its own.
 func TestDirectWriteTimesSurviveRemount(t *testing.T) {
 	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
-		data := make([]byte, 20000)
-		now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
-		shown := map[string]unix.Stat_t{}
-		sameTick := 0 // writes that left the kernel's times as they were
-		for i := 0; i < 100 && sameTick < 10; i++ {
-			p := m.Path(fmt.Sprint("f", i))
-			f, err := os.Create(p)
+		shown, sameTick := changeStampedFiles(t, m, func(_ int, f *os.File) {
+			fd, err := unix.Open(f.Name(), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 			must(t, err)
-			if _, err := f.Write(data); err != nil {
+			defer unix.Close(fd)
+			if _, err := unix.Pwrite(fd, make([]byte, 4096), 8192); err != nil {
 				t.Fatal(err)
 			}
-			must(t, f.Sync()) // the kernel's times are clean
-			must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, now, 0))
-			var before, after unix.Stat_t
-			must(t, unix.Fstat(int(f.Fd()), &before))
-			fd, err := unix.Open(p, unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-			must(t, err)
-			if _, err := unix.Pwrite(fd, data[:4096], 8192); err != nil {
-				t.Fatal(err)
-			}
-			must(t, unix.Fstat(fd, &after))
-			must(t, unix.Close(fd))
-			must(t, f.Close())
-			if after.Mtim == before.Mtim {
-				sameTick++
-			}
-			shown[p] = stat(t, p)
-		}
-		m.Remount()
-		bad := 0
-		for p, was := range shown {
-			if now := stat(t, p); now.Mtim != was.Mtim || now.Ctim != was.Ctim || now.Size != was.Size {
-				if bad++; bad <= 3 {
-					t.Errorf("%s: mtime %v ctime %v size %d before the remount, %v %v %d after",
-						filepath.Base(p), was.Mtim, was.Ctim, was.Size, now.Mtim, now.Ctim, now.Size)
-				}
-			}
-		}
-		if bad > 0 {
-			t.Errorf("%d of %d files (%d written in the tick of their last times) changed times across the remount", bad, len(shown), sameTick)
-		}
+		})
+		checkTimesKept(t, m, shown, fmt.Sprintf(" (%d written in the tick of their last times)", sameTick))
 	})
+}
+
+// changeStampedFiles makes files of 20,000 bytes, each written, synced
+// and stamped UTIME_NOW (so the kernel's times are clean), then changed by
+// change through the open file, until 10 changes left the kernel's mtime
+// as it was (then the kernel sends no later SETATTR of its own) or 100
+// files are made. It returns what stat showed of each after its close,
+// and how many changes fell in the tick of the file's last times.
+func changeStampedFiles(t *testing.T, m *mounttest.Mounted, change func(i int, f *os.File)) (map[string]unix.Stat_t, int) {
+	t.Helper()
+	data := make([]byte, 20000)
+	now := []unix.Timespec{{Nsec: unix.UTIME_NOW}, {Nsec: unix.UTIME_NOW}}
+	shown := map[string]unix.Stat_t{}
+	sameTick := 0
+	for i := 0; i < 100 && sameTick < 10; i++ {
+		p := m.Path(fmt.Sprint("f", i))
+		f, err := os.Create(p)
+		must(t, err)
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		must(t, f.Sync())
+		must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, now, 0))
+		var before, after unix.Stat_t
+		must(t, unix.Fstat(int(f.Fd()), &before))
+		change(i, f)
+		must(t, unix.Fstat(int(f.Fd()), &after))
+		must(t, f.Close())
+		if after.Mtim == before.Mtim {
+			sameTick++
+		}
+		shown[p] = stat(t, p)
+	}
+	return shown, sameTick
+}
+
+// checkTimesKept remounts m and reports every file of shown whose times
+// or size differ from what stat showed of it before; note qualifies the
+// count.
+func checkTimesKept(t *testing.T, m *mounttest.Mounted, shown map[string]unix.Stat_t, note string) {
+	t.Helper()
+	m.Remount()
+	bad := 0
+	for p, was := range shown {
+		if now := stat(t, p); now.Mtim != was.Mtim || now.Ctim != was.Ctim || now.Size != was.Size {
+			if bad++; bad <= 5 {
+				t.Errorf("%s: mtime %v ctime %v size %d before the remount, %v %v %d after",
+					filepath.Base(p), was.Mtim, was.Ctim, was.Size, now.Mtim, now.Ctim, now.Size)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d files%s changed times across the remount", bad, len(shown), note)
+	}
 }
 
 // With the writeback cache, a write of part of a page the kernel has not
@@ -728,34 +704,32 @@ func TestAtimeOfPageFillForWrite(t *testing.T) {
 }
 
 func testAtimeOfPageFillForWrite(t *testing.T, m *mounttest.Mounted) {
-	{
-		old := unix.Timespec{Sec: 1000000000, Nsec: 5}
-		flagsOf := []int{unix.O_WRONLY, unix.O_WRONLY | unix.O_APPEND, unix.O_RDWR}
-		for _, flags := range flagsOf {
-			p := m.Path(fmt.Sprint("f", flags))
-			must(t, os.WriteFile(p, make([]byte, 10000), 0o644))
-			must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{old, {Nsec: unix.UTIME_OMIT}}, 0))
+	old := unix.Timespec{Sec: 1000000000, Nsec: 5}
+	flagsOf := []int{unix.O_WRONLY, unix.O_WRONLY | unix.O_APPEND, unix.O_RDWR}
+	for _, flags := range flagsOf {
+		p := m.Path(fmt.Sprint("f", flags))
+		must(t, os.WriteFile(p, make([]byte, 10000), 0o644))
+		must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{old, {Nsec: unix.UTIME_OMIT}}, 0))
+	}
+	m.Remount() // nothing cached: the kernel looks the files up again
+	shown := map[int]unix.Stat_t{}
+	for _, flags := range flagsOf {
+		p := m.Path(fmt.Sprint("f", flags))
+		fd, err := unix.Open(p, flags|unix.O_CLOEXEC, 0)
+		must(t, err)
+		if _, err := unix.Pwrite(fd, []byte("hi"), 5); err != nil {
+			t.Fatal(err)
 		}
-		m.Remount() // nothing cached: the kernel looks the files up again
-		shown := map[int]unix.Stat_t{}
-		for _, flags := range flagsOf {
-			p := m.Path(fmt.Sprint("f", flags))
-			fd, err := unix.Open(p, flags|unix.O_CLOEXEC, 0)
-			must(t, err)
-			if _, err := unix.Pwrite(fd, []byte("hi"), 5); err != nil {
-				t.Fatal(err)
-			}
-			must(t, unix.Close(fd))
-			shown[flags] = stat(t, p)
-			if flags&unix.O_ACCMODE == unix.O_WRONLY && shown[flags].Atim != old {
-				t.Errorf("flags %#o: atime %v after a write, want %v", flags, shown[flags].Atim, old)
-			}
+		must(t, unix.Close(fd))
+		shown[flags] = stat(t, p)
+		if flags&unix.O_ACCMODE == unix.O_WRONLY && shown[flags].Atim != old {
+			t.Errorf("flags %#o: atime %v after a write, want %v", flags, shown[flags].Atim, old)
 		}
-		m.Remount()
-		for _, flags := range flagsOf {
-			if now := stat(t, m.Path(fmt.Sprint("f", flags))); now.Atim != shown[flags].Atim {
-				t.Errorf("flags %#o: atime %v after a write, %v after a remount", flags, shown[flags].Atim, now.Atim)
-			}
+	}
+	m.Remount()
+	for _, flags := range flagsOf {
+		if now := stat(t, m.Path(fmt.Sprint("f", flags))); now.Atim != shown[flags].Atim {
+			t.Errorf("flags %#o: atime %v after a write, %v after a remount", flags, shown[flags].Atim, now.Atim)
 		}
 	}
 }
