@@ -108,5 +108,11 @@ func (g *procsGovernor) run(counter func() int64, done <-chan struct{}) {
 			}
 		}
 		t.Stop()
+		// The signals that came while watching were seen by the ticks; a
+		// stale one would cost an idle governor a needless look.
+		select {
+		case <-g.wake:
+		default:
+		}
 	}
 }
