@@ -574,6 +574,42 @@ func TestDeadMount(t *testing.T) {
 	}
 }
 
+// A live mount whose arena file was replaced under it (moved away, another
+// file put at its path) is not taken for a dead one: the new file's free
+// lock says nothing of the mount's daemon, so mount refuses to mount over
+// it and umount unmounts it cleanly instead of detaching it.
+func TestLiveMountWithReplacedArena(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	c.ok("mount", mp)
+	pram := filepath.Join(c.home, "pram.img")
+	moved := pram + ".moved"
+	if err := os.Rename(pram, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pram, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.fails(1, "already mounted here", "mount", mp)
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("alive"), 0o644); err != nil {
+		t.Fatalf("the live mount after a refused mount over it: %v", err)
+	}
+	if _, errs := c.ok("umount", mp); strings.Contains(errs, "daemon had died") {
+		t.Errorf("umount took the live mount for a dead one: %q", errs)
+	}
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Fatal("umount left the mount on the mount point")
+	}
+	if err := os.Rename(moved, pram); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("mount", mp)
+	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "alive" {
+		t.Errorf("after remounting the moved arena: %q %v", b, err)
+	}
+	c.ok("umount", mp)
+}
+
 // holder finds a process that has path open, by its /proc fd links.
 func holder(path string) int {
 	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")

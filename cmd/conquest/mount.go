@@ -140,18 +140,35 @@ func clearDeadMount(abs string) (cleared, detached bool, err error) {
 }
 
 // mountDead reports whether the Conquest mount mi has lost its daemon. A
-// daemon holds its arena's lock while it serves, so a free lock means it is
-// gone, and finding that out asks nothing of the mount (a hung daemon cannot
-// hang umount). A mount whose source names no arena here is probed with
-// statfs(2), which the kernel always passes to the daemon (a stat may be
-// answered from attributes it cached before the daemon died).
+// daemon holds its arena's lock while it serves, so a held lock means it is
+// alive, and finding that out asks nothing of the mount (a hung daemon cannot
+// hang umount). A free lock is not proof of death: the file at the arena's
+// path may not be the one the daemon opened (moved away and replaced under a
+// live mount). So the mount itself is probed with statfs(2), which the kernel
+// always passes to the daemon (a stat may be answered from attributes it
+// cached before the daemon died) and fails at once with ENOTCONN once the
+// daemon is gone; a probe that gets no answer within deadProbeTimeout means
+// a daemon that is there but hung, which is not dead.
 func mountDead(mi fusefs.MountInfo) bool {
-	if arena, ok := strings.CutPrefix(mi.Source, fsnamePrefix); ok && exists(arena) {
-		return !inUse(arena)
+	if arena, ok := strings.CutPrefix(mi.Source, fsnamePrefix); ok && exists(arena) && inUse(arena) {
+		return false
 	}
-	var sfs unix.Statfs_t
-	return errors.Is(unix.Statfs(mi.Dir, &sfs), unix.ENOTCONN)
+	probe := make(chan error, 1)
+	go func() {
+		var sfs unix.Statfs_t
+		probe <- unix.Statfs(mi.Dir, &sfs)
+	}()
+	select {
+	case err := <-probe:
+		return errors.Is(err, unix.ENOTCONN)
+	case <-time.After(deadProbeTimeout):
+		return false
+	}
 }
+
+// deadProbeTimeout bounds mountDead's statfs of a mount whose arena lock is
+// free; a dead mount answers at once.
+const deadProbeTimeout = 2 * time.Second
 
 // fsnamePrefix + the arena path is the mount's source in /proc/mounts, so
 // umount and df can find the arena of a mount point.
