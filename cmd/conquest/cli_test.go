@@ -603,6 +603,11 @@ func TestLiveMountWithReplacedArena(t *testing.T) {
 	if err := os.Rename(moved, pram); err != nil {
 		t.Fatal(err)
 	}
+	// umount waited for the lock of the file now at the arena's path, not
+	// for the daemon's: wait until the daemon lets go of the moved arena.
+	for deadline := time.Now().Add(10 * time.Second); inUse(pram) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	c.ok("mount", mp)
 	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "alive" {
 		t.Errorf("after remounting the moved arena: %q %v", b, err)
