@@ -58,6 +58,7 @@ func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
 	ck.walk()
 	ck.orphans()
 	ck.counters()
+	ck.fallocRecord()
 	if ck.dk != nil {
 		ck.errs = append(ck.errs, ck.dk.Finish()...)
 		if fd != nil {
@@ -382,6 +383,28 @@ func (ck *checker) orphans() {
 			ck.errorf("inode %d is flagged orphan but not on the list", ino)
 			ck.strayOrphanFlag(ino)
 		}
+	}
+}
+
+// fallocRecord checks root slots 7-10, the record of an unfinished
+// fallocate (falloc_pending.go): empty, or naming a regular file in use
+// (Open, or the next fallocate, gives its reservation back).
+func (ck *checker) fallocRecord() {
+	fs := ck.fs
+	ino := Ino(fs.a.Root(slotFalloc))
+	if ino == 0 {
+		if fs.a.Root(slotFallocFrom)|fs.a.Root(slotFallocEnd)|fs.a.Root(slotFallocKeep) != 0 {
+			ck.errorf("the record of an unfinished fallocate names no file but holds a range")
+			ck.badFallocRecord()
+		}
+		return
+	}
+	if _, reached := ck.seen[ino]; !reached {
+		ck.errorf("the record of an unfinished fallocate names inode %d, which is not in use", ino)
+		ck.badFallocRecord()
+	} else if _, err := fs.regInode(ino); err != nil {
+		ck.errorf("the record of an unfinished fallocate names inode %d, which is not a regular file", ino)
+		ck.badFallocRecord()
 	}
 }
 

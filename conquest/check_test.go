@@ -78,6 +78,12 @@ func TestCheckFindsDamage(t *testing.T) {
 		{"generation", func(t *testing.T, fs *FS, f, d Attr) {
 			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.RootOff(slotGen), 1) })
 		}, "above the counter"},
+		{"fallocate record of a directory", func(t *testing.T, fs *FS, f, d Attr) {
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.RootOff(slotFalloc), uint64(d.Ino)) })
+		}, "unfinished fallocate names inode"},
+		{"fallocate record of nothing", func(t *testing.T, fs *FS, f, d Attr) {
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.RootOff(slotFallocEnd), 1<<20) })
+		}, "names no file but holds a range"},
 		{"orphan list with a live file", func(t *testing.T, fs *FS, f, d Attr) {
 			in, _ := fs.inode(f.Ino)
 			corrupt(fs, func(tx *pram.Tx) { fs.orphanAdd(tx, in) })

@@ -352,7 +352,9 @@ func (fs *FS) truncateOp(ino Ino) error {
 // (FallocPunchHole|FallocKeepSize) or zeroes (FallocZeroRange) the range
 // [off, off+length). Other modes are ErrNotSupported. Large ranges take
 // several transactions; after an error the blocks already allocated inside
-// the file stay, and the size is as before (ext4 extends it over what was
+// the file stay, what the steps reserved past the end is given back
+// (falloc_pending.go, which Open also runs after a crash), and the size
+// is as before (ext4 extends it over what was
 // allocated, but the kernel's FUSE module keeps its cached size after a
 // failed FALLOCATE, so a size changed then would go unseen, for good with
 // the writeback cache).
@@ -395,7 +397,13 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 		return ErrIO
 	}
 	now := fs.now()
-	keepEnd := ^uint64(0) // a disk file's iKeepEnd before the first step
+	if fs.fallocPending() {
+		// Left by a fallocate whose give-back failed: retry it first.
+		if err := fs.undoFallocLocked(); err != nil {
+			fs.logf("%v", err)
+		}
+	}
+	noted := false // this fallocate is recorded (falloc_pending.go)
 	for pos := start; ; {
 		done, moreFree := false, false
 		err := fs.update(func(tx *pram.Tx) error {
@@ -403,6 +411,18 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 			if err != nil {
 				return err
 			}
+			if pos == start && !punch && !keep && end > fs.fileSize(in) && !fs.fallocPending() {
+				// The first step of a fallocate that extends the file:
+				// record it, so that what its steps reserve past the
+				// size is given back if it never finishes.
+				fs.noteFallocLocked(tx, in, start, end)
+				noted = true
+			}
+			defer func() {
+				if done && err == nil && noted {
+					clearFalloc(tx)
+				}
+			}()
 			if !punch && fs.wantDisk(in, end) {
 				// Reserving past the threshold: the file goes to disk
 				// (any arena remainder is freed by the next Txs).
@@ -411,9 +431,6 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 				}
 			}
 			if in.onDisk() {
-				if keepEnd == ^uint64(0) {
-					keepEnd = in.u64(iKeepEnd)
-				}
 				reached, err := fs.diskFallocate(tx, in, start, pos, end, punch, zero, keep)
 				pos, done = reached, reached >= end
 				if touch {
@@ -453,35 +470,18 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 		if err == nil && moreFree {
 			err = fs.finishShrinkLocked(ino)
 		}
-		if err != nil && !punch && !keep && keepEnd != ^uint64(0) {
+		if err != nil && noted && fs.fallocPending() {
 			// A step failed (ENOSPC) after others reserved space past the
 			// end, which the size was to cover (it changes in the last
-			// step only, see diskFallocate): give that back at the last
-			// close.
-			fs.restoreKeepEnd(ino, keepEnd)
+			// step only): give that back. If that fails too, the record
+			// stays for the next fallocate or Open to retry.
+			if uerr := fs.undoFallocLocked(); uerr != nil {
+				fs.logf("%v", uerr)
+			}
 		}
 		if err != nil || done {
 			return err
 		}
-	}
-}
-
-// restoreKeepEnd sets a disk file's iKeepEnd back to keepEnd, what it was
-// before a fallocate that failed, so that the trim at the last close gives
-// back what the fallocate reserved past the end. Its own failure is only
-// logged: the reservation then stays, as KEEP_SIZE's does.
-// Preconditions: fs.mu held exclusively.
-func (fs *FS) restoreKeepEnd(ino Ino, keepEnd uint64) {
-	err := fs.update(func(tx *pram.Tx) error {
-		in, err := fs.regInode(ino)
-		if err != nil || !in.onDisk() || in.u64(iKeepEnd) <= keepEnd {
-			return err
-		}
-		in.set64(tx, iKeepEnd, keepEnd)
-		return nil
-	})
-	if err != nil {
-		fs.logf("inode %d: giving back what a failed fallocate reserved: %v", ino, err)
 	}
 }
 

@@ -419,8 +419,9 @@ func (fs *FS) diskTruncate(tx *pram.Tx, seg pram.Off, old, size uint64) error {
 // reserved. Space that KEEP_SIZE reserves past the end of the file is
 // remembered (iKeepEnd), so that the trim at the last close keeps it; so is
 // what the steps before the last of an extending fallocate reserve, whose
-// size changes in its last step only (atomic; if a later step fails, the
-// size stays and Fallocate gives that back, see restoreKeepEnd).
+// size changes in its last step only (atomic; if a later step fails, or
+// the system crashes before the last, the size stays and the reservation
+// is given back, see falloc_pending.go).
 func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch, zero, keep bool) (uint64, error) {
 	seg := in.seg()
 	size := fs.fileSize(in)

@@ -173,8 +173,9 @@ func createDisk(path string, size uint64) (diskstore.Device, error) {
 // back), the allocator, the root and the disk's superblock are validated
 // (a disk of another file system is refused), the whole file system is
 // checked first if the system went down with the arena open and
-// Options.OnCrashCheck asks for it, and every orphan left by a crash is
-// freed.
+// Options.OnCrashCheck asks for it, every orphan left by a crash is freed,
+// and what an unfinished fallocate reserved past a file's end is given back
+// (falloc_pending.go).
 func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	ao := o.Arena
 	if ao.Logf == nil {
@@ -230,11 +231,15 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	for _, e := range stuck {
 		fs.logf("%s: an unlinked file could not be freed (run `conquest fsck --repair`): %v", pramPath, e)
 	}
-	if fs.ds != nil {
-		fs.mu.Lock()
-		fs.trimRecoveredLocked()
-		fs.mu.Unlock()
+	fs.mu.Lock()
+	if err := fs.undoFallocLocked(); err != nil {
+		// Only space is at stake: the next fallocate retries it.
+		fs.logf("%s: %v", pramPath, err)
 	}
+	if fs.ds != nil {
+		fs.trimRecoveredLocked()
+	}
+	fs.mu.Unlock()
 	return fs, nil
 }
 

@@ -178,3 +178,52 @@ func TestFallocateNoSpaceKeepsSize(t *testing.T) {
 		})
 	}
 }
+
+// TestFallocateNoSpaceGivesBack: an extending fallocate that fails with
+// ENOSPC after some of its steps gives back, at once, what they reserved
+// past the end, in the arena (a file system without a disk, whose files
+// stay in the arena) as on disk; before, the arena's blocks stayed with the
+// file for good, and the disk's until the last close.
+func TestFallocateNoSpaceGivesBack(t *testing.T) {
+	for _, disk := range []bool{false, true} {
+		t.Run(sprintf("disk=%v", disk), func(t *testing.T) {
+			o := fsOpt{size: 16 << 20, journalLen: 64 << 10}
+			if disk {
+				o = fsOpt{size: 16 << 20, disk: true, threshold: 1 << 20, diskBlock: 16 << 10, diskSize: 32 << 20}
+			}
+			fs, _ := newTestFSOpt(t, o)
+			at, h, err := fs.Create(RootIno, "f", 0o644, O_CREAT|O_RDWR, user)
+			must(t, err)
+			data := pattern(100, 1)
+			if disk {
+				data = pattern(1200<<10, 1)
+			}
+			writeFile(t, fs, at.Ino, h, 0, data)
+			before, err := fs.GetAttr(at.Ino)
+			must(t, err)
+			used := fs.Space()
+			mustErr(t, fs.Fallocate(at.Ino, 1, 100<<20, 0), ErrNoSpace)
+			a, err := fs.GetAttr(at.Ino)
+			must(t, err)
+			// A small file may have become one of whole blocks.
+			limit := max(before.Blocks, (uint64(len(data))+BlockSize-1)/BlockSize*BlockSize/512)
+			if a.Size != uint64(len(data)) || a.Blocks > limit {
+				t.Fatalf("after a failed fallocate: size %d, %d blocks; want %d, at most %d", a.Size, a.Blocks, len(data), limit)
+			}
+			// The arena file's block index keeps the length it grew to (as
+			// after a truncate): 8 bytes per block of the range.
+			index := uint64(100<<20) / BlockSize * 8
+			if sp := fs.Space(); sp.HeapUsed > used.HeapUsed+index+64<<10 || sp.DiskUsed > used.DiskUsed {
+				t.Fatalf("after a failed fallocate, with the file open: arena %d bytes used (was %d), disk %d (was %d)",
+					sp.HeapUsed, used.HeapUsed, sp.DiskUsed, used.DiskUsed)
+			}
+			if fs.fallocPending() {
+				t.Fatal("the fallocate is still recorded")
+			}
+			if !bytes.Equal(readAll(t, fs, at.Ino), data) {
+				t.Fatal("a failed fallocate changed the file's bytes")
+			}
+			fs.Release(at.Ino, h)
+		})
+	}
+}

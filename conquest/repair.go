@@ -568,6 +568,22 @@ func (ck *checker) badCounter(slot int, what string, have, want uint64) {
 	})
 }
 
+// badFallocRecord: the record of an unfinished fallocate is damaged; it is
+// cleared (what the fallocate reserved then stays with its file, as
+// KEEP_SIZE's does).
+func (ck *checker) badFallocRecord() {
+	if ck.fd == nil {
+		return
+	}
+	ck.fd.add(phaseCounters, finding{
+		key: "falloc record", where: "file system", problem: "a damaged record of an unfinished fallocate",
+		apply: func(tx *pram.Tx) (string, error) {
+			clearFalloc(tx)
+			return "cleared it", nil
+		},
+	})
+}
+
 // badBlocks collects the checksum failures among a large file's errors.
 // One without the block's place (none today) is still a failure: it is
 // reported, never zeroed.

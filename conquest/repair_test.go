@@ -454,6 +454,17 @@ func TestRepairFixesDamage(t *testing.T) {
 				tx.Set64(pram.RootOff(slotGen), 2)
 			})
 		}, []string{"inode count is 99: set it to 7", "generation counter is 2: set it to 7"}, nil},
+
+		{"fallocate record of a directory", func(t *testing.T, fs *FS, r repairTree) {
+			corrupt(fs, func(tx *pram.Tx) {
+				tx.Set64(pram.RootOff(slotFalloc), uint64(r.d.Ino))
+				tx.Set64(pram.RootOff(slotFallocEnd), 1<<30)
+			})
+		}, []string{"a damaged record of an unfinished fallocate: cleared it"}, func(t *testing.T, fs *FS, r repairTree) {
+			if fs.fallocPending() || fs.a.Root(slotFallocEnd) != 0 {
+				t.Fatal("the record is still there")
+			}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
