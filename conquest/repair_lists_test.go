@@ -565,6 +565,38 @@ func TestRepairStoreHeaders(t *testing.T) {
 	}
 }
 
+// TestRepairFreeCountPastDisk: a free map whose count of free blocks was
+// damaged past the disk's size (one high bit) was refused by every Open,
+// fsck's included, although the repair rebuilds the free map from the
+// files: the pair was unusable for good. A mount still refuses it; fsck
+// opens it, and the repair rebuilds the map.
+func TestRepairFreeCountPastDisk(t *testing.T) {
+	fs, env := newTestFSOpt(t, fsOpt{disk: true})
+	data := pattern(300<<10, 8)
+	makeFile(t, fs, "large", data)
+	before := fs.ds.Stats()
+	off := freeMapOff(fs) + fmFree
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(off, fs.a.U64(off)^1<<40) })
+	must(t, fs.Close())
+	if _, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now}); !errors.Is(err, diskstore.ErrCorrupt) {
+		t.Fatalf("mount of the damaged pair: %v, want ErrCorrupt", err)
+	}
+	env.diskOpts.ForCheck = true
+	fs = env.open()
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) > 0 || !strings.Contains(text, "rebuilt the free map") {
+		t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+	}
+	must(t, fs.Close())
+	env.diskOpts.ForCheck = false
+	fs = env.open()
+	wantContent(t, fs, "/large", data)
+	if st := fs.ds.Stats(); st.FreeBlocks != before.FreeBlocks {
+		t.Errorf("after repair %d free blocks, before the damage %d", st.FreeBlocks, before.FreeBlocks)
+	}
+}
+
 // TestRepairVerifiesAfterListFix: a file whose list of segments is damaged
 // cannot have its data verified by the first walk; once the list is
 // mended, Repair verifies the data again, so a damaged checksum record of

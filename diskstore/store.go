@@ -408,7 +408,7 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: free map for %d blocks of %d bytes, disk has %d of %d",
 			ErrGeometry, n, bs, sup.Blocks, sup.BlockSize)
 	}
-	if free := a.U64(fm + fmOffFree); free >= sup.Blocks {
+	if free := a.U64(fm + fmOffFree); free >= sup.Blocks && !o.ForCheck { // the walk counts, the repair rebuilds
 		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
 	}
 	if f := a.U64(st + stOffSumFormat); f > sumFormatPages {
