@@ -534,6 +534,10 @@ func TestRepairStoreHeaders(t *testing.T) {
 		{"free map block count", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootFreeMap)) + 16 }, 0x1000, diskstore.ErrGeometry},
 		{"free map magic", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootFreeMap)) }, 0x40 << 24, diskstore.ErrCorrupt},
 		{"stats magic", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootStats)) }, 0x81 << 8, diskstore.ErrCorrupt},
+		// A flipped bit of the checksum format word (stats record +56)
+		// made the pair unusable for good, fsck --repair included
+		// ("unknown checksum format ... made by a newer Conquest?").
+		{"stats checksum format", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootStats)) + 56 }, 1 << 40, diskstore.ErrCorrupt},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs, env := newTestFSOpt(t, fsOpt{disk: true})

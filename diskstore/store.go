@@ -53,6 +53,21 @@ const (
 	stOffSumFormat   = 56
 )
 
+// maxSumFormat bounds the checksum formats a newer Conquest could have
+// made: a larger format word is damaged. fsck (Options.ForCheck) opens
+// such a store with the format the word is fewer bits away from (its low
+// bit: right for any one flipped bit), the walk reports it in a
+// *StoreHeaderError, and RewriteHeaders writes that format back.
+const maxSumFormat = 0xff
+
+// sumFormat is the checksum format that the stats record's word f means.
+func sumFormat(f uint64) uint64 {
+	if f > maxSumFormat {
+		return f & 1
+	}
+	return f
+}
+
 // Durability chooses when written data reaches the device; see doc.go,
 // "Durability".
 type Durability int
@@ -351,7 +366,7 @@ func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.O
 	s := &Store{a: a, h: h, dev: dev, super: sup, bs: uint64(sup.BlockSize), o: o, fm: fm, st: st,
 		zero: make([]byte, sup.BlockSize), files: make(map[pram.Off]*fileState),
 		cache: newBlockCache(uint64(sup.BlockSize), o.CacheBytes)}
-	s.pageSums = a.U64(st+stOffSumFormat) == sumFormatPages
+	s.pageSums = sumFormat(a.U64(st+stOffSumFormat)) == sumFormatPages
 	s.blocks.New = func() any { b := AlignedBuffer(int(sup.BlockSize)); return &b }
 	switch o.Prefetch {
 	case PrefetchOn:
@@ -411,8 +426,10 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	if free := a.U64(fm + fmOffFree); free >= sup.Blocks && !o.ForCheck { // the walk counts, the repair rebuilds
 		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
 	}
-	if f := a.U64(st + stOffSumFormat); f > sumFormatPages {
+	if f := a.U64(st + stOffSumFormat); f > sumFormatPages && f <= maxSumFormat {
 		return nil, fmt.Errorf("%w: unknown checksum format %d (made by a newer Conquest?)", ErrVersion, f)
+	} else if f > maxSumFormat && !o.ForCheck {
+		return nil, fmt.Errorf("%w: checksum format word %#x in the stats record is damaged", ErrCorrupt, f)
 	}
 	s := newStore(a, h, dev, sup, fm, st, o)
 	if err := s.recover(); err != nil {
