@@ -538,6 +538,11 @@ func TestRepairStoreHeaders(t *testing.T) {
 		// made the pair unusable for good, fsck --repair included
 		// ("unknown checksum format ... made by a newer Conquest?").
 		{"stats checksum format", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootStats)) + 56 }, 1 << 40, diskstore.ErrCorrupt},
+		// A flipped bit of the superblock's root slot for the free map or
+		// the stats record (not checksummed) made the pair unusable for
+		// good: "no free map at root slot 5 (576460752304472064)".
+		{"free map root slot", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootFreeMap) }, 1 << 59, diskstore.ErrCorrupt},
+		{"stats root slot byte", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootStats) }, 0x5a << 16, diskstore.ErrCorrupt},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs, env := newTestFSOpt(t, fsOpt{disk: true})

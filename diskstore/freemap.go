@@ -298,8 +298,9 @@ func (s *Store) allocFree(tx *pram.Tx, want uint64, goal Block) (extent, error) 
 // the rest tells: the magic of the free map or of the stats record damaged
 // in a byte or two, the free map's copy of the disk's geometry (block
 // size and count) disagreeing with the disk superblock and the arena's
-// parameters, which agree with each other, or a checksum format word
-// past any format (maxSumFormat). Only an Open for fsck
+// parameters, which agree with each other, a checksum format word past
+// any format (maxSumFormat), or a root slot of the free map or the stats
+// record damaged in one byte (mendRoot). Only an Open for fsck
 // (Options.ForCheck) gets this far; a mount refuses it. Callers get it
 // with errors.As; Store.RewriteHeaders repairs it.
 type StoreHeaderError struct {
@@ -321,6 +322,12 @@ func magicDamaged(got, want uint64) bool {
 // headerErr reports the damage an Open (ForCheck) let through, or nil.
 func (s *Store) headerErr() error {
 	var p []string
+	if r := pram.Off(s.a.Root(RootFreeMap)); r != s.fm {
+		p = append(p, fmt.Sprintf("root slot %d points at %d, the free map is at %d", RootFreeMap, r, s.fm))
+	}
+	if r := pram.Off(s.a.Root(RootStats)); r != s.st {
+		p = append(p, fmt.Sprintf("root slot %d points at %d, the stats record is at %d", RootStats, r, s.st))
+	}
 	if m := s.a.U64(s.fm); m != freeMapMagic {
 		p = append(p, fmt.Sprintf("free map magic %#016x", m))
 	}
@@ -339,11 +346,14 @@ func (s *Store) headerErr() error {
 	return &StoreHeaderError{Problems: p}
 }
 
-// RewriteHeaders repairs a *StoreHeaderError: it writes the magics of the
-// free map and the stats record, the free map's copy of the geometry
+// RewriteHeaders repairs a *StoreHeaderError: it writes the root slots of
+// the free map and the stats record (as Open found them), their magics, the
+// free map's copy of the geometry
 // from the disk superblock, and a damaged checksum format word as the
 // format the store was opened with.
 func (s *Store) RewriteHeaders(tx *pram.Tx) {
+	tx.Set64(pram.RootOff(RootFreeMap), uint64(s.fm))
+	tx.Set64(pram.RootOff(RootStats), uint64(s.st))
 	tx.Set64(s.fm, freeMapMagic)
 	tx.Set64(s.st, statsMagic)
 	if f := s.a.U64(s.st + stOffSumFormat); f > maxSumFormat {

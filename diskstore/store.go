@@ -413,6 +413,13 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	// parameters (both checksummed, and they agreed above): the walk
 	// reports a *StoreHeaderError and the repair rewrites them.
 	magicOK := func(got, want uint64) bool { return got == want || o.ForCheck && magicDamaged(got, want) }
+	if o.ForCheck {
+		// The root slots are not checksummed: a pointer damaged in one
+		// byte is mended if exactly one pointer a byte away finds the
+		// record's magic; the walk reports it and the repair writes it.
+		fm = mendRoot(a, fm, freeMapSize, freeMapMagic)
+		st = mendRoot(a, st, statsSize, statsMagic)
+	}
 	if !a.InHeap(fm, freeMapSize) || fm%8 != 0 || !magicOK(a.U64(fm), freeMapMagic) {
 		return nil, fmt.Errorf("%w: no free map at root slot %d (%d)", ErrCorrupt, RootFreeMap, fm)
 	}
@@ -437,6 +444,29 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	}
 	s.watchCheckpoints()
 	return s, nil
+}
+
+// mendRoot returns off if it points at a record of size bytes starting with
+// magic, else the one pointer a byte away from off that does, else off.
+func mendRoot(a *pram.Arena, off pram.Off, size, magic uint64) pram.Off {
+	ok := func(o pram.Off) bool { return a.InHeap(o, size) && o%8 == 0 && a.U64(o) == magic }
+	if ok(off) {
+		return off
+	}
+	found, n := off, 0
+	for i := range 8 {
+		shift := 8 * uint(i)
+		for v := range uint64(256) {
+			c := pram.Off(uint64(off)&^(0xff<<shift) | v<<shift)
+			if c != off && ok(c) {
+				found, n = c, n+1
+			}
+		}
+	}
+	if n != 1 {
+		return off
+	}
+	return found
 }
 
 // heldExtent is an extent of Store.hold.
