@@ -66,8 +66,14 @@ func (fs *FS) Lookup(parent Ino, name string) (Attr, error) {
 // ReadDir calls fn for the entries of dir from cursor on: "." (next 1), ".."
 // (next 2), then the table's entries (next = the table's cursor + 2), until
 // fn returns false. Cursors stay valid while entries are added and removed.
+//
+// An entry whose stored name is damaged (empty, ".", "..", or holding '/'
+// or NUL) is left out and logged: a program would read a name holding NUL
+// as a shorter one, perhaps "", which means the directory itself. fsck
+// reports and removes such entries.
 func (fs *FS) ReadDir(dir Ino, cursor uint64, fn func(name string, ino Ino, typ uint8, next uint64) bool) error {
 	atime := false
+	var bad []string
 	err := fs.read(func() error {
 		d, err := fs.dirInode(dir)
 		if err != nil {
@@ -88,9 +94,18 @@ func (fs *FS) ReadDir(dir Ino, cursor uint64, fn func(name string, ino Ino, typ 
 			c = cursor - 2
 		}
 		return fs.dir(d).Scan(c, func(e dirhash.Entry, next uint64) bool {
-			return fn(string(e.Name), Ino(e.Ino), e.Type, next+2)
+			name := string(e.Name)
+			if checkName(name) != nil || name == "." || name == ".." {
+				bad = append(bad, name)
+				return true
+			}
+			return fn(name, Ino(e.Ino), e.Type, next+2)
 		})
 	})
+	if len(bad) > 0 {
+		fs.logf("%s: directory %d: left out %d entries with a damaged name, such as %q (run `conquest fsck`)",
+			fs.a.Path(), dir, len(bad), bad[0])
+	}
 	if err == nil && atime {
 		fs.touchAtime(dir)
 	}

@@ -1,9 +1,12 @@
 package conquest
 
 import (
+	"bytes"
 	"sort"
 	"strings"
 	"testing"
+
+	"conquest/pram"
 )
 
 func TestNames(t *testing.T) {
@@ -422,5 +425,52 @@ func TestSetgidSupplementaryGroup(t *testing.T) {
 	fs.Release(at.Ino, h)
 	if asked != 4 {
 		t.Errorf("InGroup asked %d times, want 4", asked)
+	}
+}
+
+// TestReadDirLeavesOutDamagedNames: an entry whose stored name was damaged
+// to hold a NUL byte reached the kernel as it was, and programs read it as
+// a shorter name: one that does not exist, or "", which a walker joins to
+// the directory's own path and descends into again and again (a damaged
+// image made a Python tree walk run forever). ReadDir leaves such entries
+// out, logs them, and keeps listing the others; fsck reports and removes
+// them.
+func TestReadDirLeavesOutDamagedNames(t *testing.T) {
+	fs, env := newTestFSOpt(t, fsOpt{noCheck: true}) // damaged on purpose
+	d := mkdir(t, fs, RootIno, "d")
+	for _, n := range []string{"victim-one-xxxx", "victim-two-yyyy", "keep-a", "keep-b"} {
+		create(t, fs, d.Ino, n, nil)
+	}
+	damage := map[string][]byte{"victim-one-xxxx": []byte("victim\x00"), "victim-two-yyyy": {0, 0}}
+	g := fs.a.Geometry()
+	for name, with := range damage {
+		found := false
+		for off := g.HeapOff; off+pram.Off(len(name)) <= pram.Off(g.Size) && !found; off += 1 << 16 {
+			n := min(uint64(1<<16+len(name)), g.Size-uint64(off))
+			if i := bytes.Index(fs.a.View(off, n), []byte(name)); i >= 0 {
+				corrupt(fs, func(tx *pram.Tx) { tx.SetBytes(off+pram.Off(i), with) })
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("name %q not found in the arena", name)
+		}
+	}
+	got := names(t, fs, d.Ino)
+	for name := range got {
+		if name != "." && name != ".." && checkName(name) != nil {
+			t.Errorf("ReadDir returned the damaged name %q", name)
+		}
+	}
+	for _, n := range []string{".", "..", "keep-a", "keep-b"} {
+		if _, ok := got[n]; !ok {
+			t.Errorf("ReadDir lost %q: %v", n, got)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("ReadDir returned %d names, want 4: %v", len(got), got)
+	}
+	if !env.logged("damaged name") {
+		t.Error("the damaged entries were not logged")
 	}
 }

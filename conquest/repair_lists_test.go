@@ -534,6 +534,15 @@ func TestRepairStoreHeaders(t *testing.T) {
 		{"free map block count", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootFreeMap)) + 16 }, 0x1000, diskstore.ErrGeometry},
 		{"free map magic", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootFreeMap)) }, 0x40 << 24, diskstore.ErrCorrupt},
 		{"stats magic", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootStats)) }, 0x81 << 8, diskstore.ErrCorrupt},
+		// A flipped bit of the checksum format word (stats record +56)
+		// made the pair unusable for good, fsck --repair included
+		// ("unknown checksum format ... made by a newer Conquest?").
+		{"stats checksum format", func(fs *FS) pram.Off { return pram.Off(fs.a.Root(diskstore.RootStats)) + 56 }, 1 << 40, diskstore.ErrCorrupt},
+		// A flipped bit of the superblock's root slot for the free map or
+		// the stats record (not checksummed) made the pair unusable for
+		// good: "no free map at root slot 5 (576460752304472064)".
+		{"free map root slot", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootFreeMap) }, 1 << 59, diskstore.ErrCorrupt},
+		{"stats root slot byte", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootStats) }, 0x5a << 16, diskstore.ErrCorrupt},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs, env := newTestFSOpt(t, fsOpt{disk: true})
@@ -562,6 +571,38 @@ func TestRepairStoreHeaders(t *testing.T) {
 			fs = env.open()
 			wantContent(t, fs, "/large", data)
 		})
+	}
+}
+
+// TestRepairFreeCountPastDisk: a free map whose count of free blocks was
+// damaged past the disk's size (one high bit) was refused by every Open,
+// fsck's included, although the repair rebuilds the free map from the
+// files: the pair was unusable for good. A mount still refuses it; fsck
+// opens it, and the repair rebuilds the map.
+func TestRepairFreeCountPastDisk(t *testing.T) {
+	fs, env := newTestFSOpt(t, fsOpt{disk: true})
+	data := pattern(300<<10, 8)
+	makeFile(t, fs, "large", data)
+	before := fs.ds.Stats()
+	off := freeMapOff(fs) + fmFree
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(off, fs.a.U64(off)^1<<40) })
+	must(t, fs.Close())
+	if _, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now}); !errors.Is(err, diskstore.ErrCorrupt) {
+		t.Fatalf("mount of the damaged pair: %v, want ErrCorrupt", err)
+	}
+	env.diskOpts.ForCheck = true
+	fs = env.open()
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) > 0 || !strings.Contains(text, "rebuilt the free map") {
+		t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+	}
+	must(t, fs.Close())
+	env.diskOpts.ForCheck = false
+	fs = env.open()
+	wantContent(t, fs, "/large", data)
+	if st := fs.ds.Stats(); st.FreeBlocks != before.FreeBlocks {
+		t.Errorf("after repair %d free blocks, before the damage %d", st.FreeBlocks, before.FreeBlocks)
 	}
 }
 

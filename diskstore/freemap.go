@@ -296,9 +296,11 @@ func (s *Store) allocFree(tx *pram.Tx, want uint64, goal Block) (extent, error) 
 
 // StoreHeaderError is damage to the store's own records in the arena that
 // the rest tells: the magic of the free map or of the stats record damaged
-// in a byte or two, or the free map's copy of the disk's geometry (block
+// in a byte or two, the free map's copy of the disk's geometry (block
 // size and count) disagreeing with the disk superblock and the arena's
-// parameters, which agree with each other. Only an Open for fsck
+// parameters, which agree with each other, a checksum format word past
+// any format (maxSumFormat), or a root slot of the free map or the stats
+// record damaged in one byte (mendRoot). Only an Open for fsck
 // (Options.ForCheck) gets this far; a mount refuses it. Callers get it
 // with errors.As; Store.RewriteHeaders repairs it.
 type StoreHeaderError struct {
@@ -320,6 +322,12 @@ func magicDamaged(got, want uint64) bool {
 // headerErr reports the damage an Open (ForCheck) let through, or nil.
 func (s *Store) headerErr() error {
 	var p []string
+	if r := pram.Off(s.a.Root(RootFreeMap)); r != s.fm {
+		p = append(p, fmt.Sprintf("root slot %d points at %d, the free map is at %d", RootFreeMap, r, s.fm))
+	}
+	if r := pram.Off(s.a.Root(RootStats)); r != s.st {
+		p = append(p, fmt.Sprintf("root slot %d points at %d, the stats record is at %d", RootStats, r, s.st))
+	}
 	if m := s.a.U64(s.fm); m != freeMapMagic {
 		p = append(p, fmt.Sprintf("free map magic %#016x", m))
 	}
@@ -329,18 +337,28 @@ func (s *Store) headerErr() error {
 	if bs, n := s.a.U64(s.fm+fmOffBlockSize), s.a.U64(s.fm+fmOffBlocks); bs != uint64(s.super.BlockSize) || n != s.super.Blocks {
 		p = append(p, fmt.Sprintf("free map for %d blocks of %d bytes, disk has %d of %d", n, bs, s.super.Blocks, s.super.BlockSize))
 	}
+	if f := s.a.U64(s.st + stOffSumFormat); f > maxSumFormat {
+		p = append(p, fmt.Sprintf("checksum format word %#x (taken as %d)", f, sumFormat(f)))
+	}
 	if len(p) == 0 {
 		return nil
 	}
 	return &StoreHeaderError{Problems: p}
 }
 
-// RewriteHeaders repairs a *StoreHeaderError: it writes the magics of the
-// free map and the stats record, and the free map's copy of the geometry
-// from the disk superblock.
+// RewriteHeaders repairs a *StoreHeaderError: it writes the root slots of
+// the free map and the stats record (as Open found them), their magics, the
+// free map's copy of the geometry
+// from the disk superblock, and a damaged checksum format word as the
+// format the store was opened with.
 func (s *Store) RewriteHeaders(tx *pram.Tx) {
+	tx.Set64(pram.RootOff(RootFreeMap), uint64(s.fm))
+	tx.Set64(pram.RootOff(RootStats), uint64(s.st))
 	tx.Set64(s.fm, freeMapMagic)
 	tx.Set64(s.st, statsMagic)
+	if f := s.a.U64(s.st + stOffSumFormat); f > maxSumFormat {
+		tx.Set64(s.st+stOffSumFormat, sumFormat(f))
+	}
 	tx.Set64(s.fm+fmOffBlockSize, uint64(s.super.BlockSize))
 	tx.Set64(s.fm+fmOffBlocks, s.super.Blocks)
 }

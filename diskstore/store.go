@@ -53,6 +53,21 @@ const (
 	stOffSumFormat   = 56
 )
 
+// maxSumFormat bounds the checksum formats a newer Conquest could have
+// made: a larger format word is damaged. fsck (Options.ForCheck) opens
+// such a store with the format the word is fewer bits away from (its low
+// bit: right for any one flipped bit), the walk reports it in a
+// *StoreHeaderError, and RewriteHeaders writes that format back.
+const maxSumFormat = 0xff
+
+// sumFormat is the checksum format that the stats record's word f means.
+func sumFormat(f uint64) uint64 {
+	if f > maxSumFormat {
+		return f & 1
+	}
+	return f
+}
+
 // Durability chooses when written data reaches the device; see doc.go,
 // "Durability".
 type Durability int
@@ -351,7 +366,7 @@ func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.O
 	s := &Store{a: a, h: h, dev: dev, super: sup, bs: uint64(sup.BlockSize), o: o, fm: fm, st: st,
 		zero: make([]byte, sup.BlockSize), files: make(map[pram.Off]*fileState),
 		cache: newBlockCache(uint64(sup.BlockSize), o.CacheBytes)}
-	s.pageSums = a.U64(st+stOffSumFormat) == sumFormatPages
+	s.pageSums = sumFormat(a.U64(st+stOffSumFormat)) == sumFormatPages
 	s.blocks.New = func() any { b := AlignedBuffer(int(sup.BlockSize)); return &b }
 	switch o.Prefetch {
 	case PrefetchOn:
@@ -398,6 +413,13 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	// parameters (both checksummed, and they agreed above): the walk
 	// reports a *StoreHeaderError and the repair rewrites them.
 	magicOK := func(got, want uint64) bool { return got == want || o.ForCheck && magicDamaged(got, want) }
+	if o.ForCheck {
+		// The root slots are not checksummed: a pointer damaged in one
+		// byte is mended if exactly one pointer a byte away finds the
+		// record's magic; the walk reports it and the repair writes it.
+		fm = mendRoot(a, fm, freeMapSize, freeMapMagic)
+		st = mendRoot(a, st, statsSize, statsMagic)
+	}
 	if !a.InHeap(fm, freeMapSize) || fm%8 != 0 || !magicOK(a.U64(fm), freeMapMagic) {
 		return nil, fmt.Errorf("%w: no free map at root slot %d (%d)", ErrCorrupt, RootFreeMap, fm)
 	}
@@ -408,11 +430,13 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: free map for %d blocks of %d bytes, disk has %d of %d",
 			ErrGeometry, n, bs, sup.Blocks, sup.BlockSize)
 	}
-	if free := a.U64(fm + fmOffFree); free >= sup.Blocks {
+	if free := a.U64(fm + fmOffFree); free >= sup.Blocks && !o.ForCheck { // the walk counts, the repair rebuilds
 		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
 	}
-	if f := a.U64(st + stOffSumFormat); f > sumFormatPages {
+	if f := a.U64(st + stOffSumFormat); f > sumFormatPages && f <= maxSumFormat {
 		return nil, fmt.Errorf("%w: unknown checksum format %d (made by a newer Conquest?)", ErrVersion, f)
+	} else if f > maxSumFormat && !o.ForCheck {
+		return nil, fmt.Errorf("%w: checksum format word %#x in the stats record is damaged", ErrCorrupt, f)
 	}
 	s := newStore(a, h, dev, sup, fm, st, o)
 	if err := s.recover(); err != nil {
@@ -420,6 +444,29 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	}
 	s.watchCheckpoints()
 	return s, nil
+}
+
+// mendRoot returns off if it points at a record of size bytes starting with
+// magic, else the one pointer a byte away from off that does, else off.
+func mendRoot(a *pram.Arena, off pram.Off, size, magic uint64) pram.Off {
+	ok := func(o pram.Off) bool { return a.InHeap(o, size) && o%8 == 0 && a.U64(o) == magic }
+	if ok(off) {
+		return off
+	}
+	found, n := off, 0
+	for i := range 8 {
+		shift := 8 * uint(i)
+		for v := range uint64(256) {
+			c := pram.Off(uint64(off)&^(0xff<<shift) | v<<shift)
+			if c != off && ok(c) {
+				found, n = c, n+1
+			}
+		}
+	}
+	if n != 1 {
+		return off
+	}
+	return found
 }
 
 // heldExtent is an extent of Store.hold.

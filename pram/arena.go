@@ -29,8 +29,9 @@ type Arena struct {
 	kind  Kind
 	dirty bool // the arena was not closed cleanly before this Open
 
-	recovered     int  // undo entries rolled back by this Open
-	recoveredCkpt bool // this Open applied checkpoint slots a crash left (ShadowInfo.Finished)
+	recovered     int   // undo entries rolled back by this Open
+	discarded     error // the damage of the journal this Open emptied (OpenOptions.DiscardJournal)
+	recoveredCkpt bool  // this Open applied checkpoint slots a crash left (ShadowInfo.Finished)
 
 	txMu  sync.Mutex // held by the open Tx
 	tx    Tx
@@ -209,6 +210,11 @@ type OpenOptions struct {
 	WrapImage func(ImageFile) ImageFile
 	// Logf receives messages about checkpoints and RAM copies; nil discards them.
 	Logf func(format string, args ...any)
+	// DiscardJournal empties a damaged undo journal (ErrJournal) instead
+	// of refusing the arena, rolling nothing back: the transaction it held,
+	// if any, stays as far as it got, for a consistency walk to find
+	// (fsck --repair). DiscardedJournal says whether it did.
+	DiscardJournal bool
 	// OnCheckpoint, if set, is called once each checkpoint is durable, with
 	// its sequence number, from the goroutine that made it (tests).
 	OnCheckpoint func(seq uint64)
@@ -303,6 +309,10 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 	}
 	a.dirty = a.U64(offState) != StateClean
 	n, err := a.recover()
+	if err != nil && o.DiscardJournal && errors.Is(err, ErrJournal) {
+		a.PutU64(a.geo.JournalOff, 0) // validated before anything was rolled back
+		a.discarded, n, err = err, 0, nil
+	}
 	if err != nil {
 		a.failOpen()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -435,6 +445,10 @@ func (a *Arena) WasDirty() bool { return a.dirty }
 
 // Recovered is the number of undo records this Open rolled back.
 func (a *Arena) Recovered() int { return a.recovered }
+
+// DiscardedJournal is the damage (wrapping ErrJournal) of the journal that
+// this Open emptied under OpenOptions.DiscardJournal, or nil.
+func (a *Arena) DiscardedJournal() error { return a.discarded }
 
 // Mounts is the number of times the arena has been opened.
 func (a *Arena) Mounts() uint64 { return a.U64(offMounts) }

@@ -19,6 +19,10 @@ var (
 	ErrSizeMismatch = errors.New("arena size in superblock does not match the device")
 	// ErrCorrupt: a superblock or journal field is out of range.
 	ErrCorrupt = errors.New("arena superblock or journal is corrupt")
+	// ErrJournal: the undo journal is damaged (added to ErrCorrupt): its
+	// records do not check, or a cleanly closed arena's journal is not
+	// empty. Nothing is rolled back; OpenOptions.DiscardJournal empties it.
+	ErrJournal = errors.New("the undo journal is damaged")
 	// ErrLocked: another process has the arena open.
 	ErrLocked = errors.New("arena is in use by another process")
 	// ErrTooSmall: the requested or found arena size is below MinSize.

@@ -188,8 +188,15 @@ func (a *Arena) recover() (int, error) {
 	if used == 0 {
 		return 0, nil
 	}
+	if !a.dirty {
+		// Close empties the journal before it marks the arena clean, so
+		// here the length word itself is damaged, and the records it
+		// spans are stale ones that committed transactions left: rolling
+		// them back would undo those.
+		return 0, fmt.Errorf("%w: journal length %d in an arena that was closed cleanly; %w", ErrCorrupt, used, ErrJournal)
+	}
 	if used > a.geo.JournalLen-journalHeader || used%8 != 0 {
-		return 0, fmt.Errorf("%w: journal length %d", ErrCorrupt, used)
+		return 0, fmt.Errorf("%w: journal length %d; %w", ErrCorrupt, used, ErrJournal)
 	}
 	return a.rollback(used)
 }
@@ -204,13 +211,13 @@ func (a *Arena) rollback(used uint64) (int, error) {
 	le := binary.LittleEndian
 	for p := uint64(0); p < used; {
 		if used-p < 16 {
-			return 0, fmt.Errorf("%w: truncated journal record at %d", ErrCorrupt, p)
+			return 0, fmt.Errorf("%w: truncated journal record at %d; %w", ErrCorrupt, p, ErrJournal)
 		}
 		off, n := le.Uint64(a.m[base+p:]), le.Uint64(a.m[base+p+8:])
 		size := 16 + (n+7)&^7
 		if n == 0 || n > used || size > used-p || !a.InRange(Off(off), n) ||
 			(off < uint64(a.geo.HeapOff) && (off < offState || off+n > PageSize)) {
-			return 0, fmt.Errorf("%w: bad journal record at %d: [%d, +%d)", ErrCorrupt, p, off, n)
+			return 0, fmt.Errorf("%w: bad journal record at %d: [%d, +%d); %w", ErrCorrupt, p, off, n, ErrJournal)
 		}
 		recs = append(recs, rec{off, n, base + p + 16})
 		p += size

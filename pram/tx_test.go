@@ -330,3 +330,86 @@ func TestDamagedJournal(t *testing.T) {
 		})
 	}
 }
+
+// TestJournalLengthInCleanArena: Close empties the journal before it marks
+// the arena clean, and Commit leaves the records of committed transactions
+// behind the emptied length word. A clean arena whose length word is
+// non-zero is damaged there, and the records it spans are stale: Open must
+// refuse it (ErrCorrupt, ErrJournal), not roll them back over committed
+// data, and DiscardJournal (fsck --repair) must empty the journal and keep
+// the data.
+func TestJournalLengthInCleanArena(t *testing.T) {
+	a, path := newTestArena(t, 2<<20)
+	h := a.Geometry().HeapOff
+	jo := a.Geometry().JournalOff
+	tx := a.Begin()
+	tx.Set64(h, 1)
+	tx.Commit()
+	tx = a.Begin()
+	tx.Set64(h, 2) // its record holds the committed 1
+	tx.Commit()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// One damaged word: the length of the stale record above.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], 24)
+	if _, err := f.WriteAt(w[:], int64(jo)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	if b, err := Open(path); err == nil {
+		v := b.U64(h)
+		b.Close()
+		t.Fatalf("Open of a clean arena with a non-empty journal succeeded (heap word %d, want 2)", v)
+	} else if !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrJournal) {
+		t.Fatalf("Open = %v, want ErrCorrupt and ErrJournal", err)
+	}
+	b, err := OpenWith(path, OpenOptions{DiscardJournal: true})
+	if err != nil {
+		t.Fatalf("OpenWith(DiscardJournal): %v", err)
+	}
+	if b.U64(h) != 2 || b.Recovered() != 0 || b.U64(jo) != 0 || !errors.Is(b.DiscardedJournal(), ErrJournal) {
+		t.Errorf("after discarding: heap word %d (want 2), recovered %d, journal length %d, discarded %v",
+			b.U64(h), b.Recovered(), b.U64(jo), b.DiscardedJournal())
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open after the journal was discarded: %v", err)
+	}
+	defer c.Close()
+	if c.U64(h) != 2 || c.DiscardedJournal() != nil {
+		t.Errorf("reopened: heap word %d, discarded %v", c.U64(h), c.DiscardedJournal())
+	}
+}
+
+// TestDiscardDamagedJournal: the journal of a crashed arena, damaged, is
+// refused by Open (TestDamagedJournal) and emptied by DiscardJournal,
+// which rolls nothing back.
+func TestDiscardDamagedJournal(t *testing.T) {
+	a, path := newTestArena(t, 2<<20)
+	h := a.Geometry().HeapOff
+	tx := a.Begin()
+	tx.Set64(h, 1)
+	binary.LittleEndian.PutUint64(a.Bytes(a.Geometry().JournalOff+journalHeader, 8), 1<<40)
+	a.Abandon()
+	if _, err := Open(path); !errors.Is(err, ErrJournal) {
+		t.Fatalf("Open = %v, want ErrJournal", err)
+	}
+	b, err := OpenWith(path, OpenOptions{DiscardJournal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !b.WasDirty() || b.Recovered() != 0 || b.U64(h) != 1 || b.DiscardedJournal() == nil {
+		t.Errorf("dirty %v recovered %d heap word %d discarded %v", b.WasDirty(), b.Recovered(), b.U64(h), b.DiscardedJournal())
+	}
+}

@@ -80,6 +80,11 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: restoring the disk superblock failed: %v", explainOpen(im, err), im.disk, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("disk superblock: %v: wrote the backup copy back", err))
+				} else if errors.Is(err, pram.ErrJournal) && !opts.Arena.DiscardJournal {
+					// The undo journal is damaged: nothing in it can be
+					// trusted to roll back. Empty it; the walk below finds
+					// what an interrupted operation left half done.
+					opts.Arena.DiscardJournal = true
 				} else if _, ok := errors.AsType[*alloc.StaticHeaderError](err); ok {
 					// The allocator's root slot or header's static part
 					// is damaged: it follows from the arena's geometry.
@@ -110,6 +115,9 @@ func fsckCommand() *cli.Command {
 				return cli.Exit(explainOpen(im, err).Error(), code)
 			}
 			dirty, rolled := fsys.Arena().WasDirty(), fsys.Arena().Recovered()
+			if d := fsys.Arena().DiscardedJournal(); d != nil {
+				rebuilt = append(rebuilt, fmt.Sprintf("%v: emptied it, rolling nothing back", d))
+			}
 			bar := newProgressBar(c.App.ErrWriter, "verifying data")
 			var errs []error
 			var rep conquest.RepairReport

@@ -65,6 +65,42 @@ func TestFsckRestoresSuperblock(t *testing.T) {
 		"its backup copy is intact: `conquest fsck --repair` restores it: wrote the backup copy back")
 }
 
+// TestFsckEmptiesDamagedJournal: a damaged journal length word in a
+// cleanly unmounted arena made every Open (mount, and fsck without
+// --repair too) roll back the stale undo records of committed operations
+// that Commit leaves behind it, undoing them; a length that the records did
+// not fit made the image unusable for good, fsck --repair included. Now
+// both are refused naming the journal, and `fsck --repair` empties it.
+func TestFsckEmptiesDamagedJournal(t *testing.T) {
+	for _, stale := range []bool{true, false} {
+		c, pramImg, disk, files := populatedImage(t)
+		f, err := os.OpenFile(pramImg, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const jo = pram.PageSize // the journal follows the superblock page
+		var rec [16]byte         // the first stale record: offset, length
+		if _, err := f.ReadAt(rec[:], jo+64); err != nil {
+			t.Fatal(err)
+		}
+		n := binary.LittleEndian.Uint64(rec[8:])
+		if stale && (n == 0 || n > 4096) {
+			t.Fatalf("no stale journal record: %x", rec)
+		}
+		length := 16 + (n+7)&^7 // exactly that record: it would roll back
+		if !stale {
+			length = 1 << 40
+		}
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], length)
+		if _, err := f.WriteAt(w[:], jo); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		refusedThenRepaired(t, c, pramImg, disk, files, "the undo journal is damaged", "emptied it, rolling nothing back")
+	}
+}
+
 // TestFsckRestoresDiskSuperblock: the same for the disk's superblock,
 // whose copy block 0 keeps.
 func TestFsckRestoresDiskSuperblock(t *testing.T) {

@@ -21,6 +21,8 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrSuperBackup), errors.Is(err, diskstore.ErrSuperBackup):
 		return fmt.Errorf("%w; the image is damaged: refusing to use it until then (`conquest fsck --repair --pram %s --disk %s`)", err, im.pram, im.disk)
+	case errors.Is(err, pram.ErrJournal):
+		return fmt.Errorf("%w: refusing to use the image until `conquest fsck --repair --pram %s --disk %s` empties the journal (rolling nothing back)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrNotConquest):
 		return fmt.Errorf("%w (format it with `conquest mkfs`)", err)
 	case errors.Is(err, diskstore.ErrUUIDMismatch):
