@@ -340,6 +340,7 @@ func (ck *checker) orphans() {
 		in, err := fs.inodeAt(off)
 		if err != nil {
 			ck.errorf("orphan list: %v", err)
+			ck.cutOrphans(prev, fmt.Sprintf("leads to %d, not an inode", off))
 			return
 		}
 		report := func(format string, args ...any) {
@@ -347,6 +348,8 @@ func (ck *checker) orphans() {
 		}
 		if in.flags()&flagOrphan == 0 {
 			report("on the list but not flagged")
+			ck.cutOrphans(prev, fmt.Sprintf("leads to inode %d, which is not an orphan", in.ino))
+			return
 		}
 		if in.orphPrev() != prev {
 			report("back link %d, want %d", in.orphPrev(), prev)
@@ -355,6 +358,7 @@ func (ck *checker) orphans() {
 		switch {
 		case info != nil && info.orphan:
 			report("on the orphan list twice")
+			ck.cutOrphans(prev, fmt.Sprintf("comes back to inode %d", in.ino))
 			return
 		case in.nlink() != 0:
 			if !ck.crashed { // else a truncate the crash interrupted

@@ -222,8 +222,10 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	fs.mu.Lock()
 	n, stuck, err := fs.reapOrphansLocked()
 	fs.mu.Unlock()
-	if err != nil {
-		return fail(fmt.Errorf("%s: processing orphans: %w", pramPath, err))
+	if err != nil && o.SkipDamagedOrphans {
+		fs.logf("%s: processing orphans: %v (left for the repair)", pramPath, err)
+	} else if err != nil {
+		return fail(fmt.Errorf("%s: processing orphans: %w; %w", pramPath, err, ErrOrphanList))
 	}
 	if n > 0 {
 		fs.logf("%s: freed %d orphans", pramPath, n)
@@ -247,15 +249,15 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 func (fs *FS) checkRoot() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: root inode: %v", ErrCorrupt, r)
+			err = fmt.Errorf("%w: root inode: %v (%w)", ErrCorrupt, r, ErrRootSlot)
 		}
 	}()
 	root, err := fs.inode(RootIno)
 	if err != nil {
-		return fmt.Errorf("%w: root inode: %v", ErrCorrupt, err)
+		return fmt.Errorf("%w: root inode: %v (%w)", ErrCorrupt, err, ErrRootSlot)
 	}
 	if !root.isDir() || root.data() == 0 {
-		return fmt.Errorf("%w: root inode is not a directory", ErrCorrupt)
+		return fmt.Errorf("%w: root inode is not a directory (%w)", ErrCorrupt, ErrRootSlot)
 	}
 	return nil
 }

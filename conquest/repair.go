@@ -568,6 +568,31 @@ func (ck *checker) badCounter(slot int, what string, have, want uint64) {
 	})
 }
 
+// cutOrphans: the orphan list breaks after the orphan at prev (0: at its
+// head); it is cut there. The orphans past the cut are then reached from
+// nowhere, and the repair frees them as it frees any unreachable inode
+// (what they are for: unlinked files, freed at the next Open anyway).
+func (ck *checker) cutOrphans(prev pram.Off, why string) {
+	if ck.fd == nil {
+		return
+	}
+	where := "the orphan list's head"
+	if prev != 0 {
+		where = fmt.Sprintf("the orphan list after inode %d", Ino(prev>>inodeShift))
+	}
+	ck.fd.add(phaseEntries, finding{ // before the orphans it loses are put back (phaseAttach)
+		key: "orphan cut", where: "file system", problem: where + " " + why,
+		apply: func(tx *pram.Tx) (string, error) {
+			if prev == 0 {
+				tx.Set64(pram.RootOff(slotOrphans), 0)
+			} else {
+				tx.Set64(prev+iOrphNext, 0)
+			}
+			return "ended the list there", nil
+		},
+	})
+}
+
 // badFallocRecord: the record of an unfinished fallocate is damaged; it is
 // cleared (what the fallocate reserved then stays with its file, as
 // KEEP_SIZE's does).
@@ -1221,6 +1246,24 @@ func (fs *FS) leakFindings(fd *findings, errs []error) {
 						err = fmt.Errorf("not freed in one step")
 					}
 					return "freed it", err
+				}})
+			continue
+		}
+		if !in.isDir() && in.nlink() == 0 && in.flags()&flagOrphan != 0 {
+			// An unlinked file that a damaged orphan list lost (cut by
+			// cutOrphans): it was to be freed, not found again in
+			// /lost+found. Back on the list, the next pass frees it (or,
+			// after a crash, the next Open).
+			fd.add(phaseAttach, finding{key: fmt.Sprintf("reorphan %d", ino), ino: ino,
+				problem: "unlinked file lost from the orphan list",
+				apply: func(tx *pram.Tx) (string, error) {
+					in, err := fs.inode(ino)
+					if err != nil {
+						return "", err
+					}
+					in.set32(tx, iFlags, in.flags()&^flagOrphan)
+					fs.orphanAdd(tx, in)
+					return "put it back on the list, to be freed", nil
 				}})
 			continue
 		}

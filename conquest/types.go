@@ -261,6 +261,10 @@ const (
 type Options struct {
 	// Logf receives recovery and cleanup messages; nil discards them.
 	Logf func(format string, args ...any)
+	// SkipDamagedOrphans opens the file system for fsck --repair when its
+	// orphan list is damaged (ErrOrphanList): the orphans are left for
+	// Repair, which cuts the list where it breaks, instead of failing Open.
+	SkipDamagedOrphans bool
 	// Now is the clock for timestamps; nil means time.Now. Tests set it.
 	Now func() Timespec
 	// NoAtime disables atime updates on read and readdir (relatime otherwise).

@@ -80,6 +80,18 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: restoring the disk superblock failed: %v", explainOpen(im, err), im.disk, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("disk superblock: %v: wrote the backup copy back", err))
+				} else if errors.Is(err, conquest.ErrRootSlot) {
+					// Root slot 1 does not lead to the root directory:
+					// find its one inode record in the heap.
+					from, to, rerr := conquest.FindRootInode(im.pram)
+					if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%s: finding the root directory's inode failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("arena root slot 1: %v: set it from %#x to %#x, the root directory's inode", err, from, to))
+				} else if errors.Is(err, conquest.ErrOrphanList) && !opts.SkipDamagedOrphans {
+					// The orphan list is damaged: open without freeing the
+					// orphans; the repair cuts the list where it breaks.
+					opts.SkipDamagedOrphans = true
 				} else if errors.Is(err, pram.ErrJournal) && !opts.Arena.DiscardJournal {
 					// The undo journal is damaged: nothing in it can be
 					// trusted to roll back. Empty it; the walk below finds

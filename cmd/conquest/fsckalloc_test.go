@@ -202,3 +202,41 @@ func refusedThenRepaired(t *testing.T, c *runner, pramImg, disk string, files ma
 	c.ok("fsck", "--pram", pramImg, "--disk", disk)
 	return out
 }
+
+// flipRootSlot flips bit of root slot i in the closed arena image.
+func flipRootSlot(t *testing.T, pramImg string, i, bit int) {
+	t.Helper()
+	f, err := os.OpenFile(pramImg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var w [8]byte
+	if _, err := f.ReadAt(w[:], int64(pram.RootOff(i))); err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint64(w[:], binary.LittleEndian.Uint64(w[:])^1<<bit)
+	if _, err := f.WriteAt(w[:], int64(pram.RootOff(i))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFsckFindsRootInode: one flipped bit in root slot 1, the root
+// directory's inode offset, which has no checksum of its own, made mount,
+// fsck and `fsck --repair` refuse the image for good (found by a corruption
+// campaign). Now they name it, and the repair finds the root directory's
+// inode record in the heap.
+func TestFsckFindsRootInode(t *testing.T) {
+	c, pramImg, disk, files := populatedImage(t)
+	flipRootSlot(t, pramImg, 1, 12)
+	refusedThenRepaired(t, c, pramImg, disk, files, "the root directory's slot does not lead to it", "the root directory's inode")
+}
+
+// TestFsckCutsDamagedOrphanList: the same for root slot 3, the head of the
+// orphan list (empty here, so the flipped bit leads nowhere): the repair
+// opens the file system without freeing orphans and cuts the list.
+func TestFsckCutsDamagedOrphanList(t *testing.T) {
+	c, pramImg, disk, files := populatedImage(t)
+	flipRootSlot(t, pramImg, 3, 44)
+	refusedThenRepaired(t, c, pramImg, disk, files, "the orphan list is damaged", "ended the list there")
+}
