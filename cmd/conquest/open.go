@@ -16,7 +16,13 @@ func explainOpen(im images, err error) error {
 	var crash *conquest.CrashDamageError
 	switch {
 	case errors.Is(err, pram.ErrLocked):
-		return fmt.Errorf("%s: arena is in use by another process (already mounted? unmount it with `conquest umount MOUNTPOINT`)", im.pram)
+		if mi, ok := mountOf(im.pram); ok {
+			return fmt.Errorf("%s: arena is in use: it is mounted on %s (unmount it with `conquest umount %s`)", im.pram, mi.Dir, mi.Dir)
+		}
+		// No mount names it: another command (fsck, df), or a daemon
+		// whose mount was detached (umount -l) and still serves the
+		// files open on it.
+		return fmt.Errorf("%s: arena is in use by another process, though no mount shows it: a conquest command running on it, or a daemon whose mount was detached (umount -l) that exits when the last file open on it closes", im.pram)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrSuperBackup), errors.Is(err, diskstore.ErrSuperBackup):
