@@ -419,8 +419,8 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 				noted = true
 			}
 			defer func() {
-				if done && err == nil && noted {
-					clearFalloc(tx)
+				if done && noted {
+					clearFalloc(tx) // rolled back with the rest if the Tx fails
 				}
 			}()
 			if !punch && fs.wantDisk(in, end) {
