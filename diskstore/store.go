@@ -453,20 +453,10 @@ func mendRoot(a *pram.Arena, off pram.Off, size, magic uint64) pram.Off {
 	if ok(off) {
 		return off
 	}
-	found, n := off, 0
-	for i := range 8 {
-		shift := 8 * uint(i)
-		for v := range uint64(256) {
-			c := pram.Off(uint64(off)&^(0xff<<shift) | v<<shift)
-			if c != off && ok(c) {
-				found, n = c, n+1
-			}
-		}
+	if c, one := nearPointer(off, ok); one {
+		return c
 	}
-	if n != 1 {
-		return off
-	}
-	return found
+	return off
 }
 
 // heldExtent is an extent of Store.hold.
