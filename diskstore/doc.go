@@ -116,7 +116,10 @@
 //     (bgsync.go): the writer goes on, and waits only if it writes another
 //     SyncBytes first or rewrites a block the sync is making durable; the
 //     writer used to wait for every one, which cost a sequential writer
-//     through FUSE more than its own writes did. After a power failure Open reads back every
+//     through FUSE more than its own writes did. Tick (tick.go), which the
+//     core calls every commit interval, starts the same background sync
+//     when anything is unsynced, so that data does not stay unsynced on an
+//     idle store. After a power failure Open reads back every
 //     block on the list and verifies it; a block whose data did not reach
 //     the disk reads as at the last sync (its copy of that time is kept in
 //     the quarantine until the next sync) or as zeros if it was zeros or a

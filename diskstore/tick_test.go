@@ -1,0 +1,116 @@
+package diskstore
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"conquest/pram"
+)
+
+// tickUntilSettled ticks until the background sync a tick started has been
+// applied, as the core's periodic commit does.
+func tickUntilSettled(t *testing.T, e *env) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.must(e.s.Tick)
+		if !e.s.inFlight() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background sync a tick started never completed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestTickSyncsIdleWrites: blocks written short of SyncBytes, never fsynced,
+// on a store that then stays idle. A tick starts a background sync without
+// waiting for it; a later tick applies it: nothing is left unsynced, the
+// old block of a rewrite leaves the quarantine and is free again, and a
+// power failure keeps everything written before the tick. Without ticks
+// the new file read back as zeros after the power failure and the old block
+// stayed quarantined for as long as nothing else was written.
+func TestTickSyncsIdleWrites(t *testing.T) {
+	e, cd, g := newGatedEnv(t)
+	a, b := e.newFile(1), e.newFile(2)
+	v0 := pattern(1, 0, 4*4096)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, 0, v0) }) // fsynced
+	v1 := pattern(2, 0, 4096)
+	if err := e.write(a, 0, v1); err != nil { // copy-on-write: v0's block quarantined
+		t.Fatal(err)
+	}
+	vb := pattern(3, 0, 24<<10)
+	if err := e.write(b, 0, vb); err != nil {
+		t.Fatal(err)
+	}
+	st := e.s.Stats()
+	if st.UnsyncedBytes == 0 || st.QuarantinedBlocks != 1 || e.s.inFlight() {
+		t.Fatalf("before the tick: %d unsynced bytes, %d quarantined blocks, sync in flight %v; want some, 1, false",
+			st.UnsyncedBytes, st.QuarantinedBlocks, e.s.inFlight())
+	}
+	if !e.s.TickPending() {
+		t.Fatal("TickPending is false with unsynced writes")
+	}
+	e.must(e.s.Tick)
+	if !e.s.inFlight() {
+		t.Fatal("the tick started no background sync")
+	}
+	e.must(e.s.Tick) // the gate holds the sync: the tick must not wait for it
+	if ran, waited := g.counts(); ran != 0 || waited != 0 {
+		t.Fatalf("ticks let %d syncs run and waited %d times, want 0 and 0", ran, waited)
+	}
+	g.release()
+	tickUntilSettled(t, e)
+	st = e.s.Stats()
+	if st.UnsyncedBytes != 0 || st.QuarantinedBlocks != 0 {
+		t.Fatalf("after the sync: %d unsynced bytes, %d quarantined blocks, want 0 and 0", st.UnsyncedBytes, st.QuarantinedBlocks)
+	}
+	if want := st.DataBlocks - 4 - 6; st.FreeBlocks > want {
+		t.Fatalf("%d free blocks, more than the %d the two files leave", st.FreeBlocks, want)
+	}
+	if e.s.TickPending() {
+		t.Fatal("TickPending is still true on an idle store with everything synced")
+	}
+	syncs := st.Syncs
+	e.must(e.s.Tick)
+	if e.s.inFlight() || e.s.Stats().Syncs != syncs {
+		t.Fatal("a tick with nothing written started a sync")
+	}
+
+	e.crash(cd.Crash(CrashLoseAll, 1))
+	got, err := e.read(a, 0, 4*4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(nil), v0...)
+	copy(want, v1)
+	if !bytes.Equal(got, want) {
+		t.Fatal("the rewritten file after the power failure is not what was written before the tick")
+	}
+	if got, err := e.read(b, 0, len(vb)); err != nil || !bytes.Equal(got, vb) {
+		t.Fatalf("the new file after the power failure: %v, equal %v", err, bytes.Equal(got, vb))
+	}
+	e.check(map[pram.Off]int64{a: 4 * 4096, b: int64(len(vb))})
+}
+
+// TestTickOffWithoutBackgroundSyncs: with ForegroundSync (or GatherInMemory)
+// there is no background sync to start, and Tick does nothing.
+func TestTickOffWithoutBackgroundSyncs(t *testing.T) {
+	for _, o := range []Options{{ForegroundSync: true}, {Durability: GatherInMemory}} {
+		e := newEnv(t, envOpts{blockSize: 4096, o: o})
+		a := e.newFile(1)
+		if err := e.write(a, 0, pattern(1, 0, 8192)); err != nil {
+			t.Fatal(err)
+		}
+		syncs := e.s.Stats().Syncs
+		if e.s.TickPending() {
+			t.Fatalf("%+v: TickPending is true", o)
+		}
+		e.must(e.s.Tick)
+		if e.s.inFlight() || e.s.Stats().Syncs != syncs {
+			t.Fatalf("%+v: the tick synced", o)
+		}
+	}
+}
