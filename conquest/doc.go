@@ -47,6 +47,10 @@
 //     a callback. Forget and Release update it first and only then, if an
 //     unlinked inode became unused, take FS.mu exclusively and recheck.
 //
+// The periodic disk commit's goroutine (disk_commit.go) takes FS.mu shared,
+// then exclusively when the store has something to settle, like any
+// request; Close stops it and waits for it before taking FS.mu.
+//
 // fs.lsize (the unpublished sizes of large files, see file_disk.go) is
 // guarded by FS.mu: written with it held exclusively, read shared.
 //
@@ -79,7 +83,10 @@
 // reaches the device before its Tx publishes the size and the segments
 // that cover it, so it survives kill -9; a power failure may lose blocks
 // written since the last device sync, which the store's recovery at Open
-// turns back into their synced contents or zeros (the size stays). With
+// turns back into their synced contents or zeros (the size stays). The
+// device is synced every SyncBytes written, at fsync, and, with
+// Options.DiskCommit, in the background every interval while anything is
+// unsynced, so an idle file system does not keep unsynced data for long. With
 // diskstore.GatherInMemory writes are gathered in memory and written in
 // large requests; the store syncs the disk before the arena points at new
 // data, and the core publishes a size only when no byte below it is still

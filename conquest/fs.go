@@ -45,7 +45,8 @@ type FS struct {
 	lsize     map[Ino]uint64 // disk files' sizes above the published iSize (mu)
 	lsizeUndo []lsizeChange  // changes to lsize in the open Tx (mu held exclusively)
 
-	closed bool // protected by mu
+	closed bool       // protected by mu
+	commit diskCommit // the periodic disk commit (disk_commit.go)
 	// stuck: an unlinked inode could not be freed for lack of space (a
 	// large file's free can take an arena page for the disk's free map);
 	// the next successful free retries the orphan list (orphan.go). mu.
@@ -242,6 +243,7 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 		fs.trimRecoveredLocked()
 	}
 	fs.mu.Unlock()
+	fs.startDiskCommit(o.DiskCommit)
 	return fs, nil
 }
 
@@ -265,6 +267,7 @@ func (fs *FS) checkRoot() (err error) {
 // Close frees the orphans (nothing is open any more), marks the arena clean
 // and unmaps it. The FS must not be used afterwards.
 func (fs *FS) Close() error {
+	fs.stopDiskCommit() // before the lock: a tick takes it
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.closed {

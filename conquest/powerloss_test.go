@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"conquest/diskstore"
 	"conquest/pram"
@@ -21,6 +22,8 @@ type powerLossEnv struct {
 	live *diskstore.CrashDevice
 	img  *pram.CrashImage
 	open func(d diskstore.Device, wrap bool) *FS
+	// commit is Options.DiskCommit for the opens that follow (0: none).
+	commit time.Duration
 }
 
 func newPowerLossEnv(t *testing.T, diskSize int64, logf func(string, ...any)) *powerLossEnv {
@@ -29,7 +32,7 @@ func newPowerLossEnv(t *testing.T, diskSize int64, logf func(string, ...any)) *p
 	dev := diskstore.NewCrashDevice(diskSize)
 	must(t, Mkfs(e.path, "", MkfsOptions{PramSize: 16 << 20, Device: dev, LargeFileThreshold: 64 << 10, DiskBlockSize: 4096}))
 	e.open = func(d diskstore.Device, wrap bool) *FS {
-		o := Options{Logf: logf, Device: d, Disk: diskstore.Options{SyncBytes: 256 << 10}}
+		o := Options{Logf: logf, Device: d, Disk: diskstore.Options{SyncBytes: 256 << 10}, DiskCommit: e.commit}
 		o.Arena.Interval = -1
 		if wrap {
 			o.Arena.WrapImage = func(f pram.ImageFile) pram.ImageFile {
@@ -50,6 +53,7 @@ func newPowerLossEnv(t *testing.T, diskSize int64, logf func(string, ...any)) *p
 // system again (closed at the test's end) and checks it.
 func (e *powerLossEnv) powerLoss(t *testing.T, fs *FS) *FS {
 	t.Helper()
+	fs.stopDiskCommit() // the power is gone: no tick may touch the arena
 	e.img.PowerLoss(pram.CrashLoseAll, nil)
 	must(t, fs.a.Abandon())
 	must(t, pram.RemoveShadow(e.path, ""))

@@ -1,6 +1,8 @@
 package conquest
 
 import (
+	"time"
+
 	"conquest/diskstore"
 	"conquest/pram"
 )
@@ -284,6 +286,15 @@ type Options struct {
 	// called with a message as the walk begins (the mount reports it).
 	// fsck leaves it nil: it must open damaged file systems to repair them.
 	OnCrashCheck func(msg string)
+	// DiskCommit is how often the large-file disk's blocks written since
+	// its last sync are synced in the background (and what that sync made
+	// stale freed), as an ext4 journal commit writes ordered data: a
+	// writer that never calls fsync then risks at most about two intervals
+	// of data to a power loss, however long the mount stays idle after
+	// it. 0 or less: never (only SyncBytes and fsync sync the disk); the
+	// mount sets it to its --commit interval. Tests that count journaled
+	// stores leave it 0.
+	DiskCommit time.Duration
 	// Arena tunes how the arena is opened (its RAM copy and checkpoints,
 	// pram/shadow.go); its Logf, when nil, is Logf.
 	Arena pram.OpenOptions

@@ -201,7 +201,7 @@ func serve(im images, mp string, o fusefs.Options, commit time.Duration, rep *re
 	co := conquest.Options{Logf: rep.infof, OnCrashCheck: func(msg string) {
 		checked = true
 		rep.busyf("%s %s", im.pram, msg)
-	}, Arena: pram.OpenOptions{Interval: commit}}
+	}, Arena: pram.OpenOptions{Interval: commit}, DiskCommit: commit}
 	gov := newProcsGovernor()
 	if gov != nil {
 		co.Disk.OnReadahead = gov.notify

@@ -15,6 +15,7 @@ import (
 
 	"conquest/conquest"
 	"conquest/fusefs"
+	"conquest/pram"
 )
 
 // DefaultPramSize is the arena size of test images (a sparse file).
@@ -174,6 +175,9 @@ func (m *Mounted) mount() error {
 	co := m.cfg.core
 	if co.Logf == nil {
 		co.Logf = m.logf
+	}
+	if co.DiskCommit == 0 {
+		co.DiskCommit = pram.DefaultCheckpointInterval // as the CLI's --commit
 	}
 	fs, err := Open(m.Pram, m.Disk, co)
 	if err != nil {
