@@ -289,9 +289,9 @@ type Options struct {
 	// DiskCommit is how often the large-file disk's blocks written since
 	// its last sync are synced in the background (and what that sync made
 	// stale freed), as an ext4 journal commit writes ordered data: a
-	// writer that never calls fsync then risks at most about two intervals
-	// of data to a power loss, however long the mount stays idle after
-	// it. 0 or less: never (only SyncBytes and fsync sync the disk); the
+	// writer that never calls fsync then risks to a power loss what it
+	// wrote in about the last interval plus the time the disk takes to
+	// sync, however long the file system stays idle after it. 0 or less: never (only SyncBytes and fsync sync the disk); the
 	// mount sets it to its --commit interval. Tests that count journaled
 	// stores leave it 0.
 	DiskCommit time.Duration
