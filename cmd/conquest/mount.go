@@ -50,7 +50,7 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "writeback-cache", Usage: "let the kernel buffer writes (faster large writes, slower small-file create/delete)"},
 			&cli.BoolFlag{Name: "nosuid", Usage: "set-user-ID and set-group-ID bits of programs on the mount take no effect (always so for mounts by other users than root)"},
 			&cli.BoolFlag{Name: "nodev", Usage: "device nodes on the mount cannot be opened (always so for mounts by other users than root)"},
-			&cli.DurationFlag{Name: "commit", Value: pram.DefaultCheckpointInterval, Usage: "how long a change may stay only in the arena's RAM copy before it is checkpointed to the image (what a power loss can lose; fsync checkpoints at once)"},
+			&cli.DurationFlag{Name: "commit", Value: pram.DefaultCheckpointInterval, Usage: "how long a change may stay only in the arena's RAM copy before it is checkpointed to the image, and large-file data unsynced on the disk before a background sync starts (what a power loss can lose; fsync makes everything durable at once)"},
 			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
 		),
 		Action: func(c *cli.Context) error {
