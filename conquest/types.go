@@ -291,9 +291,9 @@ type Options struct {
 	// stale freed), as an ext4 journal commit writes ordered data: a
 	// writer that never calls fsync then risks to a power loss what it
 	// wrote in about the last interval plus the time the disk takes to
-	// sync, however long the file system stays idle after it. 0 or less: never (only SyncBytes and fsync sync the disk); the
-	// mount sets it to its --commit interval. Tests that count journaled
-	// stores leave it 0.
+	// sync, however long the file system stays idle after it. 0 or less:
+	// never (only SyncBytes and fsync sync the disk). The mount sets it to
+	// its --commit interval; tests that count journaled stores leave it 0.
 	DiskCommit time.Duration
 	// Arena tunes how the arena is opened (its RAM copy and checkpoints,
 	// pram/shadow.go); its Logf, when nil, is Logf.
