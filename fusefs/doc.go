@@ -51,7 +51,9 @@
 //     any file answers the arena's and the disk's space (FS.Space), which
 //     statfs can only add together; `conquest df` of a mount reads it;
 //   - naming why a mount failed in fusermount3 (nofuse.go): /dev/fuse closed
-//     to the user, or fuse3 not installed.
+//     to the user, or fuse3 not installed;
+//   - the mount flags bazil cannot pass to fusermount3 (mountflags.go):
+//     noexec and noatime are set by a bind remount once the mount is up.
 //
 // STATFS waits briefly for the RELEASEs and FORGETs that were in progress or
 // queued when it arrived (frees.go), so that space freed by a close and

@@ -31,6 +31,23 @@ type Options struct {
 	// mounts nosuid and nodev in any case.
 	NoSUID, NoDev bool
 
+	// ReadOnly mounts read-only (mount option ro): the kernel refuses every
+	// change with EROFS before it reaches the daemon. The core should then
+	// be opened with NoAtime, as reads on a read-only mount change nothing.
+	ReadOnly bool
+
+	// NoExec makes programs on the mount impossible to execute (mount
+	// option noexec). fusermount3 takes it, but bazil.org/fuse passes only
+	// the options it knows, so Mount sets it afterwards on the mount point
+	// (mountflags.go); that needs CAP_SYS_ADMIN (root).
+	NoExec bool
+
+	// NoAtime marks the mount noatime, as /proc/mounts and findmnt show it
+	// (root only; the same way as NoExec). The kernel leaves a FUSE file's
+	// atime to the daemon, so what keeps atime still is the core's
+	// NoAtime, which the caller sets with it.
+	NoAtime bool
+
 	// Readers is the number of reader goroutines kept waiting for requests
 	// (default 2; more measured slower, see doc.go). More are started while all are busy, up to MaxReaders
 	// (default 64); the extra ones retire when idle.
@@ -134,6 +151,9 @@ func (o Options) mountOptions() []fuse.MountOption {
 	}
 	if o.WritebackCache {
 		opts = append(opts, fuse.WritebackCache())
+	}
+	if o.ReadOnly {
+		opts = append(opts, fuse.ReadOnly())
 	}
 	return opts
 }

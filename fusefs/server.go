@@ -105,6 +105,24 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 			s.connID = n
 		}
 	}
+	if o.NoExec || (o.NoAtime && os.Geteuid() == 0) {
+		var add uintptr
+		if o.NoExec {
+			add |= unix.MS_NOEXEC
+		}
+		if o.NoAtime {
+			add |= unix.MS_NOATIME
+		}
+		if err := setMountFlags(dir, add); err != nil {
+			if uerr := s.Unmount(); uerr == nil {
+				s.Wait()
+			}
+			if o.NoExec {
+				return nil, fmt.Errorf("mounting on %s noexec (it needs root): %w", dir, err)
+			}
+			return nil, fmt.Errorf("mounting on %s noatime: %w", dir, err)
+		}
+	}
 	if o.ReadaheadKB > 0 {
 		// Now that requests are served (finding the mount looks the mount
 		// point up) and before Mount returns: an open file keeps the

@@ -7,6 +7,7 @@
 //	conquest df      [--pram PATH --disk PATH | MOUNTPOINT]
 //	conquest stat    [--pram PATH --disk PATH | MOUNTPOINT]
 //	conquest bench   postmark|sprite-small|sprite-large ...
+//	conquest SOURCE MOUNTPOINT -o OPTIONS   (as mount.fuse3 runs it: helper.go)
 //
 // Every error names the path and the problem; no Go stack trace reaches a
 // user (run recovers at the top).
@@ -25,8 +26,17 @@ import (
 )
 
 func main() {
+	if os.Getenv("PATH") == "" {
+		// mount(8) runs its helpers without PATH (util-linux drops it from
+		// their environment), and the daemon must still find fusermount3.
+		os.Setenv("PATH", defaultPath)
+	}
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
+
+// defaultPath is the search path when the environment has none: the one a
+// shell uses then.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // run runs the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) (code int) {
@@ -37,6 +47,16 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 	}()
 	app := newApp(stdout, stderr)
+	isCommand := func(name string) bool { return app.Command(name) != nil }
+	if (len(args) >= 3 && helperName(args[0])) || isHelperCall(args, isCommand) {
+		// mount(8) through mount.fuse3, or under a helper's name (helper.go).
+		margs, err := helperArgs(args)
+		if err != nil {
+			fmt.Fprintf(stderr, "conquest: %v\n", err)
+			return 1
+		}
+		args = margs
+	}
 	err := app.Run(args)
 	if err == nil {
 		return 0

@@ -29,9 +29,10 @@ const readyTimeout = 2 * time.Minute
 
 func mountCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "mount",
-		Usage:     "mount a Conquest file system (the embedded default, or --pram/--disk)",
-		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--private | --allow-other] [--nosuid] [--nodev] MOUNTPOINT",
+		Name:  "mount",
+		Usage: "mount a Conquest file system (the embedded default, or --pram/--disk)",
+		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--private | --allow-other] [--read-only] [--noatime] [--nosuid] [--nodev] [--noexec] MOUNTPOINT\n" +
+			"mount -t fuse.conquest ARENA|default MOUNTPOINT -o disk=PATH[,ro,noatime,...]   (mount(8), /etc/fstab; see README)",
 		Description: "Without --foreground, mount starts a daemon and returns once the file system is ready;\n" +
 			"the daemon logs to conquest.log in the data directory ($CONQUEST_HOME, else\n" +
 			"~/.local/share/conquest). With no --pram/--disk the embedded default images in the data\n" +
@@ -50,6 +51,9 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "writeback-cache", Usage: "let the kernel buffer writes (faster large writes, slower small-file create/delete)"},
 			&cli.BoolFlag{Name: "nosuid", Usage: "set-user-ID and set-group-ID bits of programs on the mount take no effect (always so for mounts by other users than root)"},
 			&cli.BoolFlag{Name: "nodev", Usage: "device nodes on the mount cannot be opened (always so for mounts by other users than root)"},
+			&cli.BoolFlag{Name: "read-only", Aliases: []string{"ro"}, Usage: "mount read-only: every change fails with EROFS, and reads leave atime alone"},
+			&cli.BoolFlag{Name: "noatime", Usage: "never update access times (the default is relatime, as on ext4)"},
+			&cli.BoolFlag{Name: "noexec", Usage: "programs on the mount cannot be executed (needs root)"},
 			&cli.DurationFlag{Name: "commit", Value: pram.DefaultCheckpointInterval, Usage: "how long a change may stay only in the arena's RAM copy before it is checkpointed to the image, and large-file data unsynced on the disk before a background sync starts (what a power loss can lose; fsync makes everything durable at once)"},
 			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
 		),
@@ -72,17 +76,24 @@ func mountCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			o := fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache"),
-				NoSUID: c.Bool("nosuid"), NoDev: c.Bool("nodev")}
-			commit := c.Duration("commit")
-			if commit <= 0 {
-				return fmt.Errorf("--commit %v: the interval must be positive", commit)
+			ms := mountSettings{
+				fuse: fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache"),
+					NoSUID: c.Bool("nosuid"), NoDev: c.Bool("nodev"), NoExec: c.Bool("noexec"),
+					ReadOnly: c.Bool("read-only"), NoAtime: c.Bool("noatime")},
+				commit:  c.Duration("commit"),
+				noAtime: c.Bool("noatime"),
+			}
+			if ms.commit <= 0 {
+				return fmt.Errorf("--commit %v: the interval must be positive", ms.commit)
+			}
+			if ms.fuse.NoExec && os.Geteuid() != 0 {
+				return errors.New("--noexec needs root (it is set on the mount point after mounting)")
 			}
 			if !c.Bool("foreground") {
-				return daemonize(c, im, mp, o, commit)
+				return daemonize(c, im, mp, ms)
 			}
 			rep := newReporter(c.Int("ready-fd"), c.App.ErrWriter)
-			err = serve(im, mp, o, commit, rep)
+			err = serve(im, mp, ms, rep)
 			if err != nil {
 				rep.fail(err)
 			}
@@ -174,8 +185,42 @@ const deadProbeTimeout = 2 * time.Second
 // umount and df can find the arena of a mount point.
 const fsnamePrefix = "conquest:"
 
+// mountSettings are the choices of `conquest mount` beyond the images.
+type mountSettings struct {
+	fuse    fusefs.Options
+	commit  time.Duration // --commit
+	noAtime bool          // --noatime (a read-only mount has no atime updates either)
+}
+
+// daemonArgs are the flags that give a daemon these settings.
+func (ms mountSettings) daemonArgs() []string {
+	var args []string
+	if ms.fuse.AllowOther {
+		args = append(args, "--allow-other")
+	} else {
+		args = append(args, "--private")
+	}
+	for _, f := range []struct {
+		on   bool
+		flag string
+	}{
+		{ms.fuse.WritebackCache, "--writeback-cache"},
+		{ms.fuse.NoSUID, "--nosuid"},
+		{ms.fuse.NoDev, "--nodev"},
+		{ms.fuse.NoExec, "--noexec"},
+		{ms.fuse.ReadOnly, "--read-only"},
+		{ms.noAtime, "--noatime"},
+	} {
+		if f.on {
+			args = append(args, f.flag)
+		}
+	}
+	return append(args, "--commit="+ms.commit.String())
+}
+
 // serve runs the file system in this process until it is unmounted.
-func serve(im images, mp string, o fusefs.Options, commit time.Duration, rep *reporter) error {
+func serve(im images, mp string, ms mountSettings, rep *reporter) error {
+	o, commit := ms.fuse, ms.commit
 	// Catch SIGINT/SIGTERM before the mount becomes visible: a signal that
 	// arrives while mounting is queued and unmounts cleanly once serving.
 	sigs := make(chan os.Signal, 2)
@@ -201,7 +246,8 @@ func serve(im images, mp string, o fusefs.Options, commit time.Duration, rep *re
 	co := conquest.Options{Logf: rep.infof, OnCrashCheck: func(msg string) {
 		checked = true
 		rep.busyf("%s %s", im.pram, msg)
-	}, Arena: pram.OpenOptions{Interval: commit}, DiskCommit: commit}
+	}, Arena: pram.OpenOptions{Interval: commit}, DiskCommit: commit,
+		NoAtime: ms.noAtime || o.ReadOnly}
 	gov := newProcsGovernor()
 	if gov != nil {
 		co.Disk.OnReadahead = gov.notify
@@ -428,7 +474,7 @@ func rotateLog(path string) {
 // daemonize starts `conquest mount --foreground` in a new session, logging
 // to the data directory, and waits until it reports the file system ready
 // (exit 0) or fails (its error, exit 1).
-func daemonize(c *cli.Context, im images, mp string, o fusefs.Options, commit time.Duration) error {
+func daemonize(c *cli.Context, im images, mp string, ms mountSettings) error {
 	if err := os.MkdirAll(im.dataDir, 0o700); err != nil {
 		return err
 	}
@@ -452,21 +498,8 @@ func daemonize(c *cli.Context, im images, mp string, o fusefs.Options, commit ti
 	if !im.embedded {
 		args = append(args, "--pram", im.pram, "--disk", im.disk)
 	}
-	if o.AllowOther {
-		args = append(args, "--allow-other")
-	} else {
-		args = append(args, "--private")
-	}
-	if o.WritebackCache {
-		args = append(args, "--writeback-cache")
-	}
-	if o.NoSUID {
-		args = append(args, "--nosuid")
-	}
-	if o.NoDev {
-		args = append(args, "--nodev")
-	}
-	args = append(args, "--commit="+commit.String(), mp)
+	args = append(args, ms.daemonArgs()...)
+	args = append(args, mp)
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+im.dataDir)
 	cmd.Dir = "/" // hold no directory busy

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// mount(8) and /etc/fstab.
+//
+// With fuse3 installed, `mount -t fuse.conquest SOURCE DIR -o OPTIONS`, or an
+// fstab line of type fuse.conquest, runs mount.fuse3, which runs
+//
+//	conquest SOURCE DIR -o OPTIONS
+//
+// through /bin/sh, OPTIONS being the line's options less those meant for
+// mount(8) alone (user, auto, nofail, _netdev...), with dev and suid added
+// unless nodev or nosuid was given. helperArgs turns that command line into
+// the `conquest mount` one, so that both take the same path (the daemon, its
+// checks and its messages). SOURCE is the arena, or "default" for the
+// embedded default; the disk is the option disk=PATH.
+
+// defaultSource is the SOURCE that names the embedded default images.
+const defaultSource = "default"
+
+// isHelperCall reports whether args is mount.fuse3's command line: a first
+// argument that is no command and no flag, a mount point, and -o.
+func isHelperCall(args []string, isCommand func(string) bool) bool {
+	if len(args) < 4 || strings.HasPrefix(args[1], "-") || isCommand(args[1]) {
+		return false
+	}
+	for _, a := range args[3:] {
+		if a == "-o" {
+			return true
+		}
+	}
+	return false
+}
+
+// helperArgs translates mount.fuse3's command line into `conquest mount`'s.
+// Every option a Conquest mount cannot honour is refused by name, as ext4
+// refuses an option it does not know, rather than ignored.
+func helperArgs(args []string) ([]string, error) {
+	source, dir := args[1], args[2]
+	var opts []string
+	for i := 3; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "-o":
+			if i+1 == len(args) {
+				return nil, errors.New("mount: -o needs the options")
+			}
+			i++
+			opts = append(opts, strings.Split(args[i], ",")...)
+		case "-t", "-N":
+			i++ // the type (fuse.conquest), or a namespace mount(8) already entered
+		case "-v", "-s", "-n":
+			// verbose, sloppy, no mtab: nothing to do here
+		default:
+			return nil, fmt.Errorf("mount: unexpected argument %q (usage: conquest SOURCE DIR -o OPTIONS, as mount.fuse3 runs it)", a)
+		}
+	}
+
+	var (
+		disk                         string
+		ro, nosuid, nodev, noexec    bool
+		noatime, nodiratime, wbcache bool
+		private                      bool
+		commit                       string
+	)
+	for _, o := range opts {
+		name, val, hasVal := strings.Cut(o, "=")
+		switch {
+		case o == "" || o == "defaults" || o == "auto" || o == "noauto" || o == "nofail" ||
+			o == "_netdev" || o == "user" || o == "users" || o == "nouser" || o == "owner" ||
+			o == "group" || o == "async" || o == "default_permissions" ||
+			strings.HasPrefix(o, "x-") || name == "comment":
+			// mount(8)'s own, or always so here.
+		case o == "rw":
+			ro = false
+		case o == "ro":
+			ro = true
+		case o == "suid":
+			nosuid = false
+		case o == "nosuid":
+			nosuid = true
+		case o == "dev":
+			nodev = false
+		case o == "nodev":
+			nodev = true
+		case o == "exec":
+			noexec = false
+		case o == "noexec":
+			noexec = true
+		case o == "atime" || o == "relatime" || o == "norelatime" || o == "nostrictatime":
+			noatime = false
+		case o == "noatime":
+			noatime = true
+		case o == "diratime":
+			nodiratime = false
+		case o == "nodiratime":
+			nodiratime = true
+		case o == "lazytime" || o == "nolazytime":
+			// Times are kept in the arena, written in place: nothing is lazy.
+		case o == "allow_other":
+			private = false
+		case o == "private":
+			private = true
+		case o == "writeback_cache" || o == "writeback-cache":
+			wbcache = true
+		case name == "disk" && hasVal && val != "":
+			disk = val
+		case name == "commit" && hasVal:
+			d, err := commitOption(val)
+			if err != nil {
+				return nil, err
+			}
+			commit = d.String()
+		case o == "strictatime":
+			return nil, errors.New("mount option strictatime: not supported (access times are relatime, or noatime)")
+		case o == "sync" || o == "dirsync":
+			return nil, fmt.Errorf("mount option %s: not supported (use fsync(2), O_SYNC or O_DSYNC)", o)
+		default:
+			return nil, fmt.Errorf("mount option %q: unknown to Conquest (it takes disk=PATH, ro, rw, noatime, nosuid, nodev, noexec, writeback_cache, commit=SECONDS, private)", o)
+		}
+	}
+	if nodiratime && !noatime {
+		return nil, errors.New("mount option nodiratime: not supported alone (noatime, for files and directories alike, is)")
+	}
+
+	out := []string{args[0], "mount"}
+	switch {
+	case source == defaultSource:
+		if disk != "" {
+			return nil, fmt.Errorf("mount: disk=%s given with the embedded default (source %q): give the arena as the source", disk, defaultSource)
+		}
+	case disk == "":
+		return nil, fmt.Errorf("mount: %s: the disk is missing: add disk=PATH to the options (or mount %q, the embedded default)", source, defaultSource)
+	default:
+		out = append(out, "--pram", source, "--disk", disk)
+	}
+	for _, f := range []struct {
+		on   bool
+		flag string
+	}{
+		{ro, "--read-only"}, {nosuid, "--nosuid"}, {nodev, "--nodev"}, {noexec, "--noexec"},
+		{noatime, "--noatime"}, {wbcache, "--writeback-cache"}, {private, "--private"},
+	} {
+		if f.on {
+			out = append(out, f.flag)
+		}
+	}
+	if commit != "" {
+		out = append(out, "--commit="+commit)
+	}
+	return append(out, dir), nil
+}
+
+// commitOption reads commit=: whole seconds, as ext4 takes it, or a Go
+// duration such as 500ms.
+func commitOption(v string) (time.Duration, error) {
+	var d time.Duration
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if d, err = time.ParseDuration(v); err != nil {
+		return 0, fmt.Errorf("mount option commit=%s: not a number of seconds or a duration", v)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("mount option commit=%s: the interval must be positive", v)
+	}
+	return d, nil
+}
+
+// helperName reports whether the program was started under a mount helper's
+// name: mount(8) runs /sbin/mount.TYPE (mount.fuse.conquest by fuse3's
+// convention, mount.conquest for -t conquest) when one exists, with the same
+// command line as mount.fuse3 gives.
+func helperName(arg0 string) bool {
+	b := filepath.Base(arg0)
+	return b == "mount.conquest" || b == "mount.fuse.conquest"
+}

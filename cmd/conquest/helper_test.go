@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"conquest/fusefs"
+)
+
+// mount.fuse3's command lines become `conquest mount` ones, and an option a
+// mount cannot honour is refused by name.
+func TestHelperArgs(t *testing.T) {
+	isCmd := func(s string) bool { return newApp(nil, nil).Command(s) != nil }
+	for _, tc := range []struct {
+		args   []string
+		helper bool
+		want   []string // nil: an error mentioning err
+		err    string
+	}{
+		{args: []string{"conquest", "/p", "/mnt", "-o", "rw,disk=/d,dev,suid"}, helper: true,
+			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "/mnt"}},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,ro,nosuid,nodev,noexec,noatime,nodiratime,writeback_cache,commit=5,private", "-t", "fuse.conquest"}, helper: true,
+			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "--read-only", "--nosuid", "--nodev", "--noexec", "--noatime", "--writeback-cache", "--private", "--commit=5s", "/mnt"}},
+		// Later options win, as with mount(8); mount(8)'s own are dropped.
+		{args: []string{"conquest", "/p", "/mnt", "-o", "ro,noatime,disk=/d,nofail,_netdev,x-systemd.automount,defaults,rw,relatime,commit=250ms", "-v", "-n"}, helper: true,
+			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "--commit=250ms", "/mnt"}},
+		{args: []string{"conquest", "default", "/mnt", "-o", "rw,dev,suid"}, helper: true,
+			want: []string{"conquest", "mount", "/mnt"}},
+		{args: []string{"/sbin/mount.fuse.conquest", "/p", "/mnt", "-o", "disk=/d"}, helper: true,
+			want: []string{"/sbin/mount.fuse.conquest", "mount", "--pram", "/p", "--disk", "/d", "/mnt"}},
+		// Under a helper's name (helperName), -o may be missing.
+		{args: []string{"/sbin/mount.conquest", "default", "/mnt"}, helper: false,
+			want: []string{"/sbin/mount.conquest", "mount", "/mnt"}},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,bogus"}, helper: true, err: `mount option "bogus": unknown`},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "rw"}, helper: true, err: "/p: the disk is missing: add disk=PATH"},
+		{args: []string{"conquest", "default", "/mnt", "-o", "disk=/d"}, helper: true, err: "disk=/d given with the embedded default"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,strictatime"}, helper: true, err: "strictatime: not supported"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,sync"}, helper: true, err: "sync: not supported"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,nodiratime"}, helper: true, err: "nodiratime: not supported alone"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,commit=0"}, helper: true, err: "commit=0: the interval must be positive"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,commit=soon"}, helper: true, err: "commit=soon: not a number"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d", "--bogus"}, helper: true, err: `unexpected argument "--bogus"`},
+		{args: []string{"conquest", "/p", "/mnt", "-o"}, helper: true, err: "-o needs the options"},
+	} {
+		if got := isHelperCall(tc.args, isCmd); got != tc.helper {
+			t.Errorf("isHelperCall(%q) = %v, want %v", tc.args, got, tc.helper)
+		}
+		got, err := helperArgs(tc.args)
+		switch {
+		case tc.want != nil && (err != nil || !reflect.DeepEqual(got, tc.want)):
+			t.Errorf("helperArgs(%q) = %q, %v; want %q", tc.args, got, err, tc.want)
+		case tc.want == nil && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("helperArgs(%q) = %q, %v; want an error mentioning %q", tc.args, got, err, tc.err)
+		}
+	}
+	// The commands themselves, and their misspellings, are no helper calls.
+	for _, args := range [][]string{
+		{"conquest", "mount", "--pram", "/p", "--disk", "/d", "/mnt"},
+		{"conquest", "fsck", "--pram", "/p", "--disk", "/d", "-o"},
+		{"conquest", "mout", "/mnt"},
+		{"conquest", "--help"},
+	} {
+		if isHelperCall(args, isCmd) {
+			t.Errorf("isHelperCall(%q) = true", args)
+		}
+	}
+	if !helperName("/usr/sbin/mount.conquest") || !helperName("mount.fuse.conquest") || helperName("/usr/local/bin/conquest") {
+		t.Error("helperName")
+	}
+}
+
+// `mount -t fuse.conquest` runs fuse3's mount.fuse3, which runs `conquest
+// SOURCE DIR -o OPTIONS`; mount(8) also takes PATH out of a helper's
+// environment. Both are done here as mount(8) does them (mount(8) itself
+// would run the installed conquest, not the one under test): the options
+// take effect, the mount works, a plain umount(8) ends the daemon, and the
+// image is clean.
+func TestMountHelper(t *testing.T) {
+	c := newCLI(t)
+	if os.Geteuid() != 0 {
+		t.Skip("noexec and mount(8) need root")
+	}
+	helper, err := exec.LookPath("mount.fuse3")
+	if err != nil {
+		for _, p := range []string{"/sbin/mount.fuse3", "/usr/sbin/mount.fuse3"} {
+			if _, serr := os.Stat(p); serr == nil {
+				helper, err = p, nil
+			}
+		}
+	}
+	if err != nil {
+		t.Skip("no mount.fuse3 (fuse3)")
+	}
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "32M", "--disk-size", "64M")
+	mp := c.mountpoint()
+	binDir := filepath.Dir(c.bin)
+	env := []string{"HOME=" + c.home, "CONQUEST_HOME=" + c.home} // no PATH, as mount(8) gives
+
+	umountAndWait := func(pram string) {
+		t.Helper()
+		if out, err := exec.Command("umount", mp).CombinedOutput(); err != nil {
+			t.Fatalf("umount %s: %v %s", mp, err, out)
+		}
+		for deadline := time.Now().Add(10 * time.Second); inUse(pram) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if inUse(pram) {
+			t.Fatal("the daemon still holds the arena after umount(8)")
+		}
+	}
+
+	// mount.fuse3 adds dev and suid unless told nodev or nosuid; it finds
+	// conquest through the PATH it was given (the real mount(8) runs it
+	// with none, and /bin/sh then searches its default path).
+	cmd := exec.Command(helper, pram, mp, "-o", "disk="+disk+",noatime,noexec,nodev,nofail", "-t", "fuse.conquest")
+	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin"}, env[1:]...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mount.fuse3: %v\n%s", err, out)
+	}
+	mi, ok := fusefs.Mounted(mp)
+	if !ok || mi.FSType != "fuse.conquest" || mi.Source != fsnamePrefix+pram {
+		t.Fatalf("after mount.fuse3: %+v %v", mi, ok)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(mp, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(unix.ST_NOEXEC | unix.ST_NODEV | unix.ST_NOATIME); sfs.Flags&want != want || sfs.Flags&(unix.ST_RDONLY|unix.ST_NOSUID) != 0 {
+		t.Errorf("statfs flags %#x: want noexec, nodev and noatime, not ro or nosuid", sfs.Flags)
+	}
+	script := filepath.Join(mp, "run.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(script).CombinedOutput(); !errors.Is(err, unix.EACCES) {
+		t.Errorf("running a script on a noexec mount: %v %s, want EACCES", err, out)
+	}
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := os.Chtimes(script, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(script); err != nil || !bytes.Contains(b, []byte("ran")) {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	if at := atime(t, script); !at.Equal(old) {
+		t.Errorf("noatime: a read set atime to %v (was %v)", at, old)
+	}
+	umountAndWait(pram)
+
+	// The program under a helper's name, with no PATH at all: read-only.
+	link := filepath.Join(t.TempDir(), "mount.fuse.conquest")
+	if err := os.Symlink(c.bin, link); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(link, pram, mp, "-o", "ro,disk="+disk+",dev,suid")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", link, err, out)
+	}
+	if err := unix.Statfs(mp, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	if sfs.Flags&unix.ST_RDONLY == 0 || sfs.Flags&(unix.ST_NOEXEC|unix.ST_NOATIME) != 0 {
+		t.Errorf("statfs flags %#x: want ro, and neither noexec nor noatime", sfs.Flags)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "new"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Errorf("create on a read-only mount: %v, want EROFS", err)
+	}
+	if err := os.WriteFile(script, []byte("x"), 0o755); !errors.Is(err, unix.EROFS) {
+		t.Errorf("write on a read-only mount: %v, want EROFS", err)
+	}
+	if err := os.Mkdir(filepath.Join(mp, "d"), 0o755); !errors.Is(err, unix.EROFS) {
+		t.Errorf("mkdir on a read-only mount: %v, want EROFS", err)
+	}
+	// atime (older than mtime) would be due under relatime; not read-only.
+	if b, err := os.ReadFile(script); err != nil || !bytes.Contains(b, []byte("ran")) {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	umountAndWait(pram)
+	// The kernel does not refetch atime after a read on a read-only mount,
+	// so look at what the arena kept.
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	if at := atime(t, script); !at.Equal(old) {
+		t.Errorf("read-only: a read set atime to %v (was %v)", at, old)
+	}
+	c.ok("umount", mp)
+
+	// The embedded default, and options refused before anything is mounted.
+	cmd = exec.Command(c.bin, "default", mp, "-o", "rw,dev,suid")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("conquest default: %v\n%s", err, out)
+	}
+	if mi, ok := fusefs.Mounted(mp); !ok || mi.Source != fsnamePrefix+filepath.Join(c.home, "pram.img") {
+		t.Errorf("the embedded default: %+v %v", mi, ok)
+	}
+	umountAndWait(filepath.Join(c.home, "pram.img"))
+	for _, bad := range []string{"disk=" + disk + ",sync", "disk=" + disk + ",flush"} {
+		cmd = exec.Command(c.bin, pram, mp, "-o", bad)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "mount option") {
+			t.Errorf("-o %s: %v %s, want a refusal naming the option", bad, err, out)
+		}
+		if _, ok := fusefs.Mounted(mp); ok {
+			t.Fatalf("-o %s mounted", bad)
+		}
+	}
+	out, _ := c.ok("fsck", "--pram", pram, "--disk", disk)
+	if !strings.Contains(out, "clean") {
+		t.Errorf("fsck: %s", out)
+	}
+}
+
+func atime(t *testing.T, path string) time.Time {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(st.Atim.Unix())
+}
