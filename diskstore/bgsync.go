@@ -141,6 +141,11 @@ func (s *Store) settle(wait bool) error {
 	}
 	s.bg = nil
 	s.mu.Lock()
+	if err != nil {
+		// Not durable: still unsynced, for SyncWritten, Tick and Close
+		// (the retry below clears it if it succeeds).
+		s.unsynced += s.syncing
+	}
 	s.syncing = 0
 	s.mu.Unlock()
 	if err != nil {

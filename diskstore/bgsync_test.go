@@ -322,3 +322,31 @@ func TestBackgroundSyncRetryFailsNextSync(t *testing.T) {
 		t.Fatalf("after the next sync the epoch word is %#x, want an epoch past %d (the tag of the records made before it)", w, before)
 	}
 }
+
+// TestSyncWrittenAfterFailedRetry: after a background sync failed and its
+// foreground retry failed too, the blocks written before it are still not
+// durable (records of both tags live). The failure is reported once, by the
+// next SyncWritten; the SyncWritten after that (unmount's FlushAll, the
+// fsync of a small file or a directory) used to return success without
+// syncing the device, because the byte count it looks at had been moved to
+// the failed sync, and a power failure then lost blocks it had promised
+// durable (found by a review; Flush of the same file synced, as hasLive sees
+// the records).
+func TestSyncWrittenAfterFailedRetry(t *testing.T) {
+	e, cd, _, c, _, _ := failedRetryEnv(t)
+	if err := e.do(e.s.SyncWritten); !isErr(err, ErrIO) {
+		t.Fatalf("first SyncWritten after the failed sync: %v, want the EIO reported once", err)
+	}
+	if err := e.do(e.s.SyncWritten); err != nil {
+		t.Fatalf("second SyncWritten: %v", err)
+	}
+	e.crash(cd.Crash(CrashLoseAll, 1))
+	got, err := e.read(c, 0, 80<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, pattern(3, 0, 80<<10)) {
+		t.Fatalf("SyncWritten returned success, but after a power failure file c reads as zeros: %v (recovery %+v)",
+			bytes.Equal(got, make([]byte, len(got))), e.s.Recovery())
+	}
+}

@@ -118,6 +118,11 @@ func (s *Store) recover() error {
 		return nil
 	}
 	if files == 0 && s.quarantined() == 0 {
+		if s.epochWord()&epochStarted != 0 {
+			// A sync was in flight at the crash and nothing is recorded:
+			// end both tags, or the bit outlives the flight.
+			s.endEpoch(s.tag() + 1)
+		}
 		return nil
 	}
 	if len(live) > 0 {
