@@ -132,7 +132,7 @@ func TestTickAfterCrashInFlight(t *testing.T) {
 		t.Fatal("no sync in flight")
 	}
 	e.must(func(tx *pram.Tx) error { return e.s.Destroy(tx, a) })
-		// kill -9 (the disk's page cache survives: nothing lost on the device)
+	// kill -9 (the disk's page cache survives: nothing lost on the device)
 	e.crash(cd)
 	if e.s.epochWord()&epochStarted != 0 {
 		t.Logf("after Open the started bit is still set (epoch word %#x), no sync in flight", e.s.epochWord())
