@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"conquest/fusefs"
 )
 
 func TestParseSize(t *testing.T) {
@@ -84,13 +86,14 @@ func TestProbe(t *testing.T) {
 // errors name the problem.
 func TestRunErrors(t *testing.T) {
 	t.Setenv("CONQUEST_HOME", t.TempDir())
+	other := otherMount(t)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"mount"}, "exactly one MOUNTPOINT"},
 		{[]string{"mount", "/nonexistent/mnt"}, "/nonexistent/mnt: mount point does not exist"},
-		{[]string{"umount", "/"}, "not a Conquest file system"},
+		{[]string{"umount", other}, "not a Conquest file system"},
 		{[]string{"umount", t.TempDir()}, "not mounted"},
 		{[]string{"mkfs", "--pram", "/tmp/x", "--disk", "/tmp/x"}, "must be different"},
 		{[]string{"mkfs", "--pram", "a", "--disk", "b", "--pram-size", "12Q"}, "bad size"},
@@ -272,4 +275,28 @@ func TestAwaitDaemon(t *testing.T) {
 			t.Errorf("got %+v, %v", rep, ok)
 		}
 	})
+}
+
+// otherMount is a mount point of another file system than Conquest: "/" on
+// a machine, but in a chroot "/" may be no mount point at all.
+func otherMount(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok || len(f) < 5 || strings.HasPrefix(post, "fuse.conquest ") || strings.Contains(pre, "\\") {
+			continue
+		}
+		if st, err := os.Stat(f[4]); err == nil && st.IsDir() {
+			if mi, ok := fusefs.Mounted(f[4]); ok && mi.FSType != "fuse.conquest" {
+				return f[4]
+			}
+		}
+	}
+	t.Skip("no mount point of another file system")
+	return ""
 }
