@@ -18,7 +18,9 @@ func (fs *FS) CreateTmpfile(parent Ino, mode, flags uint32, c Cred) (Attr, Handl
 			return err
 		}
 		if d.nlink() == 0 || d.data() == 0 {
-			return ErrNotFound // removed directory
+			// A removed directory: EPERM, as ext4 gives (__ext4_new_inode
+			// refuses a parent with no links).
+			return ErrPerm
 		}
 		in, err := fs.newInode(tx, d, S_IFREG|mode&0o7777, 0, c, now)
 		if err != nil {

@@ -108,13 +108,13 @@ func TestTmpfileCrash(t *testing.T) {
 	}
 }
 
-// TestTmpfileInRemovedDir: O_TMPFILE in a removed directory is ENOENT, and
-// in a file ENOTDIR.
+// TestTmpfileInRemovedDir: O_TMPFILE in a removed directory is EPERM (as on
+// ext4), and in a file ENOTDIR.
 func TestTmpfileInRemovedDir(t *testing.T) {
 	fs, _ := newTestFS(t)
 	d := mkdir(t, fs, RootIno, "d")
 	must(t, fs.Rmdir(RootIno, "d"))
-	if _, _, err := fs.CreateTmpfile(d.Ino, 0o600, O_RDWR, user); !errors.Is(err, ErrNotFound) {
+	if _, _, err := fs.CreateTmpfile(d.Ino, 0o600, O_RDWR, user); !errors.Is(err, ErrPerm) {
 		t.Fatalf("in a removed directory: %v", err)
 	}
 	f := create(t, fs, RootIno, "f", nil)

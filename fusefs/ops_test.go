@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -346,3 +347,20 @@ func splitNul(b []byte) []string {
 }
 
 var _ = filepath.Join
+
+// O_TMPFILE in a directory that was removed fails with EPERM, as on ext4
+// (found by a review comparing the two; the core said ENOENT).
+func TestTmpfileInRemovedDirThroughMount(t *testing.T) {
+	m := mounttest.Mount(t)
+	d := filepath.Join(m.Dir, "gone")
+	must(t, os.Mkdir(d, 0o755))
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	must(t, err)
+	defer unix.Close(fd)
+	must(t, os.Remove(d))
+	tfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_TMPFILE|unix.O_RDWR, 0o600)
+	if err == nil {
+		unix.Close(tfd)
+	}
+	wantErrno(t, "O_TMPFILE in a removed directory", err, syscall.EPERM)
+}
