@@ -179,3 +179,41 @@ func TestRenameWhiteout(t *testing.T) {
 		t.Fatalf("whiteout of the directory: %+v", wo)
 	}
 }
+
+// TestRenameDirRaces: renames of two directories into each other in opposite
+// directions, exchanges, mkdirs and rmdirs race; the tree must stay a tree.
+func TestRenameDirRaces(t *testing.T) {
+	fs, _ := newTestFS(t)
+	a := mkdir(t, fs, RootIno, "a")
+	b := mkdir(t, fs, RootIno, "b")
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 3000; i++ {
+				switch (g + i) % 6 {
+				case 0:
+					fs.Rename(RootIno, "a", b.Ino, "a", 0)
+				case 1:
+					fs.Rename(RootIno, "b", a.Ino, "b", 0)
+				case 2:
+					fs.Rename(b.Ino, "a", RootIno, "a", 0)
+				case 3:
+					fs.Rename(a.Ino, "b", RootIno, "b", 0)
+				case 4:
+					fs.Mkdir(a.Ino, "x", 0o755, user)
+					fs.Rename(a.Ino, "x", b.Ino, "x", RenameExchange)
+					fs.Rename(a.Ino, "x", b.Ino, "x", 0)
+				case 5:
+					fs.Rmdir(b.Ino, "x")
+					fs.Rmdir(a.Ino, "x")
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}

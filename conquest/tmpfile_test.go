@@ -122,3 +122,36 @@ func TestTmpfileInRemovedDir(t *testing.T) {
 		t.Fatalf("in a file: %v", err)
 	}
 }
+
+// TestTmpfileLinkedSurvivesCrash: an O_TMPFILE file given a name by
+// linkat survives kill -9 with its data; one never linked is freed.
+func TestTmpfileLinkedSurvivesCrash(t *testing.T) {
+	fs, env := newTestFS(t)
+	base := fs.h.Stats()
+	at, h, err := fs.CreateTmpfile(RootIno, 0o600, O_RDWR, user)
+	must(t, err)
+	data := pattern(10000, 3)
+	_, err = fs.Write(at.Ino, h, 0, data, false)
+	must(t, err)
+	_, err = fs.Link(at.Ino, RootIno, "t")
+	must(t, err)
+	at2, h2, err := fs.CreateTmpfile(RootIno, 0o600, O_RDWR, user)
+	must(t, err)
+	_, err = fs.Write(at2.Ino, h2, 0, data, false)
+	must(t, err)
+	must(t, fs.a.Abandon())
+	env.current = nil
+	fs = env.open()
+	got := lookup(t, fs, RootIno, "t")
+	if got.Nlink != 1 || !bytes.Equal(readAll(t, fs, got.Ino), data) {
+		t.Fatalf("linked tmpfile after crash: nlink %d", got.Nlink)
+	}
+	if _, err := fs.GetAttr(at2.Ino); err == nil {
+		t.Fatalf("unlinked tmpfile survived the crash")
+	}
+	must(t, fs.Unlink(RootIno, "t"))
+	fs.Forget(got.Ino, 1)
+	if st := fs.h.Stats(); st.UsedBytes != base.UsedBytes {
+		t.Fatalf("heap used %d, was %d", st.UsedBytes, base.UsedBytes)
+	}
+}
