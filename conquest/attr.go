@@ -118,11 +118,16 @@ func normTime(t Timespec) Timespec {
 	return t
 }
 
+// SetNoAtime switches atime updates off or back on (relatime) while the
+// file system is open: a remount that makes the mount read-only or noatime
+// says so through the adapter (fusefs, NoAtimeXattr).
+func (fs *FS) SetNoAtime(on bool) { fs.noAtime.Store(on) }
+
 // atimeDue applies the relatime rule: update atime if it is not later than
 // mtime or ctime, or is at least 24 hours old.
 // Preconditions: fs.mu held (shared is enough).
 func (fs *FS) atimeDue(in inode) bool {
-	if fs.noAtime {
+	if fs.noAtime.Load() {
 		return false
 	}
 	at := in.time(iAtime)

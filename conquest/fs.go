@@ -32,7 +32,7 @@ type FS struct {
 
 	logf    func(format string, args ...any)
 	now     func() Timespec
-	noAtime bool
+	noAtime atomic.Bool  // Options.NoAtime, or SetNoAtime
 	stacked atomic.Bool  // a damaged-arena panic was logged with its stack (damageLog)
 	badSize atomic.Int32 // reads refused for an impossible file size, logged (file.go)
 
@@ -186,7 +186,8 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs := &FS{a: a, logf: o.Logf, now: o.Now, noAtime: o.NoAtime, diskPath: diskPath, lsize: make(map[Ino]uint64)}
+	fs := &FS{a: a, logf: o.Logf, now: o.Now, diskPath: diskPath, lsize: make(map[Ino]uint64)}
+	fs.noAtime.Store(o.NoAtime)
 	if fs.logf == nil {
 		fs.logf = func(string, ...any) {}
 	}

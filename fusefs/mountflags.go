@@ -6,17 +6,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// setMountFlags adds the per-mount flags add (MS_NOEXEC, MS_NOATIME) to the
-// mount on dir, which bazil.org/fuse cannot pass to fusermount3. A bind
+// setMountFlags adds the per-mount flags add (MS_NOEXEC, MS_NOATIME, which
+// bazil.org/fuse cannot pass to fusermount3) to the mount on dir, and takes
+// the flags clear away. With bind, only the mount point's flags change;
+// without, the superblock's read-only flag too (a remount, as mount(8) does
+// it: a mount made read-only is made writable again only so). A bind
 // remount changes only the mount point's own flags (ro, nosuid, nodev,
 // noexec, the atime flags), and it sets all of them at once, so the ones the
 // mount already has are carried over from statfs(2). It needs CAP_SYS_ADMIN.
-func setMountFlags(dir string, add uintptr) error {
+func setMountFlags(dir string, add, clear uintptr, bind bool) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	flags := uintptr(unix.MS_REMOUNT|unix.MS_BIND) | add
+	flags := uintptr(unix.MS_REMOUNT) | add
+	if bind {
+		flags |= unix.MS_BIND
+	}
 	for _, f := range []struct{ st, ms uintptr }{
 		{unix.ST_RDONLY, unix.MS_RDONLY},
 		{unix.ST_NOSUID, unix.MS_NOSUID},
@@ -30,8 +36,12 @@ func setMountFlags(dir string, add uintptr) error {
 			flags |= f.ms
 		}
 	}
-	if add&unix.MS_NOATIME != 0 {
+	flags &^= clear
+	if flags&unix.MS_NOATIME != 0 {
 		flags &^= unix.MS_RELATIME
+	} else if clear&unix.MS_NOATIME != 0 {
+		// A remount without an atime flag keeps the mount's.
+		flags |= unix.MS_RELATIME
 	}
 	if err := unix.Mount("", dir, "", flags, ""); err != nil {
 		return fmt.Errorf("remounting %s: %w", dir, err)

@@ -113,7 +113,7 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		if o.NoAtime {
 			add |= unix.MS_NOATIME
 		}
-		if err := setMountFlags(dir, add); err != nil {
+		if err := setMountFlags(dir, add, 0, true); err != nil {
 			if uerr := s.Unmount(); uerr == nil {
 				s.Wait()
 			}

@@ -50,6 +50,10 @@ func (s *Server) listxattr(r *fuse.ListxattrRequest) {
 }
 
 func (s *Server) setxattr(r *fuse.SetxattrRequest) {
+	if r.Name == NoAtimeXattr && r.Node == fuse.RootID {
+		s.setNoAtime(r)
+		return
+	}
 	if err := s.fs.SetXattr(ino(r.Node), r.Name, r.Xattr, r.Flags); err != nil {
 		s.respondError(r, err)
 		return

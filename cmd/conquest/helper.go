@@ -4,9 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"conquest/fusefs"
 )
 
 // mount(8) and /etc/fstab.
@@ -45,22 +50,9 @@ func isHelperCall(args []string, isCommand func(string) bool) bool {
 // refuses an option it does not know, rather than ignored.
 func helperArgs(args []string) ([]string, error) {
 	source, dir := args[1], args[2]
-	var opts []string
-	for i := 3; i < len(args); i++ {
-		switch a := args[i]; a {
-		case "-o":
-			if i+1 == len(args) {
-				return nil, errors.New("mount: -o needs the options")
-			}
-			i++
-			opts = append(opts, strings.Split(args[i], ",")...)
-		case "-t", "-N":
-			i++ // the type (fuse.conquest), or a namespace mount(8) already entered
-		case "-v", "-s", "-n":
-			// verbose, sloppy, no mtab: nothing to do here
-		default:
-			return nil, fmt.Errorf("mount: unexpected argument %q (usage: conquest SOURCE DIR -o OPTIONS, as mount.fuse3 runs it)", a)
-		}
+	opts, err := helperOptions(args)
+	if err != nil {
+		return nil, err
 	}
 
 	var (
@@ -156,6 +148,101 @@ func helperArgs(args []string) ([]string, error) {
 		out = append(out, "--commit="+commit)
 	}
 	return append(out, dir), nil
+}
+
+// helperOptions collects the options of mount.fuse3's command line (every -o,
+// split at commas), skipping the flags mount(8) may add.
+func helperOptions(args []string) ([]string, error) {
+	var opts []string
+	for i := 3; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "-o":
+			if i+1 == len(args) {
+				return nil, errors.New("mount: -o needs the options")
+			}
+			i++
+			opts = append(opts, strings.Split(args[i], ",")...)
+		case "-t", "-N":
+			i++ // the type (fuse.conquest), or a namespace mount(8) already entered
+		case "-v", "-s", "-n":
+			// verbose, sloppy, no mtab: nothing to do here
+		default:
+			return nil, fmt.Errorf("mount: unexpected argument %q (usage: conquest SOURCE DIR -o OPTIONS, as mount.fuse3 runs it)", a)
+		}
+	}
+	return opts, nil
+}
+
+// isRemount reports whether mount.fuse3's command line asks for a remount
+// (`mount -o remount,... DIR`: mount(8) hands that to the helper too).
+func isRemount(args []string) bool {
+	opts, err := helperOptions(args)
+	return err == nil && slices.Contains(opts, "remount")
+}
+
+// helperRemount changes the flags of the live Conquest mount args[2] as the
+// options ask: ro/rw, nosuid/suid, nodev/dev, noexec/exec, noatime/relatime.
+// Options that only take effect at mount (disk=, writeback_cache, commit=,
+// private) keep the mount's values: mount(8) passes the fstab line's
+// options with a remount.
+func helperRemount(args []string) error {
+	dir, err := filepath.Abs(args[2])
+	if err != nil {
+		return err
+	}
+	if mi, ok := fusefs.Mounted(dir); !ok || mi.FSType != "fuse.conquest" {
+		return fmt.Errorf("remount: %s: no Conquest file system is mounted here", dir)
+	}
+	opts, err := helperOptions(args)
+	if err != nil {
+		return err
+	}
+	var set, clear uintptr
+	flag := func(f uintptr, on bool) {
+		if on {
+			set, clear = set|f, clear&^f
+		} else {
+			set, clear = set&^f, clear|f
+		}
+	}
+	for _, o := range opts {
+		name, _, _ := strings.Cut(o, "=")
+		switch {
+		case o == "ro" || o == "rw":
+			flag(unix.MS_RDONLY, o == "ro")
+		case o == "nosuid" || o == "suid":
+			flag(unix.MS_NOSUID, o == "nosuid")
+		case o == "nodev" || o == "dev":
+			flag(unix.MS_NODEV, o == "nodev")
+		case o == "noexec" || o == "exec":
+			flag(unix.MS_NOEXEC, o == "noexec")
+		case o == "noatime":
+			flag(unix.MS_NOATIME, true)
+		case o == "atime" || o == "relatime" || o == "norelatime" || o == "nostrictatime":
+			flag(unix.MS_NOATIME, false)
+		case o == "remount" || o == "" || o == "defaults" || o == "auto" || o == "noauto" ||
+			o == "nofail" || o == "_netdev" || o == "user" || o == "users" || o == "nouser" ||
+			o == "owner" || o == "group" || o == "async" || o == "default_permissions" ||
+			o == "allow_other" || o == "private" || o == "writeback_cache" || o == "writeback-cache" ||
+			o == "lazytime" || o == "nolazytime" || o == "diratime" || o == "nodiratime" ||
+			name == "disk" || name == "commit" || name == "comment" || strings.HasPrefix(o, "x-") ||
+			name == "user_id" || name == "group_id" || name == "fd" || name == "rootmode" ||
+			name == "max_read" || name == "blksize" || name == "fsname" || name == "subtype":
+			// mount(8)'s own, fixed at mount, or the kernel's options of the
+			// FUSE mount, which mount(8) passes along: they keep the mount's
+			// values.
+		case o == "strictatime":
+			return errors.New("mount option strictatime: not supported (access times are relatime, or noatime)")
+		case o == "sync" || o == "dirsync":
+			return fmt.Errorf("mount option %s: not supported (use fsync(2), O_SYNC or O_DSYNC)", o)
+		default:
+			return fmt.Errorf("mount option %q: unknown to Conquest", o)
+		}
+	}
+	if err := fusefs.Remount(dir, set, clear); err != nil {
+		return fmt.Errorf("remount: %w", err)
+	}
+	return nil
 }
 
 // commitOption reads commit=: whole seconds, as ext4 takes it, or a Go

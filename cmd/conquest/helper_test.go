@@ -196,6 +196,76 @@ func TestMountHelper(t *testing.T) {
 	}
 	c.ok("umount", mp)
 
+	// Remounts: mount(8) runs the helper with the options it merged from
+	// the mount's (the kernel's FUSE options among them) and the new ones.
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	remount := func(opts string) {
+		t.Helper()
+		cmd := exec.Command(helper, fsnamePrefix+pram, mp, "-o", opts+",user_id=0,group_id=0,default_permissions,allow_other", "-t", "fuse.conquest")
+		cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin"}, env[1:]...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("remount %s: %v\n%s", opts, err, out)
+		}
+	}
+	flagsNow := func() int64 {
+		t.Helper()
+		var sfs unix.Statfs_t
+		if err := unix.Statfs(mp, &sfs); err != nil {
+			t.Fatal(err)
+		}
+		return sfs.Flags & (unix.ST_RDONLY | unix.ST_NOEXEC | unix.ST_NOATIME | unix.ST_NOSUID)
+	}
+	remount("ro,relatime,remount,noexec")
+	if f := flagsNow(); f != unix.ST_RDONLY|unix.ST_NOEXEC {
+		t.Errorf("after remount,ro,noexec: statfs flags %#x", f)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "new"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Errorf("create after remount,ro: %v, want EROFS", err)
+	}
+	if b, err := os.ReadFile(script); err != nil || !bytes.Contains(b, []byte("ran")) {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	remount("rw,noexec,relatime,remount,exec")
+	if f := flagsNow(); f != 0 {
+		t.Errorf("after remount,rw,exec: statfs flags %#x", f)
+	}
+	if at := atime(t, script); !at.Equal(old) {
+		t.Errorf("a read while remounted read-only set atime to %v (was %v)", at, old)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "new"), nil, 0o644); err != nil {
+		t.Errorf("create after remount,rw: %v", err)
+	}
+	remount("rw,relatime,remount,noatime")
+	if f := flagsNow(); f != unix.ST_NOATIME {
+		t.Errorf("after remount,noatime: statfs flags %#x", f)
+	}
+	if _, err := os.ReadFile(script); err != nil {
+		t.Fatal(err)
+	}
+	if at := atime(t, script); !at.Equal(old) {
+		t.Errorf("a read after remount,noatime set atime to %v (was %v)", at, old)
+	}
+	remount("rw,noatime,remount,relatime")
+	if f := flagsNow(); f != 0 {
+		t.Errorf("after remount,relatime: statfs flags %#x", f)
+	}
+	if _, err := os.ReadFile(script); err != nil {
+		t.Fatal(err)
+	}
+	if at := atime(t, script); at.Equal(old) {
+		t.Error("a read after remount,relatime left atime alone (it was older than mtime)")
+	}
+	cmd = exec.Command(c.bin, "conquest:"+pram, t.TempDir(), "-o", "remount,ro")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "no Conquest file system is mounted here") {
+		t.Errorf("remount of a directory with no mount: %v %s", err, out)
+	}
+	// Only root may tell the daemon about atimes.
+	if err := unix.Setxattr(mp, fusefs.NoAtimeXattr, []byte("2"), 0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("setxattr %s 2: %v, want EINVAL", fusefs.NoAtimeXattr, err)
+	}
+	c.ok("umount", mp)
+
 	// The embedded default, and options refused before anything is mounted.
 	cmd = exec.Command(c.bin, "default", mp, "-o", "rw,dev,suid")
 	cmd.Env = env

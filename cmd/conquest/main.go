@@ -50,6 +50,13 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	isCommand := func(name string) bool { return app.Command(name) != nil }
 	if (len(args) >= 3 && helperName(args[0])) || isHelperCall(args, isCommand) {
 		// mount(8) through mount.fuse3, or under a helper's name (helper.go).
+		if isRemount(args) {
+			if err := helperRemount(args); err != nil {
+				fmt.Fprintf(stderr, "conquest: %v\n", err)
+				return 1
+			}
+			return 0
+		}
 		margs, err := helperArgs(args)
 		if err != nil {
 			fmt.Fprintf(stderr, "conquest: %v\n", err)

@@ -1,0 +1,79 @@
+package fusefs
+
+import (
+	"fmt"
+
+	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
+
+	"conquest/conquest"
+)
+
+// Remounts.
+//
+// mount(8) hands `mount -o remount,...` of a fuse.conquest mount to the
+// helper too (cmd/conquest, helper.go), which changes the mount point's
+// flags with a bind remount (Remount). The kernel leaves a FUSE file's atime
+// to the daemon, so a mount made read-only or noatime that way must also
+// tell the daemon to stop updating it: the helper sets NoAtimeXattr on the
+// mount's root to "1" (or "0" to go back to relatime). Like SpaceXattr it
+// is in the system namespace, which the VFS leaves to the file system and
+// the core never stores; only root may set it.
+const NoAtimeXattr = "system.conquest.noatime"
+
+// setNoAtime serves a setxattr of NoAtimeXattr.
+func (s *Server) setNoAtime(r *fuse.SetxattrRequest) {
+	switch {
+	case r.Uid != 0:
+		s.respondError(r, conquest.ErrPerm)
+	case string(r.Xattr) == "1" || string(r.Xattr) == "0":
+		s.fs.SetNoAtime(string(r.Xattr) == "1")
+		r.Respond()
+	default:
+		s.respondError(r, conquest.ErrInvalid)
+	}
+}
+
+// Remount sets and clears the flags MS_RDONLY, MS_NOSUID, MS_NODEV,
+// MS_NOEXEC and MS_NOATIME of the mount on dir, keeping the others, and
+// tells the daemon whether to update atimes (not while the mount is
+// read-only or noatime). The daemon is told while the mount is writable (a
+// setxattr on a read-only mount never reaches it): before a remount that
+// ends read-only or noatime, after one that ends neither. It needs
+// CAP_SYS_ADMIN.
+func Remount(dir string, set, clear uintptr) error {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		return fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	quiet := func(ro, noatime bool) bool { return ro || noatime }
+	was := quiet(sfs.Flags&unix.ST_RDONLY != 0, sfs.Flags&unix.ST_NOATIME != 0)
+	ro := (sfs.Flags&unix.ST_RDONLY != 0 || set&unix.MS_RDONLY != 0) && clear&unix.MS_RDONLY == 0
+	noatime := (sfs.Flags&unix.ST_NOATIME != 0 || set&unix.MS_NOATIME != 0) && clear&unix.MS_NOATIME == 0
+	will := quiet(ro, noatime)
+	tell := func(on bool) error {
+		v := []byte("0")
+		if on {
+			v = []byte("1")
+		}
+		if err := unix.Setxattr(dir, NoAtimeXattr, v, 0); err != nil {
+			return fmt.Errorf("telling the daemon of %s about atimes: %w", dir, err)
+		}
+		return nil
+	}
+	if will && !was {
+		if err := tell(true); err != nil {
+			return err
+		}
+	}
+	if err := setMountFlags(dir, set, clear, false); err != nil {
+		if will && !was {
+			tell(false)
+		}
+		return err
+	}
+	if was && !will {
+		return tell(false)
+	}
+	return nil
+}
