@@ -53,7 +53,9 @@
 //   - naming why a mount failed in fusermount3 (nofuse.go): /dev/fuse closed
 //     to the user, or fuse3 not installed;
 //   - the mount flags bazil cannot pass to fusermount3 (mountflags.go):
-//     noexec and noatime are set by a bind remount once the mount is up.
+//     noexec and noatime are set by a bind remount once the mount is up;
+//   - remounts (remount.go): the flags of a live mount, and the daemon told
+//     by a root-only setxattr whether to update atimes.
 //
 // STATFS waits briefly for the RELEASEs and FORGETs that were in progress or
 // queued when it arrived (frees.go), so that space freed by a close and
