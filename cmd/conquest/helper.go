@@ -65,10 +65,7 @@ func helperArgs(args []string) ([]string, error) {
 	for _, o := range opts {
 		name, val, hasVal := strings.Cut(o, "=")
 		switch {
-		case o == "" || o == "defaults" || o == "auto" || o == "noauto" || o == "nofail" ||
-			o == "_netdev" || o == "user" || o == "users" || o == "nouser" || o == "owner" ||
-			o == "group" || o == "async" || o == "default_permissions" ||
-			strings.HasPrefix(o, "x-") || name == "comment":
+		case mount8Option(o, name) || o == "default_permissions":
 			// mount(8)'s own, or always so here.
 		case o == "rw":
 			ro = false
@@ -220,12 +217,10 @@ func helperRemount(args []string) error {
 			flag(unix.MS_NOATIME, true)
 		case o == "atime" || o == "relatime" || o == "norelatime" || o == "nostrictatime":
 			flag(unix.MS_NOATIME, false)
-		case o == "remount" || o == "" || o == "defaults" || o == "auto" || o == "noauto" ||
-			o == "nofail" || o == "_netdev" || o == "user" || o == "users" || o == "nouser" ||
-			o == "owner" || o == "group" || o == "async" || o == "default_permissions" ||
+		case o == "remount" || mount8Option(o, name) || o == "default_permissions" ||
 			o == "allow_other" || o == "private" || o == "writeback_cache" || o == "writeback-cache" ||
 			o == "lazytime" || o == "nolazytime" || o == "diratime" || o == "nodiratime" ||
-			name == "disk" || name == "commit" || name == "comment" || strings.HasPrefix(o, "x-") ||
+			name == "disk" || name == "commit" ||
 			name == "user_id" || name == "group_id" || name == "fd" || name == "rootmode" ||
 			name == "max_read" || name == "blksize" || name == "fsname" || name == "subtype":
 			// mount(8)'s own, fixed at mount, or the kernel's options of the
@@ -243,6 +238,17 @@ func helperRemount(args []string) error {
 		return fmt.Errorf("remount: %w", err)
 	}
 	return nil
+}
+
+// mount8Option reports whether o (name before any '=') is one of mount(8)'s
+// own options, which mean nothing to the file system.
+func mount8Option(o, name string) bool {
+	switch o {
+	case "", "defaults", "auto", "noauto", "nofail", "_netdev", "user", "users", "nouser",
+		"owner", "group", "async":
+		return true
+	}
+	return strings.HasPrefix(o, "x-") || name == "comment"
 }
 
 // commitOption reads commit=: whole seconds, as ext4 takes it, or a Go
