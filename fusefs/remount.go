@@ -46,11 +46,11 @@ func Remount(dir string, set, clear uintptr) error {
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	quiet := func(ro, noatime bool) bool { return ro || noatime }
-	was := quiet(sfs.Flags&unix.ST_RDONLY != 0, sfs.Flags&unix.ST_NOATIME != 0)
+	// No atime updates while read-only or noatime: before and after.
+	was := sfs.Flags&(unix.ST_RDONLY|unix.ST_NOATIME) != 0
 	ro := (sfs.Flags&unix.ST_RDONLY != 0 || set&unix.MS_RDONLY != 0) && clear&unix.MS_RDONLY == 0
 	noatime := (sfs.Flags&unix.ST_NOATIME != 0 || set&unix.MS_NOATIME != 0) && clear&unix.MS_NOATIME == 0
-	will := quiet(ro, noatime)
+	will := ro || noatime
 	tell := func(on bool) error {
 		v := []byte("0")
 		if on {

@@ -56,37 +56,19 @@ func helperArgs(args []string) ([]string, error) {
 	}
 
 	var (
-		disk                         string
-		ro, nosuid, nodev, noexec    bool
-		noatime, nodiratime, wbcache bool
-		private                      bool
-		commit                       string
+		disk                string
+		flags               uintptr // mountFlagOptions' flags in effect
+		nodiratime, wbcache bool
+		private             bool
+		commit              string
 	)
 	for _, o := range opts {
 		name, val, hasVal := strings.Cut(o, "=")
 		switch {
 		case mount8Option(o, name) || o == "default_permissions":
 			// mount(8)'s own, or always so here.
-		case o == "rw":
-			ro = false
-		case o == "ro":
-			ro = true
-		case o == "suid":
-			nosuid = false
-		case o == "nosuid":
-			nosuid = true
-		case o == "dev":
-			nodev = false
-		case o == "nodev":
-			nodev = true
-		case o == "exec":
-			noexec = false
-		case o == "noexec":
-			noexec = true
-		case o == "atime" || o == "relatime" || o == "norelatime" || o == "nostrictatime":
-			noatime = false
-		case o == "noatime":
-			noatime = true
+		case mountFlagOptions[o].flag != 0:
+			flags = mountFlagOptions[o].apply(flags)
 		case o == "diratime":
 			nodiratime = false
 		case o == "nodiratime":
@@ -107,14 +89,11 @@ func helperArgs(args []string) ([]string, error) {
 				return nil, err
 			}
 			commit = d.String()
-		case o == "strictatime":
-			return nil, errors.New("mount option strictatime: not supported (access times are relatime, or noatime)")
-		case o == "sync" || o == "dirsync":
-			return nil, fmt.Errorf("mount option %s: not supported (use fsync(2), O_SYNC or O_DSYNC)", o)
 		default:
-			return nil, fmt.Errorf("mount option %q: unknown to Conquest (it takes disk=PATH, ro, rw, noatime, nosuid, nodev, noexec, writeback_cache, commit=SECONDS, private)", o)
+			return nil, refusedOption(o)
 		}
 	}
+	noatime := flags&unix.MS_NOATIME != 0
 	if nodiratime && !noatime {
 		return nil, errors.New("mount option nodiratime: not supported alone (noatime, for files and directories alike, is)")
 	}
@@ -134,7 +113,8 @@ func helperArgs(args []string) ([]string, error) {
 		on   bool
 		flag string
 	}{
-		{ro, "--read-only"}, {nosuid, "--nosuid"}, {nodev, "--nodev"}, {noexec, "--noexec"},
+		{flags&unix.MS_RDONLY != 0, "--read-only"}, {flags&unix.MS_NOSUID != 0, "--nosuid"},
+		{flags&unix.MS_NODEV != 0, "--nodev"}, {flags&unix.MS_NOEXEC != 0, "--noexec"},
 		{noatime, "--noatime"}, {wbcache, "--writeback-cache"}, {private, "--private"},
 	} {
 		if f.on {
@@ -195,28 +175,11 @@ func helperRemount(args []string) error {
 		return err
 	}
 	var set, clear uintptr
-	flag := func(f uintptr, on bool) {
-		if on {
-			set, clear = set|f, clear&^f
-		} else {
-			set, clear = set&^f, clear|f
-		}
-	}
 	for _, o := range opts {
 		name, _, _ := strings.Cut(o, "=")
-		switch {
-		case o == "ro" || o == "rw":
-			flag(unix.MS_RDONLY, o == "ro")
-		case o == "nosuid" || o == "suid":
-			flag(unix.MS_NOSUID, o == "nosuid")
-		case o == "nodev" || o == "dev":
-			flag(unix.MS_NODEV, o == "nodev")
-		case o == "noexec" || o == "exec":
-			flag(unix.MS_NOEXEC, o == "noexec")
-		case o == "noatime":
-			flag(unix.MS_NOATIME, true)
-		case o == "atime" || o == "relatime" || o == "norelatime" || o == "nostrictatime":
-			flag(unix.MS_NOATIME, false)
+		switch f := mountFlagOptions[o]; {
+		case f.flag != 0:
+			set, clear = f.apply(set), mountFlagOption{f.flag, !f.on}.apply(clear)
 		case o == "remount" || mount8Option(o, name) || o == "default_permissions" ||
 			o == "allow_other" || o == "private" || o == "writeback_cache" || o == "writeback-cache" ||
 			o == "lazytime" || o == "nolazytime" || o == "diratime" || o == "nodiratime" ||
@@ -226,18 +189,51 @@ func helperRemount(args []string) error {
 			// mount(8)'s own, fixed at mount, or the kernel's options of the
 			// FUSE mount, which mount(8) passes along: they keep the mount's
 			// values.
-		case o == "strictatime":
-			return errors.New("mount option strictatime: not supported (access times are relatime, or noatime)")
-		case o == "sync" || o == "dirsync":
-			return fmt.Errorf("mount option %s: not supported (use fsync(2), O_SYNC or O_DSYNC)", o)
 		default:
-			return fmt.Errorf("mount option %q: unknown to Conquest", o)
+			return refusedOption(o)
 		}
 	}
 	if err := fusefs.Remount(dir, set, clear); err != nil {
 		return fmt.Errorf("remount: %w", err)
 	}
 	return nil
+}
+
+// mountFlagOption is an option that turns a mount flag on or off.
+type mountFlagOption struct {
+	flag uintptr // MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC or MS_NOATIME
+	on   bool
+}
+
+// apply returns flags with o's flag turned on or off.
+func (o mountFlagOption) apply(flags uintptr) uintptr {
+	if o.on {
+		return flags | o.flag
+	}
+	return flags &^ o.flag
+}
+
+// mountFlagOptions are the options that turn a mount flag on or off, at a
+// mount and at a remount alike.
+var mountFlagOptions = map[string]mountFlagOption{
+	"ro": {unix.MS_RDONLY, true}, "rw": {unix.MS_RDONLY, false},
+	"nosuid": {unix.MS_NOSUID, true}, "suid": {unix.MS_NOSUID, false},
+	"nodev": {unix.MS_NODEV, true}, "dev": {unix.MS_NODEV, false},
+	"noexec": {unix.MS_NOEXEC, true}, "exec": {unix.MS_NOEXEC, false},
+	"noatime": {unix.MS_NOATIME, true}, "atime": {unix.MS_NOATIME, false},
+	"relatime": {unix.MS_NOATIME, false}, "norelatime": {unix.MS_NOATIME, false},
+	"nostrictatime": {unix.MS_NOATIME, false},
+}
+
+// refusedOption is the error for an option no Conquest mount takes.
+func refusedOption(o string) error {
+	switch o {
+	case "strictatime":
+		return errors.New("mount option strictatime: not supported (access times are relatime, or noatime)")
+	case "sync", "dirsync":
+		return fmt.Errorf("mount option %s: not supported (use fsync(2), O_SYNC or O_DSYNC)", o)
+	}
+	return fmt.Errorf("mount option %q: unknown to Conquest (it takes disk=PATH, ro, rw, noatime, nosuid, nodev, noexec, writeback_cache, commit=SECONDS, private)", o)
 }
 
 // mount8Option reports whether o (name before any '=') is one of mount(8)'s
