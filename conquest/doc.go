@@ -20,6 +20,9 @@
 //     threshold or less moves back, each move in one transaction. The inode
 //     keeps the segment list's offset (iSeg, flagDisk). Files up to
 //     diskstore.MaxFileSize (1 PiB of offsets; holes take no space).
+//     When the arena runs down to a reserve kept for metadata, a file
+//     that needs more arena storage moves to disk whatever its size
+//     (spill.go), so that a full arena with a free disk is not ENOSPC.
 //   - Directory semantics over dirhash (dir.go, namei.go, rename.go),
 //     symlinks (symlink.go), xattr blobs (xattr.go), the orphan list
 //     (orphan.go), Check (check.go, `conquest fsck`) and Repair (repair.go,

@@ -102,7 +102,8 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 // bytes written so far with the error that stopped the write (as
 // io.Writer: fewer bytes than len(src) only with an error; at the maximum
 // file size, ErrFileTooBig). A write whose end crosses the large-file threshold
-// moves the file to disk first, in the same transaction.
+// moves the file to disk first, in the same transaction; so does one that
+// needs arena storage the arena cannot spare (spill.go).
 func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (int, error) {
 	return fs.writeData(ino, h, off, src, killPriv, true)
 }
@@ -164,7 +165,7 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 					in.setTime(tx, iCtime, now)
 				}
 			}
-			if fs.wantDisk(in, o+uint64(len(chunk))) {
+			if fs.wantDisk(in, o+uint64(len(chunk))) || fs.spill(in, o, o+min(uint64(len(chunk)), writeChunk)) {
 				if more, err = fs.toDiskLocked(tx, in); err != nil {
 					return err
 				}
@@ -423,9 +424,10 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 					clearFalloc(tx) // rolled back with the rest if the Tx fails
 				}
 			}()
-			if !punch && fs.wantDisk(in, end) {
-				// Reserving past the threshold: the file goes to disk
-				// (any arena remainder is freed by the next Txs).
+			if !punch && (fs.wantDisk(in, end) || fs.spill(in, pos, end)) {
+				// Reserving past the threshold, or more than the arena
+				// can spare (spill.go): the file goes to disk (any arena
+				// remainder is freed by the next Txs).
 				if moreFree, err = fs.toDiskLocked(tx, in); err != nil || moreFree {
 					return err // continued after finishShrinkLocked
 				}

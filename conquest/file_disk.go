@@ -23,7 +23,9 @@ import (
 // A file truncated to at most half the threshold (diskstore.ToArena) moves
 // back into the arena in one transaction (read, destroy the segment list,
 // copy into fresh arena blocks), unless its data cannot be read (it then
-// stays on disk) or the arena is nearly full.
+// stays on disk) or the arena would fall below its reserve (spill.go).
+// A write that needs arena storage the arena cannot spare moves a file to
+// the disk whatever its size (spill.go).
 //
 // # Sizes and the ordering point
 //
@@ -249,14 +251,15 @@ func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
 
 // toArenaLocked moves a disk file being truncated to size back into the
 // arena, if it can: ok is false (and nothing changed) when its data cannot
-// be read, the copy would be too large or the arena is nearly full.
+// be read, the copy would be too large or the arena would fall below its
+// reserve (arenaRoomFor).
 func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err error) {
 	if in.data() != 0 || size > moveBackMax || size > fs.threshold/2 {
 		return false, nil
 	}
 	var buf []byte
 	if size > 0 {
-		if st := fs.h.Stats(); st.FreeBytes < 2*size+(1<<20) {
+		if !fs.arenaRoomFor(size) {
 			return false, nil
 		}
 		buf = make([]byte, size)

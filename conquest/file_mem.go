@@ -73,6 +73,29 @@ func (fs *FS) memRead(in inode, off uint64, dst []byte) {
 	}
 }
 
+// memCovered reports whether the file already has storage for every byte
+// of [off, end) (a write there allocates nothing). Preconditions: fs.mu
+// held; off < end.
+func (fs *FS) memCovered(in inode, off, end uint64) bool {
+	data := in.data()
+	switch {
+	case data == 0:
+		return false
+	case in.small():
+		return end <= in.idxLen()
+	}
+	last := (end - 1) / BlockSize
+	if last >= in.idxLen() {
+		return false
+	}
+	for b := off / BlockSize; b <= last; b++ {
+		if fs.a.U64(data+pram.Off(8*b)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // indexCap is the index capacity (a power of two) that covers need blocks.
 func indexCap(need uint64) uint64 {
 	c := uint64(indexMin)

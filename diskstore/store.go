@@ -582,6 +582,10 @@ func (s *Store) Super() Super { return s.super }
 // BlockSize is the disk block size in bytes.
 func (s *Store) BlockSize() uint64 { return s.bs }
 
+// FreeBytes is the free map's size in bytes (a counter; no walk).
+// Preconditions: the caller's lock, as for Write.
+func (s *Store) FreeBytes() uint64 { return s.freeBlocks() * s.bs }
+
 // Device is the store's device.
 func (s *Store) Device() Device { return s.dev }
 

@@ -1,0 +1,70 @@
+package conquest
+
+// Spilling small files to the disk when the arena runs low.
+//
+// In Conquest the arena holds all metadata and the data of every file up to
+// the large-file threshold. A file system whose arena is full of small
+// files' data would then refuse every write with ENOSPC while its disk,
+// and df, still showed free space, and it would refuse even a large file,
+// which grows through the arena up to the threshold. So when the arena's
+// available bytes would fall below a reserve, a write (or fallocate) that
+// needs new arena storage moves the file to the disk first (toDiskLocked,
+// the same move as at the threshold) and stores it there, whatever its
+// size. The reserve keeps the arena able to hold what only it can:
+// inodes, directories, xattrs, symlinks, and the disk's own metadata (the
+// segment list and a checksum per disk block of every file on disk). It
+// is a base of 1/64 of the heap (at least 1 MiB) plus 16 bytes for every
+// free disk block, so that the disk can be filled to the last block
+// without the arena running out of room to map it (but never more than
+// half the heap: an arena too small for its disk's metadata still keeps
+// small files in RAM until then).
+//
+// A spilled file stays on disk until a truncate to half the threshold or
+// less moves it back, which it does only while the arena keeps its
+// reserve (toArenaLocked). When the disk is full too, writes fall back to
+// the arena and its last bytes above the allocator's own free reserve.
+
+const (
+	spillBase      = 1 << 20 // the reserve's floor
+	spillBaseShift = 6       // and its share of the heap: 1/64
+	spillPerBlock  = 16      // arena bytes kept per free disk block
+)
+
+// spillReserve is the arena bytes that small files' data leaves to
+// metadata. Preconditions: fs.mu held; fs.ds != nil.
+func (fs *FS) spillReserve() uint64 {
+	st := fs.h.Stats()
+	base := max(st.TotalBytes>>spillBaseShift, spillBase)
+	return min(base+fs.ds.FreeBytes()/fs.ds.BlockSize()*spillPerBlock, st.TotalBytes/2)
+}
+
+// spill reports whether an arena file about to store bytes [off, end)
+// must move to the disk first: the arena's available bytes would drop
+// below spillReserve, the range needs storage the file does not have, and
+// the disk can take the whole file.
+// Preconditions: fs.mu held exclusively; off < end.
+func (fs *FS) spill(in inode, off, end uint64) bool {
+	if fs.ds == nil || in.onDisk() || end <= off {
+		return false
+	}
+	// An upper bound of what the range can allocate: its blocks, and an
+	// index that grows to cover it.
+	need := (end-off+BlockSize-1)/BlockSize*BlockSize + 2*BlockSize + 8*((end+BlockSize-1)/BlockSize)
+	if fs.h.Stats().AvailBytes >= fs.spillReserve()+need || fs.memCovered(in, off, end) {
+		return false
+	}
+	return fs.ds.FreeBytes() >= fs.roundUp(max(fs.fileSize(in), end))+fs.ds.BlockSize()
+}
+
+// arenaRoomFor reports whether the arena can take n more bytes of file
+// data, for a move back from the disk, and keep its reserve with room to
+// spare (twice n and moveBackSlack more), so that a file truncated near
+// the reserve does not go back and forth. Preconditions: fs.mu held;
+// fs.ds != nil.
+func (fs *FS) arenaRoomFor(n uint64) bool {
+	st := fs.h.Stats()
+	return st.FreeBytes >= 2*n+(1<<20) && st.AvailBytes >= fs.spillReserve()+2*n+moveBackSlack
+}
+
+// moveBackSlack is the room above the reserve that a move back leaves.
+const moveBackSlack = 256 << 10
