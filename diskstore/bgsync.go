@@ -42,7 +42,7 @@ import "errors"
 // stays set with no sync in flight: records of both tags stay live (a
 // rewrite keeps either, as they both describe the contents at the last
 // completed sync), and the next sync runs in the foreground, which ends
-// both (maybeSync).
+// both (maybeSync, or the periodic tick's tickForeground).
 const epochStarted = 1 << 63
 
 // bgSync is a device sync in flight, started when the epoch was epoch.

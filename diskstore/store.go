@@ -276,7 +276,10 @@ type Store struct {
 	bg      *bgSync
 	syncErr error
 	bgWG    sync.WaitGroup
-	kicking atomic.Bool // a writeback start is running
+	// Ticks to skip before the next foreground sync a tick makes after
+	// failed syncs, and the length of the last such pause (tick.go).
+	tickSkip, tickPause int
+	kicking             atomic.Bool // a writeback start is running
 }
 
 func (o *Options) fill() {

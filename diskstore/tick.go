@@ -34,7 +34,8 @@ func (s *Store) TickPending() bool {
 // Tick applies a background sync that has completed, frees what it made
 // stale (as far as tx's journal allows; the next tick goes on), and starts
 // a sync in the background of the blocks written since, if there are any
-// and none is in flight. It never waits for the device. A sync that failed
+// and none is in flight. It never waits for the device, except after a
+// failed sync whose retry failed too (tickForeground). A sync that failed
 // is retried as settle does, and its failure waits for the next fsync.
 // Callers hold the core's write lock.
 func (s *Store) Tick(tx *pram.Tx) error {
@@ -47,10 +48,11 @@ func (s *Store) Tick(tx *pram.Tx) error {
 	if err := s.tidy(tx); err != nil {
 		return err
 	}
-	if s.inFlight() || s.epochWord()&epochStarted != 0 {
-		// In flight; or a failed sync whose retry failed too, which the
-		// next write or fsync syncs in the foreground (maybeSync).
+	if s.inFlight() {
 		return nil
+	}
+	if s.epochWord()&epochStarted != 0 {
+		return s.tickForeground(tx)
 	}
 	s.mu.Lock()
 	dirty := s.unsynced > 0
@@ -60,3 +62,34 @@ func (s *Store) Tick(tx *pram.Tx) error {
 	}
 	return nil
 }
+
+// tickForeground is Tick after a background sync and its retry both
+// failed: the started bit stays set with no sync in flight, and records
+// of both tags are live, so a background sync, which ends only the older,
+// cannot settle them (bgsync.go). Such a store used to wait for the next
+// fsync or SyncBytes of writes, and an idle mount kept what it had
+// written unsynced for good. The tick syncs in the foreground instead,
+// holding the core's lock while the device works, in this error state
+// only; while the device keeps failing, it waits 1, 2, 4 ... up to 64
+// ticks between tries. A failure is kept for the next fsync to report, as
+// a background one is (a failed fsync(2) may drop the pages it could not
+// write, so the sync after it can succeed without them).
+func (s *Store) tickForeground(tx *pram.Tx) error {
+	if s.tickSkip > 0 {
+		s.tickSkip--
+		return nil
+	}
+	if err := s.syncDevice(); err != nil {
+		s.tickPause = min(max(2*s.tickPause, 1), maxTickPause)
+		s.tickSkip = s.tickPause
+		if s.syncErr == nil {
+			s.syncErr = err
+		}
+		return err
+	}
+	s.tickPause = 0
+	return s.tidy(tx)
+}
+
+// maxTickPause bounds the ticks tickForeground skips after a failure.
+const maxTickPause = 64

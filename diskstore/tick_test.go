@@ -2,6 +2,8 @@ package diskstore
 
 import (
 	"bytes"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,5 +152,90 @@ func TestTickAfterCrashInFlight(t *testing.T) {
 	if !e.s.inFlight() && e.s.Stats().UnsyncedBytes > 0 {
 		t.Fatalf("ticks on an idle store never start a sync: %d bytes stay unsynced (epoch word %#x)",
 			e.s.Stats().UnsyncedBytes, e.s.epochWord())
+	}
+}
+
+// TestTickAfterFailedRetry: a background sync failed and so did its retry,
+// and the store then stays idle. The tick syncs in the foreground: nothing
+// is left unsynced and a power failure keeps what was written. Before, the
+// tick did nothing in that state, and file c read as zeros after the power
+// failure however many ticks had passed.
+func TestTickAfterFailedRetry(t *testing.T) {
+	e, cd, a, c, v0, v1 := failedRetryEnv(t)
+	if !e.s.TickPending() {
+		t.Fatal("TickPending is false after a failed sync")
+	}
+	e.must(e.s.Tick)
+	if st := e.s.Stats(); st.UnsyncedBytes != 0 || e.s.epochWord()&epochStarted != 0 {
+		t.Fatalf("after the tick: %d unsynced bytes, epoch word %#x", st.UnsyncedBytes, e.s.epochWord())
+	}
+	// The failure is still reported, once, by the next fsync.
+	if err := e.do(e.s.SyncWritten); !isErr(err, ErrIO) {
+		t.Fatalf("SyncWritten after the tick: %v, want the earlier EIO", err)
+	}
+	e.crash(cd.Crash(CrashLoseAll, 1))
+	got, err := e.read(c, 0, 80<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, pattern(3, 0, 80<<10)) {
+		t.Fatal("file c lost in a power failure after the tick")
+	}
+	want := append([]byte(nil), v0...)
+	copy(want, v1)
+	if got, err := e.read(a, 0, 4*4096); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("file a after the power failure: %v, or not its last contents", err)
+	}
+}
+
+// TestTickBacksOffFailingDevice: while every sync fails, the ticks after a
+// failed retry try again after 1, 2, 4 ... skipped ticks, each failure is
+// returned, and one success ends the pauses.
+func TestTickBacksOffFailingDevice(t *testing.T) {
+	cd := NewCrashDevice(16 << 20)
+	var failing atomic.Bool
+	var syncs atomic.Int64
+	fd := NewFaultDevice(cd, InjectorFunc(func(op Op, off int64, n int) FaultKind {
+		if op == OpSync {
+			syncs.Add(1)
+			if failing.Load() {
+				return FaultEIO
+			}
+		}
+		return FaultNone
+	}))
+	e := newEnv(t, envOpts{blockSize: 4096, dev: fd, o: Options{SyncBytes: 64 << 10}})
+	c := e.newFile(1)
+	failing.Store(true)
+	if err := e.write(c, 0, pattern(3, 0, 80<<10)); err != nil { // starts a background sync
+		t.Fatal(err)
+	}
+	if err := e.do(func(tx *pram.Tx) error { return e.s.settle(true) }); !isErr(err, ErrIO) {
+		t.Fatalf("settle: %v, want EIO", err)
+	}
+	syncs.Store(0)
+	var tried []int
+	for i := 0; i < 20; i++ {
+		n := syncs.Load()
+		err := e.do(e.s.Tick)
+		if syncs.Load() != n {
+			tried = append(tried, i)
+			if !isErr(err, ErrIO) {
+				t.Fatalf("tick %d synced a failing device and returned %v", i, err)
+			}
+		} else if err != nil {
+			t.Fatalf("tick %d made no sync but returned %v", i, err)
+		}
+	}
+	// Tries at ticks 0, 2, 5, 10 and 19: pauses of 1, 2, 4 and 8.
+	if want := []int{0, 2, 5, 10, 19}; !slices.Equal(tried, want) {
+		t.Fatalf("ticks that synced: %v, want %v", tried, want)
+	}
+	failing.Store(false)
+	for i := 0; i < 20 && e.s.epochWord()&epochStarted != 0; i++ {
+		e.must(e.s.Tick)
+	}
+	if st := e.s.Stats(); st.UnsyncedBytes != 0 || e.s.epochWord()&epochStarted != 0 || e.s.tickPause != 0 {
+		t.Fatalf("after the device recovered: %d unsynced, epoch word %#x, pause %d", st.UnsyncedBytes, e.s.epochWord(), e.s.tickPause)
 	}
 }
