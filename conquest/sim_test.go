@@ -25,6 +25,7 @@ type mNode struct {
 	kids   map[string]*mNode // directories
 	parent *mNode            // directories
 	nlink  int               // non-directories: number of names
+	fixed  bool              // set up before the run; no operation picks it or what is in it
 }
 
 func (n *mNode) isDir() bool { return n.mode&S_IFMT == S_IFDIR }
@@ -134,6 +135,7 @@ type simulator struct {
 	fs    *FS
 	env   *testEnv
 	m     *model
+	spill uint64 // files spilled to the disk by the FSs before the last reopen
 }
 
 func (s *simulator) paths(filter func(*mNode) bool) []string {
@@ -141,6 +143,9 @@ func (s *simulator) paths(filter func(*mNode) bool) []string {
 	var walk func(d *mNode, prefix string)
 	walk = func(d *mNode, prefix string) {
 		for name, n := range d.kids {
+			if n.fixed {
+				continue
+			}
 			if filter(n) {
 				out = append(out, prefix+name)
 			}
@@ -434,6 +439,7 @@ func (s *simulator) step(i int) {
 		}
 	case 13:
 		if r.Intn(4) == 0 {
+			s.spill += s.fs.spills
 			s.fs = s.env.reopen(s.fs)
 		}
 	}
@@ -518,13 +524,58 @@ func TestSimulationDiskGather(t *testing.T) {
 		diskOpts: diskstore.Options{Durability: diskstore.GatherInMemory, FileBuffer: 24 << 10, TotalBuffer: 64 << 10, MaxExtent: 64 << 10}}, 1500)
 }
 
-func runSimulation(t *testing.T, o fsOpt, steps int) {
+// TestSimulationSpill: the same in a 3 MiB arena, which the simulation's
+// files fill, so that files below the threshold spill to the disk
+// (spill.go) and come back when truncated with room again.
+func TestSimulationSpill(t *testing.T) {
+	n := runSimulation(t, fsOpt{size: 4 << 20, disk: true, threshold: 16 << 10, diskSize: 16 << 20,
+		diskOpts: diskstore.Options{MaxExtent: 64 << 10, SyncBytes: 256 << 10}}, 1500, ballast)
+	t.Logf("%d spills", n)
+	if n == 0 {
+		t.Error("no file spilled to the disk")
+	}
+}
+
+// ballast fills the arena down to 32 KiB above its spill reserve with
+// 12 KiB files in /ballast, which the model holds too but no operation
+// picks.
+func ballast(s *simulator) {
+	t, fs := s.t, s.fs
+	at, err := fs.Mkdir(RootIno, "ballast", 0o755, user)
+	must(t, err)
+	fs.Forget(at.Ino, 1)
+	d := &mNode{ino: at.Ino, mode: S_IFDIR | 0o755, kids: map[string]*mNode{}, parent: s.m.root, xattr: map[string]string{}, fixed: true}
+	s.m.root.kids["ballast"] = d
+	for i := 0; ; i++ {
+		var low bool
+		_ = fs.read(func() error { low = fs.h.Stats().AvailBytes < fs.spillReserve()+32<<10; return nil })
+		if low {
+			return
+		}
+		name, data := sprintf("b%d", i), pattern(12<<10, byte(i))
+		f, h, err := fs.Create(d.ino, name, 0o644, O_CREAT|O_EXCL|O_RDWR, user)
+		must(t, err)
+		_, err = fs.Write(f.Ino, h, 0, data, false)
+		must(t, err)
+		fs.Release(f.Ino, h)
+		fs.Forget(f.Ino, 1)
+		d.kids[name] = &mNode{ino: f.Ino, mode: S_IFREG | 0o644, nlink: 1, data: data, xattr: map[string]string{}}
+	}
+}
+
+// runSimulation runs steps random operations against a new FS and the
+// model (after prepare, if given), comparing them every 25 steps, and
+// returns how many files spilled to the disk (spill.go).
+func runSimulation(t *testing.T, o fsOpt, steps int, prepare ...func(*simulator)) (spills uint64) {
 	seed := int64(rand.Uint32())
 	t.Logf("seed %d", seed)
 	fs, env := newTestFSOpt(t, o)
 	s := &simulator{stats: map[string]int{}, t: t, r: rand.New(rand.NewSource(seed)), fs: fs, env: env, m: newModel()}
 	if testing.Short() {
 		steps = 500
+	}
+	for _, f := range prepare {
+		f(s)
 	}
 	large := uint64(0) // large files seen at the checkpoints
 	for i := 0; i < steps; i++ {
@@ -553,4 +604,5 @@ func runSimulation(t *testing.T, o fsOpt, steps int) {
 	}
 	sort.Strings(keys)
 	t.Logf("outcomes: %s", strings.Join(keys, " "))
+	return s.spill + s.fs.spills
 }

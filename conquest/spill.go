@@ -41,7 +41,8 @@ func (fs *FS) spillReserve() uint64 {
 // spill reports whether an arena file about to store bytes [off, end)
 // must move to the disk first: the arena's available bytes would drop
 // below spillReserve, the range needs storage the file does not have, and
-// the disk can take the whole file.
+// the disk can take the whole file. It counts the files it sends (fs.spills;
+// a rolled-back Tx's too) and logs the first.
 // Preconditions: fs.mu held exclusively; off < end.
 func (fs *FS) spill(in inode, off, end uint64) bool {
 	if fs.ds == nil || in.onDisk() || end <= off {
@@ -53,7 +54,15 @@ func (fs *FS) spill(in inode, off, end uint64) bool {
 	if fs.h.Stats().AvailBytes >= fs.spillReserve()+need || fs.memCovered(in, off, end) {
 		return false
 	}
-	return fs.ds.FreeBytes() >= fs.roundUp(max(fs.fileSize(in), end))+fs.ds.BlockSize()
+	if fs.ds.FreeBytes() < fs.roundUp(max(fs.fileSize(in), end))+fs.ds.BlockSize() {
+		return false
+	}
+	if fs.spills == 0 {
+		fs.logf("%s: the arena is down to its reserve for metadata (%d bytes available): files that need more arena space go to the disk",
+			fs.a.Path(), fs.h.Stats().AvailBytes)
+	}
+	fs.spills++
+	return true
 }
 
 // arenaRoomFor reports whether the arena can take n more bytes of file
