@@ -219,3 +219,34 @@ func TestSpillDiskFull(t *testing.T) {
 		fs.Forget(a.Ino, 1)
 	}
 }
+
+// TestSpillTinyFileStays: at the reserve, a file of a few hundred bytes
+// stays in the arena: its one small block costs the arena less than the
+// segment list and checksum lists a disk file keeps there (about 550
+// bytes more than an arena file), so spilling it would take more of the
+// reserve than it saves, and small files would hit ENOSPC sooner than
+// without spilling. A file of a few KiB still spills.
+func TestSpillTinyFileStays(t *testing.T) {
+	fs, _ := spillFS(t, 64<<20)
+	fillToReserve(t, fs)
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("no 3000-byte file spilled")
+		}
+		ino := makeFile(t, fs, sprintf("small%d", i), pattern(3000, byte(i)))
+		fs.Forget(ino, 1)
+		if isLarge(t, fs, ino) {
+			break
+		}
+	}
+	for i, size := range []int{1, 100, 400} {
+		before := heapAvail(fs)
+		ino := makeFile(t, fs, sprintf("tiny%d", i), pattern(size, byte(i)))
+		if isLarge(t, fs, ino) {
+			t.Fatalf("a %d-byte file written at the reserve went to the disk (arena cost %d bytes)", size, before-heapAvail(fs))
+		}
+		if got := readAll(t, fs, ino); !bytes.Equal(got, pattern(size, byte(i))) {
+			t.Fatalf("%d-byte file differs", size)
+		}
+	}
+}
