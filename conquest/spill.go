@@ -14,10 +14,13 @@ package conquest
 // inodes, directories, xattrs, symlinks, and the disk's own metadata (the
 // segment list and a checksum per disk block of every file on disk). It
 // is a base of 1/64 of the heap (at least 1 MiB) plus 16 bytes for every
-// free disk block, so that the disk can be filled to the last block
-// without the arena running out of room to map it (but never more than
-// half the heap: an arena too small for its disk's metadata still keeps
-// small files in RAM until then).
+// free disk block, so that large files can fill the disk to the last
+// block without the arena running out of room to map it (but never more
+// than half the heap: an arena too small for its disk's metadata still
+// keeps small files in RAM until then). Every file on the disk also costs
+// the arena about 1 KiB (inode, name, segment list), which the reserve
+// does not count: many small files spilled end in an arena that is full,
+// like an ext4 out of inodes, with disk space left.
 //
 // A spilled file stays on disk until a truncate to half the threshold or
 // less moves it back, which it does only while the arena keeps its
