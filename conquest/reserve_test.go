@@ -129,3 +129,57 @@ func TestFreeUsesReserve(t *testing.T) {
 		t.Fatalf("Check: %v", errs)
 	}
 }
+
+// TestFsyncOnFullArena: large files rewritten (copy-on-write: their old
+// blocks wait in the quarantine for the next disk sync), then the arena
+// filled. The fsync and the syncs after it sync the disk and free the
+// quarantine (as far as each Tx's journal allows) into a free map
+// fragmented enough that it needs new leaves: that is a free, and may use
+// the heap's reserve. Before, the sync that needed a leaf failed with
+// ENOSPC (the data was synced, yet the caller was told it was not), and
+// the quarantined blocks stayed held.
+func TestFsyncOnFullArena(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 4 << 20, disk: true, threshold: 16 << 10, diskSize: 256 << 20})
+	d := mkdir(t, fs, RootIno, "d")
+	var large []Attr
+	for i := 0; i < 1000; i++ {
+		at, h, err := fs.Create(d.Ino, sprintf("L%d", i), 0o644, O_RDWR|O_CREAT|O_EXCL, user)
+		must(t, err)
+		_, err = fs.Write(at.Ino, h, 0, pattern(20<<10, byte(i)), false)
+		must(t, err)
+		fs.Release(at.Ino, h)
+		large = append(large, at)
+	}
+	must(t, fs.Fsync(large[0].Ino, false))
+	// 250 isolated free extents: the free map's first leaf is near full.
+	for i := 0; i < 250; i++ {
+		_, err := fs.Write(large[2*i+1].Ino, 0, 0, pattern(4096, 1), false)
+		must(t, err)
+	}
+	must(t, fs.Fsync(large[0].Ino, false))
+	for i := 500; i < 1000; i += 2 {
+		_, err := fs.Write(large[i].Ino, 0, 0, pattern(4096, 2), false)
+		must(t, err)
+	}
+	fillArena(t, fs, RootIno, "fill")
+	q := fs.ds.Stats().QuarantinedBlocks
+	if q < 200 {
+		t.Fatalf("%d blocks quarantined, want 250", q)
+	}
+	if err := fs.Fsync(large[0].Ino, false); err != nil {
+		t.Fatalf("fsync on a full arena with %d blocks quarantined: %v", q, err)
+	}
+	for i := 0; i < 20 && fs.ds.Stats().QuarantinedBlocks > 0; i++ {
+		must(t, fs.Sync())
+	}
+	if q := fs.ds.Stats().QuarantinedBlocks; q != 0 {
+		t.Fatalf("%d blocks still quarantined after 20 syncs", q)
+	}
+	for i := 500; i < 1000; i += 2 {
+		want := pattern(20<<10, byte(i))
+		copy(want, pattern(4096, 2))
+		if got := readAll(t, fs, large[i].Ino); !bytes.Equal(got, want) {
+			t.Fatalf("large file %d reads wrong", i)
+		}
+	}
+}

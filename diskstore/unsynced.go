@@ -436,7 +436,11 @@ func (s *Store) tidyRoom() uint64 {
 
 // tidy frees the quarantine of past epochs and drops stale unsynced
 // records while tx has more than tidyRoom of journal left; what remains is
-// done by later calls.
+// done by later calls. It frees, so it may draw on the heap's free reserve
+// (alloc.UsingReserve), as a truncate does: each quarantined extent that
+// merges with no free neighbour needs a record in the free map, and on a
+// full arena the fsync that synced the disk used to fail with ENOSPC here,
+// leaving the quarantine (and its space) held.
 func (s *Store) tidy(tx *pram.Tx) error {
 	s.mu.Lock()
 	need := s.needTidy
@@ -444,7 +448,12 @@ func (s *Store) tidy(tx *pram.Tx) error {
 	if !need {
 		return nil
 	}
-	done, err := s.tidySome(tx)
+	var done bool
+	err := s.h.UsingReserve(func() error {
+		var err error
+		done, err = s.tidySome(tx)
+		return err
+	})
 	if err != nil || !done {
 		return err
 	}
