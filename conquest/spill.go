@@ -19,8 +19,9 @@ package conquest
 // than half the heap: an arena too small for its disk's metadata still
 // keeps small files in RAM until then). Every file on the disk also costs
 // the arena about 1 KiB (inode, name, segment list), which the reserve
-// does not count: many small files spilled end in an arena that is full,
-// like an ext4 out of inodes, with disk space left.
+// does not count: many small files spilled end in an arena that is full
+// but for the per-block part (mapReserve, which new inodes may not take),
+// like an ext4 out of inodes, with disk space left for the files there.
 //
 // A spilled file stays on disk until a truncate to half the threshold or
 // less moves it back, which it does only while the arena keeps its
@@ -46,6 +47,19 @@ func (fs *FS) spillReserve() uint64 {
 	st := fs.h.Stats()
 	base := max(st.TotalBytes>>spillBaseShift, spillBase)
 	return min(base+fs.ds.FreeBytes()/fs.ds.BlockSize()*spillPerBlock, st.TotalBytes/2)
+}
+
+// mapReserve is the part of spillReserve kept for mapping the disk's free
+// blocks: a new inode may not take it (newInode), so that when files on
+// the disk, each of which costs the arena about 1 KiB, have filled the
+// arena, creating files fails with ENOSPC, as on an ext4 out of inodes,
+// while the files already there can still grow on the disk.
+// Preconditions: fs.mu held.
+func (fs *FS) mapReserve() uint64 {
+	if fs.ds == nil {
+		return 0
+	}
+	return min(fs.ds.FreeBytes()/fs.ds.BlockSize()*spillPerBlock, fs.h.Stats().TotalBytes/2)
 }
 
 // spill reports whether an arena file about to store bytes [off, end)

@@ -250,3 +250,53 @@ func TestSpillTinyFileStays(t *testing.T) {
 		}
 	}
 }
+
+// TestSpillLeavesRoomToMap: files spilled to the disk cost the arena about
+// 1 KiB each, and enough of them fill it. New inodes then fail with
+// ENOSPC while the arena still holds the part of the reserve that maps
+// the free disk blocks (mapReserve), as an ext4 runs out of inodes: statfs
+// counts no free inodes in it, and a large file can still grow by 8 MiB. Before,
+// the arena ended with 0 bytes available and the append failed with
+// ENOSPC with 61 MB of the disk free.
+func TestSpillLeavesRoomToMap(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 16 << 20, disk: true, diskSize: 64 << 20})
+	big := makeFile(t, fs, "big", pattern(200<<10, 1))
+	n := 0
+	for ; ; n++ {
+		at, h, err := fs.Create(RootIno, sprintf("s%d", n), 0o644, O_CREAT|O_RDWR, user)
+		if errors.Is(err, ErrNoSpace) {
+			break
+		}
+		must(t, err)
+		_, err = fs.Write(at.Ino, h, 0, pattern(3000, byte(n)), false)
+		fs.Release(at.Ino, h)
+		fs.Forget(at.Ino, 1)
+		if errors.Is(err, ErrNoSpace) {
+			must(t, fs.Unlink(RootIno, sprintf("s%d", n)))
+			break
+		}
+		must(t, err)
+	}
+	// Free inodes: at most what free slots in slab pages could hold (they
+	// count, as on a full arena without a disk), not the mapReserve.
+	if st, slack := fs.StatFS(), fs.h.Stats().SlackBytes/inodeSize; st.Ffree > slack+1 {
+		t.Errorf("create failed with ENOSPC, but statfs shows %d free inodes (%d in slab slack)", st.Ffree, slack)
+	}
+	if free := fs.Space().DiskFree; free < 32<<20 {
+		t.Fatalf("%d files filled the disk too (%d bytes free): the test wants the arena full first", n, free)
+	}
+	want := pattern(200<<10, 1)
+	a, err := fs.GetAttr(big)
+	must(t, err)
+	for off := a.Size; off < a.Size+8<<20; off += 1 << 20 {
+		p := pattern(1<<20, byte(off>>20))
+		if _, err := fs.Write(big, 0, int64(off), p, false); err != nil {
+			t.Fatalf("appending to a large file after %d spilled files filled the arena, at %d: %v", n, off, err)
+		}
+		want = append(want, p...)
+	}
+	must(t, fs.Fsync(big, false))
+	if got := readAll(t, fs, big); !bytes.Equal(got, want) {
+		t.Fatal("the large file reads wrong")
+	}
+}

@@ -9,8 +9,9 @@ import (
 // (free = the allocator's free bytes) plus the disk's data blocks counted
 // in 4 KiB units (free = the free map's blocks); inodes in use come from
 // root slot 4, and free inodes are estimated as the heap bytes not in use
-// (free pages and the free slots of slab pages) / 256: every such byte
-// could become an inode record, though data competes for the same space.
+// (free pages and the free slots of slab pages), less the part kept for
+// mapping the disk (mapReserve), / 256: every such byte could become an
+// inode record, though data competes for the same space.
 // Counting the free slots makes the estimate fall by one per inode made,
 // as ext4's count does, instead of by 16 at a time when a slab page is
 // taken.
@@ -31,9 +32,11 @@ func (fs *FS) StatFS() StatFS {
 		free += ds.FreeBlocks * ds.BlockSize / BlockSize
 		avail += ds.FreeBlocks * ds.BlockSize / BlockSize
 	}
+	// New inodes may not take the arena's mapReserve (spill.go).
+	ffree := (st.AvailBytes + st.SlackBytes - min(fs.mapReserve(), st.AvailBytes+st.SlackBytes)) / inodeSize
 	return StatFS{
 		Blocks: blocks, Bfree: free, Bavail: avail,
-		Files: used + (st.AvailBytes+st.SlackBytes)/inodeSize, Ffree: (st.AvailBytes + st.SlackBytes) / inodeSize,
+		Files: used + ffree, Ffree: ffree,
 		Bsize: BlockSize, Frsize: BlockSize, Namelen: MaxName,
 	}
 }
