@@ -45,6 +45,7 @@ type FS struct {
 	lsize     map[Ino]uint64 // disk files' sizes above the published iSize (mu)
 	lsizeUndo []lsizeChange  // changes to lsize in the open Tx (mu held exclusively)
 	spills    uint64         // files sent to the disk by spill since Open (mu held exclusively)
+	repairing bool           // Repair is making /lost+found: newInode may take mapReserve (mu held exclusively)
 
 	closed bool       // protected by mu
 	commit diskCommit // the periodic disk commit (disk_commit.go)

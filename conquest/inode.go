@@ -237,10 +237,11 @@ func (fs *FS) inodeAt(off pram.Off) (inode, error) {
 // fresh, so it is written unlogged; rollback frees it. The new inode has the
 // caller's uid and the gid of the caller or, in a setgid directory, of the
 // directory (new subdirectories inherit S_ISGID), as ext4 does.
-// A new inode may not take the arena's mapReserve (spill.go).
+// A new inode may not take the arena's mapReserve (spill.go), except
+// /lost+found made by Repair (fs.repairing).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now Timespec) (inode, error) {
-	if fs.ds != nil && fs.h.Stats().AvailBytes < fs.mapReserve()+inodeSize {
+	if fs.ds != nil && !fs.repairing && fs.h.Stats().AvailBytes < fs.mapReserve()+inodeSize {
 		return inode{}, ErrNoSpace
 	}
 	off, err := fs.h.AllocZero(tx, inodeSize)

@@ -1641,6 +1641,8 @@ func (fs *FS) lostFoundLocked(tx *pram.Tx) (lf inode, made bool, err error) {
 		}
 		return lf, false, nil
 	}
+	fs.repairing = true // what it needs may come from mapReserve (spill.go)
+	defer func() { fs.repairing = false }()
 	lf, err = fs.createLocked(tx, root, lostFound, S_IFDIR|0o700, 0, Cred{}, fs.now(), func(in inode) error {
 		d, err := dirhash.Create(tx, fs.h)
 		if err != nil {

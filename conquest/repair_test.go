@@ -954,3 +954,39 @@ func TestRepairLostSegList(t *testing.T) {
 		})
 	}
 }
+
+// TestRepairLostFileFullArena: as TestRepairLostLargeFile, with the arena
+// filled until creates fail with ENOSPC: Repair still makes /lost+found
+// from the part of the arena kept for mapping the disk (mapReserve), which
+// ordinary creates may not take.
+func TestRepairLostFileFullArena(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 16 << 20, disk: true, diskSize: 64 << 20})
+	data := pattern(300<<10, 7)
+	ino := makeFile(t, fs, "large", data)
+	for i := 0; ; i++ {
+		at, h, err := fs.Create(RootIno, sprintf("s%d", i), 0o644, O_CREAT|O_RDWR, user)
+		if errors.Is(err, ErrNoSpace) {
+			break
+		}
+		must(t, err)
+		_, err = fs.Write(at.Ino, h, 0, pattern(3000, byte(i)), false)
+		fs.Release(at.Ino, h)
+		fs.Forget(at.Ino, 1)
+		must(t, err)
+	}
+	if _, err := fs.Mkdir(RootIno, "lost+found", 0o700, user); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("mkdir on the full arena: %v, want ENOSPC", err)
+	}
+	root, _ := fs.inode(RootIno)
+	corrupt(fs, func(tx *pram.Tx) {
+		if _, _, err := fs.dir(root).Delete(tx, []byte("large")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if len(rep.Remaining) > 0 {
+		t.Fatalf("remaining: %v\nfixes:\n%s", rep.Remaining, fixesText(rep))
+	}
+	wantContent(t, fs, fmt.Sprintf("/lost+found/#%d", ino), data)
+}
