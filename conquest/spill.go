@@ -53,7 +53,9 @@ func (fs *FS) spillReserve() uint64 {
 // blocks: a new inode may not take it (newInode), so that when files on
 // the disk, each of which costs the arena about 1 KiB, have filled the
 // arena, creating files fails with ENOSPC, as on an ext4 out of inodes,
-// while the files already there can still grow on the disk.
+// while the files already there can still grow on the disk. Only new
+// inodes are kept out: xattrs, links, directory growth and the extents
+// that rewrites split off may still take it (README, limits).
 // Preconditions: fs.mu held.
 func (fs *FS) mapReserve() uint64 {
 	if fs.ds == nil {
