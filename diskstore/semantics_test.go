@@ -425,3 +425,29 @@ func TestLastBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestSparseWriteAcrossBlocks: a write far out that crosses a block
+// boundary reaches the store as two runs (the core and the kernel split
+// it), and the second starts at the mapped end the first made. Before,
+// that second run counted as an append and took 1 MiB of preallocation,
+// which st_blocks showed until the last close (the conformance suite's
+// LargeOffset: 2,080 blocks for 9,000 bytes at 256 MiB). A file dense
+// from its start still preallocates 1 MiB on its first append.
+func TestSparseWriteAcrossBlocks(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 16384, dev: NewMemDevice(64 << 20)})
+	seg := e.newFile(1)
+	off := int64(256<<20 + 12345)
+	first := 16384 - 12345
+	data := pattern(1, off, 9000)
+	e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, off, data[:first]) })
+	e.must(func(tx *pram.Tx) error { return e.s.Write(tx, seg, off+int64(first), data[first:]) })
+	if used, _ := e.s.DiskBytes(seg); used != 2*16384 {
+		t.Fatalf("9,000 bytes at 256 MiB in two runs hold %d bytes of disk, want 2 blocks", used)
+	}
+	dense := e.newFile(2)
+	e.must(func(tx *pram.Tx) error { return e.s.Write(tx, dense, 0, pattern(2, 0, 8192)) })
+	if used, _ := e.s.DiskBytes(dense); used < 1<<20 {
+		t.Fatalf("the first append to an empty file preallocated %d bytes, want 1 MiB", used)
+	}
+	e.check(map[pram.Off]int64{seg: off + 9000, dense: 8192})
+}

@@ -568,8 +568,9 @@ const preallocGap = 4 << 20
 // with the file blocks they map. A run of new blocks that extends the file's
 // mapped end, starting at most preallocGap past it, is followed by
 // preallocation: the extent grows with the file (about the size it already
-// holds, capped at Options.MaxExtent) and is placed right after the file's
-// last block when that is free.
+// holds, at least 1 MiB unless most of the mapped range is holes, capped at
+// Options.MaxExtent) and is placed right after the file's last block when
+// that is free.
 func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (allocs []allocation, err error) {
 	defer func() {
 		if err != nil {
@@ -596,7 +597,16 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			}
 			if fb+count >= end && fb <= end+max(preallocGap/s.bs, 1) {
 				held := s.a.U64(seg + slOffBlocks)
-				grow := min(max(held, (1<<20)/s.bs), max(s.o.MaxExtent/s.bs, 1))
+				// At least 1 MiB for a file dense from its start; a sparse
+				// one (most of its mapped range holes) grows by what it
+				// holds only, so that a write that crosses a block
+				// boundary far out, which reaches the store as two runs,
+				// does not take a megabyte for its second half.
+				minGrow := max((1<<20)/s.bs, 1)
+				if held*2 < end {
+					minGrow = 1
+				}
+				grow := min(max(held, minGrow), max(s.o.MaxExtent/s.bs, 1))
 				want = max(count, grow)
 				sp, err := s.lookup(seg, fb+count)
 				if err != nil {
