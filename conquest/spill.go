@@ -107,3 +107,11 @@ func (fs *FS) arenaRoomFor(n uint64) bool {
 
 // moveBackSlack is the room above the reserve that a move back leaves.
 const moveBackSlack = 256 << 10
+
+// Spills is how many files spill has sent to the disk since Open (a
+// rolled-back operation's too).
+func (fs *FS) Spills() uint64 {
+	fs.mu.RLock()
+	defer fs.mu.RUnlock()
+	return fs.spills
+}
