@@ -241,8 +241,10 @@ func (fs *FS) inodeAt(off pram.Off) (inode, error) {
 // /lost+found made by Repair (fs.repairing).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now Timespec) (inode, error) {
-	if fs.ds != nil && !fs.repairing && fs.h.Stats().AvailBytes < fs.mapReserve()+inodeSize {
-		return inode{}, ErrNoSpace
+	if fs.ds != nil && !fs.repairing {
+		if st := fs.h.Stats(); st.AvailBytes < fs.mapReserve(st)+inodeSize {
+			return inode{}, ErrNoSpace
+		}
 	}
 	off, err := fs.h.AllocZero(tx, inodeSize)
 	if err != nil {

@@ -963,17 +963,7 @@ func TestRepairLostFileFullArena(t *testing.T) {
 	fs, _ := newTestFSOpt(t, fsOpt{size: 16 << 20, disk: true, diskSize: 64 << 20})
 	data := pattern(300<<10, 7)
 	ino := makeFile(t, fs, "large", data)
-	for i := 0; ; i++ {
-		at, h, err := fs.Create(RootIno, sprintf("s%d", i), 0o644, O_CREAT|O_RDWR, user)
-		if errors.Is(err, ErrNoSpace) {
-			break
-		}
-		must(t, err)
-		_, err = fs.Write(at.Ino, h, 0, pattern(3000, byte(i)), false)
-		fs.Release(at.Ino, h)
-		fs.Forget(at.Ino, 1)
-		must(t, err)
-	}
+	createUntilFull(t, fs, "s", 3000)
 	if _, err := fs.Mkdir(RootIno, "lost+found", 0o700, user); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("mkdir on the full arena: %v, want ENOSPC", err)
 	}

@@ -548,7 +548,7 @@ func ballast(s *simulator) {
 	s.m.root.kids["ballast"] = d
 	for i := 0; ; i++ {
 		var low bool
-		_ = fs.read(func() error { low = fs.h.Stats().AvailBytes < fs.spillReserve()+32<<10; return nil })
+		_ = fs.read(func() error { st := fs.h.Stats(); low = st.AvailBytes < fs.spillReserve(st)+32<<10; return nil })
 		if low {
 			return
 		}

@@ -1,5 +1,7 @@
 package conquest
 
+import "conquest/alloc"
+
 // Spilling small files to the disk when the arena runs low.
 //
 // In Conquest the arena holds all metadata and the data of every file up to
@@ -42,11 +44,10 @@ const (
 )
 
 // spillReserve is the arena bytes that small files' data leaves to
-// metadata. Preconditions: fs.mu held; fs.ds != nil.
-func (fs *FS) spillReserve() uint64 {
-	st := fs.h.Stats()
-	base := max(st.TotalBytes>>spillBaseShift, spillBase)
-	return min(base+fs.ds.FreeBytes()/fs.ds.BlockSize()*spillPerBlock, st.TotalBytes/2)
+// metadata: the base and mapReserve, at most half the heap. st is the
+// heap's Stats. Preconditions: fs.mu held.
+func (fs *FS) spillReserve(st alloc.Stats) uint64 {
+	return min(max(st.TotalBytes>>spillBaseShift, spillBase)+fs.mapReserve(st), st.TotalBytes/2)
 }
 
 // mapReserve is the part of spillReserve kept for mapping the disk's free
@@ -56,12 +57,12 @@ func (fs *FS) spillReserve() uint64 {
 // while the files already there can still grow on the disk. Only new
 // inodes are kept out: xattrs, links, directory growth and the extents
 // that rewrites split off may still take it (README, limits).
-// Preconditions: fs.mu held.
-func (fs *FS) mapReserve() uint64 {
+// st is the heap's Stats. Preconditions: fs.mu held.
+func (fs *FS) mapReserve(st alloc.Stats) uint64 {
 	if fs.ds == nil {
 		return 0
 	}
-	return min(fs.ds.FreeBytes()/fs.ds.BlockSize()*spillPerBlock, fs.h.Stats().TotalBytes/2)
+	return min(fs.ds.FreeBytes()/fs.ds.BlockSize()*spillPerBlock, st.TotalBytes/2)
 }
 
 // spill reports whether an arena file about to store bytes [off, end)
@@ -81,7 +82,8 @@ func (fs *FS) spill(in inode, off, end uint64) bool {
 	// An upper bound of what the range can allocate: its blocks, and an
 	// index that grows to cover it.
 	need := (end-off+BlockSize-1)/BlockSize*BlockSize + 2*BlockSize + 8*((end+BlockSize-1)/BlockSize)
-	if fs.h.Stats().AvailBytes >= fs.spillReserve()+need || fs.memCovered(in, off, end) {
+	st := fs.h.Stats()
+	if st.AvailBytes >= fs.spillReserve(st)+need || fs.memCovered(in, off, end) {
 		return false
 	}
 	if fs.ds.FreeBytes() < fs.roundUp(max(fs.fileSize(in), end))+fs.ds.BlockSize() {
@@ -89,7 +91,7 @@ func (fs *FS) spill(in inode, off, end uint64) bool {
 	}
 	if fs.spills == 0 {
 		fs.logf("%s: the arena is down to its reserve for metadata (%d bytes available): files that need more arena space go to the disk",
-			fs.a.Path(), fs.h.Stats().AvailBytes)
+			fs.a.Path(), st.AvailBytes)
 	}
 	fs.spills++
 	return true
@@ -102,7 +104,7 @@ func (fs *FS) spill(in inode, off, end uint64) bool {
 // fs.ds != nil.
 func (fs *FS) arenaRoomFor(n uint64) bool {
 	st := fs.h.Stats()
-	return st.FreeBytes >= 2*n+(1<<20) && st.AvailBytes >= fs.spillReserve()+2*n+moveBackSlack
+	return st.FreeBytes >= 2*n+(1<<20) && st.AvailBytes >= fs.spillReserve(st)+2*n+moveBackSlack
 }
 
 // moveBackSlack is the room above the reserve that a move back leaves.

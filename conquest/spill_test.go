@@ -41,7 +41,7 @@ func TestSpillSmallFilesToDisk(t *testing.T) {
 		t.Fatalf("%d of %d files on disk: want some in the arena and some spilled", spilled, len(inos))
 	}
 	var reserve uint64
-	_ = fs.read(func() error { reserve = fs.spillReserve(); return nil })
+	_ = fs.read(func() error { reserve = fs.spillReserve(fs.h.Stats()); return nil })
 	if avail := heapAvail(fs); avail+2*BlockSize < reserve/2 {
 		t.Fatalf("arena available %d, far below the reserve %d", avail, reserve)
 	}
@@ -187,22 +187,7 @@ func TestSpillMoveBack(t *testing.T) {
 func TestSpillDiskFull(t *testing.T) {
 	fs, env := spillFS(t, 4<<20)
 	const size = 20 << 10
-	n := 0
-	for ; ; n++ {
-		at, h, err := fs.Create(RootIno, sprintf("f%d", n), 0o644, O_CREAT|O_RDWR, user)
-		if errors.Is(err, ErrNoSpace) {
-			break
-		}
-		must(t, err)
-		_, err = fs.Write(at.Ino, h, 0, pattern(size, byte(n)), false)
-		fs.Release(at.Ino, h)
-		fs.Forget(at.Ino, 1)
-		if errors.Is(err, ErrNoSpace) {
-			must(t, fs.Unlink(RootIno, sprintf("f%d", n)))
-			break
-		}
-		must(t, err)
-	}
+	n := createUntilFull(t, fs, "f", size)
 	if n*size < 18<<20 {
 		t.Fatalf("only %d files of %d bytes fit in a 16 MiB arena and a 4 MiB disk", n, size)
 	}
@@ -261,22 +246,7 @@ func TestSpillTinyFileStays(t *testing.T) {
 func TestSpillLeavesRoomToMap(t *testing.T) {
 	fs, _ := newTestFSOpt(t, fsOpt{size: 16 << 20, disk: true, diskSize: 64 << 20})
 	big := makeFile(t, fs, "big", pattern(200<<10, 1))
-	n := 0
-	for ; ; n++ {
-		at, h, err := fs.Create(RootIno, sprintf("s%d", n), 0o644, O_CREAT|O_RDWR, user)
-		if errors.Is(err, ErrNoSpace) {
-			break
-		}
-		must(t, err)
-		_, err = fs.Write(at.Ino, h, 0, pattern(3000, byte(n)), false)
-		fs.Release(at.Ino, h)
-		fs.Forget(at.Ino, 1)
-		if errors.Is(err, ErrNoSpace) {
-			must(t, fs.Unlink(RootIno, sprintf("s%d", n)))
-			break
-		}
-		must(t, err)
-	}
+	n := createUntilFull(t, fs, "s", 3000)
 	// Free inodes: at most what free slots in slab pages could hold (they
 	// count, as on a full arena without a disk), not the mapReserve.
 	if st, slack := fs.StatFS(), fs.h.Stats().SlackBytes/inodeSize; st.Ffree > slack+1 {
@@ -298,5 +268,29 @@ func TestSpillLeavesRoomToMap(t *testing.T) {
 	must(t, fs.Fsync(big, false))
 	if got := readAll(t, fs, big); !bytes.Equal(got, want) {
 		t.Fatal("the large file reads wrong")
+	}
+}
+
+// createUntilFull creates files prefix0, prefix1, ... in the root, each
+// holding size bytes of pattern(size, i), until a create or a write fails
+// with ENOSPC (a file whose write failed is removed), and returns how many
+// were written in full.
+func createUntilFull(t *testing.T, fs *FS, prefix string, size int) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		name := sprintf("%s%d", prefix, n)
+		at, h, err := fs.Create(RootIno, name, 0o644, O_CREAT|O_RDWR, user)
+		if errors.Is(err, ErrNoSpace) {
+			return n
+		}
+		must(t, err)
+		_, err = fs.Write(at.Ino, h, 0, pattern(size, byte(n)), false)
+		fs.Release(at.Ino, h)
+		fs.Forget(at.Ino, 1)
+		if errors.Is(err, ErrNoSpace) {
+			must(t, fs.Unlink(RootIno, name))
+			return n
+		}
+		must(t, err)
 	}
 }

@@ -33,7 +33,7 @@ func (fs *FS) StatFS() StatFS {
 		avail += ds.FreeBlocks * ds.BlockSize / BlockSize
 	}
 	// New inodes may not take the arena's mapReserve (spill.go).
-	ffree := (st.AvailBytes + st.SlackBytes - min(fs.mapReserve(), st.AvailBytes+st.SlackBytes)) / inodeSize
+	ffree := (st.AvailBytes + st.SlackBytes - min(fs.mapReserve(st), st.AvailBytes+st.SlackBytes)) / inodeSize
 	return StatFS{
 		Blocks: blocks, Bfree: free, Bavail: avail,
 		Files: used + ffree, Ffree: ffree,

@@ -602,7 +602,7 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 				// holds only, so that a write that crosses a block
 				// boundary far out, which reaches the store as two runs,
 				// does not take a megabyte for its second half.
-				minGrow := max((1<<20)/s.bs, 1)
+				minGrow := (1 << 20) / s.bs
 				if held*2 < end {
 					minGrow = 1
 				}
