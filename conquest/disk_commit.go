@@ -63,6 +63,12 @@ func (fs *FS) stopDiskCommit() {
 // diskTick is one tick of the periodic disk commit.
 func (fs *FS) diskTick() {
 	fs.mu.RLock()
+	moving := !fs.closed && len(fs.moving) > 0
+	fs.mu.RUnlock()
+	if moving {
+		fs.moveQueued() // move.go
+	}
+	fs.mu.RLock()
 	pending := !fs.closed && fs.ds.TickPending()
 	fs.mu.RUnlock()
 	if !pending {

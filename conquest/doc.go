@@ -20,6 +20,9 @@
 //     threshold or less moves back, each move in one transaction. The inode
 //     keeps the segment list's offset (iSeg, flagDisk). Files up to
 //     diskstore.MaxFileSize (1 PiB of offsets; holes take no space).
+//     With the periodic disk commit, a file written across the threshold
+//     but not past twice it waits in the arena for the next tick, which
+//     moves the waiting files with one device sync (move.go).
 //     When the arena runs down to a reserve kept for metadata, a file
 //     that needs more arena storage moves to disk whatever its size
 //     (spill.go), so that a full arena with a free disk is not ENOSPC.
@@ -51,11 +54,14 @@
 //     unlinked inode became unused, take FS.mu exclusively and recheck.
 //
 // The periodic disk commit's goroutine (disk_commit.go) takes FS.mu shared,
-// then exclusively when the store has something to settle, like any
-// request; Close stops it and waits for it before taking FS.mu.
+// then exclusively when the store has something to settle or files wait to
+// move (once per batch of moves, which holds it across that batch's device
+// sync), like any request; Close stops it and waits for it before taking
+// FS.mu.
 //
-// fs.lsize (the unpublished sizes of large files, see file_disk.go) is
-// guarded by FS.mu: written with it held exclusively, read shared.
+// fs.lsize (the unpublished sizes of large files, see file_disk.go) and
+// fs.moving (the files waiting to move, move.go) are guarded by FS.mu:
+// written with it held exclusively, read shared.
 //
 // ReadDir calls its callback with FS.mu held shared: the callback must not
 // call back into the FS (a queued writer would deadlock it).

@@ -165,7 +165,7 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 					in.setTime(tx, iCtime, now)
 				}
 			}
-			if fs.wantDisk(in, o+uint64(len(chunk))) || fs.spill(in, o, o+min(uint64(len(chunk)), writeChunk)) {
+			if fs.moveNow(in, o+uint64(len(chunk))) || fs.spill(in, o, o+min(uint64(len(chunk)), writeChunk)) {
 				if more, err = fs.toDiskLocked(tx, in); err != nil {
 					return err
 				}

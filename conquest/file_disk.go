@@ -12,9 +12,11 @@ import (
 // whose size crosses the threshold (arena parameter 0, mkfs
 // --large-threshold) moves to the disk; its inode then has flagDisk and the
 // offset of its diskstore segment list in iSeg, and iData/iIdxLen/iAllocd
-// are zero. The move copies the arena bytes to disk and syncs them
-// (WriteThrough), frees the arena copy and points the inode at the segment
-// list in one transaction: a crash leaves the old copy or the new one.
+// are zero. The move copies the arena bytes to disk and syncs them, frees
+// the arena copy and points the inode at the segment list in one
+// transaction: a crash leaves the old copy or the new one. A file written
+// across the threshold usually waits in the arena for the next periodic
+// disk commit, which moves several files with one sync (move.go).
 // (If the arena copy is too large to free in that transaction the inode
 // keeps the rest of it and goes on the orphan list, like an unfinished
 // truncate; the remainder is freed in the next transactions, or by Open
@@ -225,6 +227,19 @@ func (fs *FS) maxSize() uint64 {
 // comment at the top). more reports arena storage left to free after the
 // commit (the inode is then on the orphan list; run finishShrinkLocked).
 func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
+	if more, err = fs.toDiskUnsyncedLocked(tx, in, false); err != nil {
+		return false, err
+	}
+	if err := fs.ds.Flush(tx, in.seg()); err != nil {
+		return false, err
+	}
+	return more, nil
+}
+
+// toDiskUnsyncedLocked is toDiskLocked without the device sync: the caller
+// must sync the device before tx commits (moveBatchLocked: one sync for
+// several files). fitted writes without preallocation (WriteFitted).
+func (fs *FS) toDiskUnsyncedLocked(tx *pram.Tx, in inode, fitted bool) (more bool, err error) {
 	seg, err := fs.ds.NewFile(tx, uint64(in.ino))
 	if err != nil {
 		return false, err
@@ -232,7 +247,11 @@ func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
 	if size := in.size(); size > 0 && in.data() != 0 {
 		buf := make([]byte, size)
 		fs.memRead(in, 0, buf)
-		if err := fs.ds.WriteThrough(tx, seg, 0, buf); err != nil {
+		write := fs.ds.Write
+		if fitted {
+			write = fs.ds.WriteFitted
+		}
+		if err := write(tx, seg, 0, buf); err != nil {
 			return false, err
 		}
 	}

@@ -42,10 +42,12 @@ type FS struct {
 	ds        *diskstore.Store // immutable after Open
 	diskPath  string
 	threshold uint64
-	lsize     map[Ino]uint64 // disk files' sizes above the published iSize (mu)
-	lsizeUndo []lsizeChange  // changes to lsize in the open Tx (mu held exclusively)
-	spills    uint64         // files sent to the disk by spill since Open (mu held exclusively)
-	repairing bool           // Repair is making /lost+found: newInode may take mapReserve (mu held exclusively)
+	lsize     map[Ino]uint64   // disk files' sizes above the published iSize (mu)
+	lsizeUndo []lsizeChange    // changes to lsize in the open Tx (mu held exclusively)
+	spills    uint64           // files sent to the disk by spill since Open (mu held exclusively)
+	moving    map[Ino]struct{} // arena files above the threshold queued for the disk commit (move.go; mu)
+	moveErr   string           // the last error of a move logged (move.go; mu held exclusively)
+	repairing bool             // Repair is making /lost+found: newInode may take mapReserve (mu held exclusively)
 
 	closed bool       // protected by mu
 	commit diskCommit // the periodic disk commit (disk_commit.go)
@@ -277,6 +279,7 @@ func (fs *FS) Close() error {
 		return nil
 	}
 	if fs.ds != nil {
+		fs.moveAllLocked()      // errors are logged: the files stay in the arena
 		_ = fs.syncDiskLocked() // errors are logged: that data is lost
 	}
 	fs.vol.reset()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"conquest/diskstore"
 )
@@ -47,6 +48,7 @@ type testEnv struct {
 	dev      reopener          // in-memory disk, reopened at each open
 	diskOpts diskstore.Options // store tuning
 	noAtime  bool
+	commit   time.Duration                           // Options.DiskCommit
 	wrap     func(diskstore.Device) diskstore.Device // wraps dev at each open (fault injection)
 }
 
@@ -68,6 +70,7 @@ type fsOpt struct {
 	dev       reopener
 	diskOpts  diskstore.Options
 	noAtime   bool
+	commit    time.Duration // Options.DiskCommit (0: no periodic disk commit)
 }
 
 // newTestFS formats an arena in t.TempDir, opens it and registers a
@@ -83,7 +86,7 @@ func newTestFSOpt(t *testing.T, o fsOpt) (*FS, *testEnv) {
 	}
 	dir := t.TempDir()
 	env := &testEnv{t: t, path: filepath.Join(dir, "arena"), clock: &testClock{now: Timespec{Sec: 1_700_000_000}},
-		dev: o.dev, diskOpts: o.diskOpts, noAtime: o.noAtime}
+		dev: o.dev, diskOpts: o.diskOpts, noAtime: o.noAtime, commit: o.commit}
 	mo := MkfsOptions{PramSize: o.size, JournalLen: o.journalLen, RootUid: 1000, RootGid: 1000}
 	if o.disk || o.dev != nil {
 		mo.LargeFileThreshold, mo.DiskBlockSize, mo.DiskSize = o.threshold, o.diskBlock, o.diskSize
@@ -129,7 +132,7 @@ func (env *testEnv) logf(format string, args ...any) {
 // open opens the arena and makes it the env's current FS.
 func (env *testEnv) open() *FS {
 	env.t.Helper()
-	o := Options{Logf: env.logf, Now: env.clock.Now, Disk: env.diskOpts, NoAtime: env.noAtime}
+	o := Options{Logf: env.logf, Now: env.clock.Now, Disk: env.diskOpts, NoAtime: env.noAtime, DiskCommit: env.commit}
 	switch d := env.dev.(type) {
 	case *diskstore.MemDevice:
 		env.dev = d.Reopen()

@@ -158,6 +158,13 @@ func (in inode) attr() Attr {
 	switch in.typ() {
 	case S_IFREG:
 		at.Blocks = (in.allocd() + 511) / 512
+		if fs := in.fs; fs != nil && fs.wantDisk(in, in.size()) {
+			// Waiting in the arena to move (move.go): shown as the disk
+			// will hold it, so that the count does not change under a
+			// kernel that caches it when the file moves.
+			bs := fs.ds.BlockSize()
+			at.Blocks = (in.allocd() + bs - 1) / bs * bs / 512
+		}
 		if in.onDisk() && in.fs != nil {
 			at.Size = in.fs.fileSize(in)
 			at.Blocks += in.fs.diskBytes(in) / 512

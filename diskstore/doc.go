@@ -226,9 +226,10 @@
 //	         // on a dirty mount it verifies and repairs the blocks written since the last sync
 //	         // by itself (own transactions); nothing else to call. s.Recovery() says what it did.
 //	ops:     end every Tx with s.Commit(tx) / s.Abort(tx)
-//	to disk: (size crosses ToDisk) seg, _ := s.NewFile(tx, ino); s.WriteThrough(tx, seg, 0, small);
-//	         then the write itself; free the arena copy; point the inode at seg — one Tx
-//	         (WriteThrough syncs: the arena copy it replaces is durable)
+//	to disk: (size crosses ToDisk) seg, _ := s.NewFile(tx, ino); s.Write(tx, seg, 0, small);
+//	         s.Flush(tx, seg); then the write itself; free the arena copy; point the inode
+//	         at seg — one Tx (Flush syncs: the arena copy it replaces is durable). Several
+//	         files in one Tx: s.WriteFitted for each, then s.FlushFiles(tx, segs), one sync
 //	write:   s.Write(tx, seg, off, data); the core updates size/mtime in the same Tx. In the
 //	         default mode s.Buffered(seg) is 0 when Write returns, so the size is published
 //	         at once; with GatherInMemory it stays volatile while Buffered(seg) > 0

@@ -26,8 +26,8 @@ func TestFsckRebuildsDiskLists(t *testing.T) {
 	pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
 	c.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
 	files := map[string][]byte{
-		"big1":  bytes.Repeat([]byte("large file one "), 1<<17), // ~1.9 MiB: on the disk
-		"big2":  bytes.Repeat([]byte("large file two "), 1<<17),
+		"big1":  bytes.Repeat([]byte("large file one "), 1<<18), // ~3.9 MiB: past moveCap, on the disk at once
+		"big2":  bytes.Repeat([]byte("large file two "), 1<<18),
 		"small": []byte("small"),
 	}
 	m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))

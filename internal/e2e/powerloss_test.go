@@ -124,8 +124,11 @@ func powerLossThroughMount(t *testing.T, m *mounttest.Mounted) {
 				}
 			}
 		}
-		for i := range 8 { // new files, on freed disk space if it were reused
-			if err := os.WriteFile(m.Path(fmt.Sprintf("new%d", i)), content(1<<20+rng.Intn(1<<20)), 0o644); err != nil {
+		// New files, on freed disk space if it were reused: larger than
+		// what waits in the arena for the disk commit (conquest/move.go),
+		// which would fill the arena's changed pages up to a checkpoint.
+		for i := range 8 {
+			if err := os.WriteFile(m.Path(fmt.Sprintf("new%d", i)), content(2<<20+1+rng.Intn(1<<20)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

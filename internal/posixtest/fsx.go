@@ -266,6 +266,7 @@ func (f *fsx) mapping(write bool, what string, maxN int64) (m []byte, off, n int
 	}
 	m, err := unix.Mmap(f.fd, 0, int(size), prot, unix.MAP_SHARED)
 	f.ok(err, "mmap")
+	Prefault(m, write)
 	off = f.rng.Int64N(size)
 	n = min(1+f.rng.Int64N(maxN), size-off)
 	f.note("%s %d+%d", what, off, n)

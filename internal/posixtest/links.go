@@ -326,6 +326,7 @@ func testTmpfileAppend(t *testing.T, dir string) {
 	ok(t, unix.Ftruncate(fd, size), "ftruncate")
 	m, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	ok(t, err, "mmap")
+	Prefault(m, true)
 	copy(m, "MMAP")
 	ok(t, unix.Msync(m, unix.MS_SYNC), "msync")
 	ok(t, unix.Munmap(m), "munmap")

@@ -1,0 +1,358 @@
+package conquest
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"conquest/diskstore"
+)
+
+// The tests of move.go run with a periodic disk commit that is on but
+// never fires by itself (an hour): they tick it. The threshold is 64 KiB,
+// so moveCap is 128 KiB.
+
+func newMoveFS(t *testing.T, o fsOpt) (*FS, *testEnv) {
+	t.Helper()
+	o.disk, o.commit = true, time.Hour
+	return newTestFSOpt(t, o)
+}
+
+func isQueued(fs *FS, ino Ino) bool {
+	fs.mu.RLock()
+	defer fs.mu.RUnlock()
+	_, ok := fs.moving[ino]
+	return ok
+}
+
+// TestMoveWaitsForCommit: a file written across the threshold (up to
+// moveCap) stays in the arena, queued, is read back and fsynced there, and
+// the next tick moves it; it is on the disk after a reopen.
+func TestMoveWaitsForCommit(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{})
+	if c := fs.moveCap(); c != 128<<10 {
+		t.Fatalf("moveCap %d, want 128 KiB", c)
+	}
+	data := pattern(100<<10, 1)
+	x := makeFile(t, fs, "x", data)
+	if isLarge(t, fs, x) || !isQueued(fs, x) {
+		t.Fatalf("after the write: on disk %v, queued %v; want the arena and queued", isLarge(t, fs, x), isQueued(fs, x))
+	}
+	wantContent(t, fs, "/x", data)
+	must(t, fs.Fsync(x, false))
+	if isLarge(t, fs, x) {
+		t.Fatal("fsync moved the queued file")
+	}
+	fs.diskTick()
+	if !isLarge(t, fs, x) || isQueued(fs, x) {
+		t.Fatalf("after the tick: on disk %v, queued %v", isLarge(t, fs, x), isQueued(fs, x))
+	}
+	wantContent(t, fs, "/x", data)
+	fs = env.reopen(fs)
+	if !isLarge(t, fs, x) {
+		t.Fatal("not on the disk after a reopen")
+	}
+	wantContent(t, fs, "/x", data)
+}
+
+// TestMovePastCapAtOnce: a write that ends past moveCap moves the file at
+// once, whether it was queued before or not; so does a write that leaves
+// the file at or below the threshold not queue it.
+func TestMovePastCapAtOnce(t *testing.T) {
+	fs, _ := newMoveFS(t, fsOpt{})
+	small := makeFile(t, fs, "small", pattern(64<<10, 1))
+	if isLarge(t, fs, small) || isQueued(fs, small) {
+		t.Fatal("a file at the threshold left the arena or was queued")
+	}
+	// writeFile writes 128 KiB pieces: the first ends at moveCap (queued),
+	// the second past it.
+	data := pattern(200<<10, 2)
+	at, h, err := fs.Create(RootIno, "grow", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	writeFile(t, fs, at.Ino, h, 0, data[:128<<10])
+	if isLarge(t, fs, at.Ino) || !isQueued(fs, at.Ino) {
+		t.Fatal("a file written up to moveCap was not queued in the arena")
+	}
+	writeFile(t, fs, at.Ino, h, 128<<10, data[128<<10:])
+	fs.Release(at.Ino, h)
+	if !isLarge(t, fs, at.Ino) {
+		t.Fatal("a write past moveCap left the file in the arena")
+	}
+	big := makeFile(t, fs, "big", pattern(300<<10, 3))
+	if !isLarge(t, fs, big) {
+		t.Fatal("a file written past moveCap is in the arena")
+	}
+	fs.diskTick() // drops the moved file from the queue
+	if isQueued(fs, at.Ino) {
+		t.Fatal("a file on the disk is still queued")
+	}
+	wantContent(t, fs, "/grow", data)
+	wantContent(t, fs, "/big", pattern(300<<10, 3))
+}
+
+// TestMoveWithoutCommitAtOnce: without the periodic disk commit nothing
+// would move a queued file, so a write across the threshold moves it.
+func TestMoveWithoutCommitAtOnce(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+	x := makeFile(t, fs, "x", pattern(100<<10, 1))
+	if !isLarge(t, fs, x) || isQueued(fs, x) {
+		t.Fatal("without the disk commit a file across the threshold stayed in the arena")
+	}
+}
+
+// syncCounter wraps the device of env's next open and counts device syncs.
+func syncCounter(env *testEnv) *atomic.Int64 {
+	var n atomic.Int64
+	env.wrap = func(d diskstore.Device) diskstore.Device {
+		return diskstore.NewFaultDevice(d, diskstore.InjectorFunc(func(op diskstore.Op, _ int64, _ int) diskstore.FaultKind {
+			if op == diskstore.OpSync {
+				n.Add(1)
+			}
+			return diskstore.FaultNone
+		}))
+	}
+	return &n
+}
+
+// TestMoveBatchOneSync: the tick moves every queued file with one device
+// sync, where moving each at its write took one sync per file.
+func TestMoveBatchOneSync(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(8 << 20), diskSize: 8 << 20})
+	syncs := syncCounter(env)
+	fs = env.reopen(fs)
+	var inos []Ino
+	for i := range 12 {
+		inos = append(inos, makeFile(t, fs, fmt.Sprint("f", i), pattern(70<<10+i*4096, byte(i))))
+	}
+	before := syncs.Load()
+	fs.moveQueued()
+	if n := syncs.Load() - before; n != 1 {
+		t.Fatalf("moving 12 files took %d device syncs, want 1", n)
+	}
+	for i, ino := range inos {
+		if !isLarge(t, fs, ino) || isQueued(fs, ino) {
+			t.Fatalf("f%d: not moved", i)
+		}
+		wantContent(t, fs, fmt.Sprint("/f", i), pattern(70<<10+i*4096, byte(i)))
+	}
+
+	// The same files, each written past moveCap at once: a sync each.
+	before = syncs.Load()
+	for i := range 4 {
+		makeFile(t, fs, fmt.Sprint("g", i), pattern(200<<10, byte(i)))
+	}
+	if n := syncs.Load() - before; n < 4 {
+		t.Fatalf("4 files moved at their writes took %d device syncs, want one each", n)
+	}
+}
+
+// TestMoveDropsStaleEntries: a queued file that was deleted, unlinked
+// while open, cut to the threshold or below, or moved already leaves the
+// queue at the tick and is not moved.
+func TestMoveDropsStaleEntries(t *testing.T) {
+	fs, _ := newMoveFS(t, fsOpt{})
+	gone := makeFile(t, fs, "gone", pattern(100<<10, 1))
+	cut := makeFile(t, fs, "cut", pattern(100<<10, 2))
+	grown := makeFile(t, fs, "grown", pattern(100<<10, 3))
+	stay := makeFile(t, fs, "stay", pattern(90<<10, 4))
+	open := makeFile(t, fs, "open", pattern(90<<10, 6))
+	h := openRW(t, fs, open, 0)
+	must(t, fs.Unlink(RootIno, "open")) // unlinked, still open
+	must(t, fs.Unlink(RootIno, "gone"))
+	_, err := fs.SetAttr(cut, SetAttr{Valid: SetSize, Size: 10 << 10}, user)
+	must(t, err)
+	write(t, fs, grown, 100<<10, pattern(100<<10, 5)) // past moveCap: moves now
+	if !isLarge(t, fs, grown) {
+		t.Fatal("grown did not move at the write past moveCap")
+	}
+	for _, ino := range []Ino{gone, cut, grown, stay, open} {
+		if !isQueued(fs, ino) {
+			t.Fatalf("inode %d not queued before the tick", ino)
+		}
+	}
+	fs.diskTick()
+	fs.mu.RLock()
+	left := len(fs.moving)
+	fs.mu.RUnlock()
+	if left != 0 {
+		t.Fatalf("%d files left in the queue", left)
+	}
+	if isLarge(t, fs, cut) || !isLarge(t, fs, stay) || isLarge(t, fs, open) {
+		t.Fatalf("after the tick: cut on disk %v, stay on disk %v, unlinked open file on disk %v",
+			isLarge(t, fs, cut), isLarge(t, fs, stay), isLarge(t, fs, open))
+	}
+	if got := readFile(t, fs, open, h); !bytes.Equal(got, pattern(90<<10, 6)) {
+		t.Fatal("the unlinked open file reads back wrong")
+	}
+	fs.Release(open, h)
+	wantContent(t, fs, "/cut", pattern(10<<10, 2))
+	wantContent(t, fs, "/stay", pattern(90<<10, 4))
+	want := append(pattern(100<<10, 3), pattern(100<<10, 5)...)
+	wantContent(t, fs, "/grown", want)
+}
+
+// TestMoveFailureKeepsFile: when the device fails the move's sync, the
+// tick logs it, the file stays in the arena with its data, the queue is
+// emptied (a failing disk is not retried every tick), and the next write
+// queues it again.
+func TestMoveFailureKeepsFile(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(8 << 20), diskSize: 8 << 20})
+	var fd *diskstore.FaultDevice
+	env.wrap = func(d diskstore.Device) diskstore.Device { fd = diskstore.NewFaultDevice(d, nil); return fd }
+	fs = env.reopen(fs)
+	data := pattern(100<<10, 1)
+	x := makeFile(t, fs, "x", data)
+	fd.SetInjector(diskstore.FromNth(diskstore.OpSync, 1, diskstore.FaultEIO))
+	fs.diskTick()
+	fd.SetInjector(nil)
+	if isLarge(t, fs, x) || isQueued(fs, x) {
+		t.Fatalf("after a failed move: on disk %v, queued %v", isLarge(t, fs, x), isQueued(fs, x))
+	}
+	if !env.logged("moving files above the large-file threshold") {
+		t.Fatal("the failed move was not logged")
+	}
+	// The same failure again is not logged again.
+	moveLogs := func() (n int) {
+		env.logMu.Lock()
+		defer env.logMu.Unlock()
+		for _, l := range env.logs {
+			if strings.Contains(l, "moving files above the large-file threshold") {
+				n++
+			}
+		}
+		return n
+	}
+	write(t, fs, x, 0, data[:10])
+	fd.SetInjector(diskstore.FromNth(diskstore.OpSync, 1, diskstore.FaultEIO))
+	fs.moveQueued()
+	fd.SetInjector(nil)
+	if n := moveLogs(); n != 1 {
+		t.Fatalf("the same failure was logged %d times", n)
+	}
+	wantContent(t, fs, "/x", data)
+	write(t, fs, x, 0, []byte("again"))
+	if !isQueued(fs, x) {
+		t.Fatal("a write into an arena file above the threshold did not queue it")
+	}
+	fs.diskTick()
+	if !isLarge(t, fs, x) {
+		t.Fatal("the tick after the failure did not move the file")
+	}
+	copy(data, "again")
+	wantContent(t, fs, "/x", data)
+}
+
+// TestMoveAtClose: Close moves the queued files.
+func TestMoveAtClose(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{})
+	data := pattern(120<<10, 7)
+	x := makeFile(t, fs, "x", data)
+	if isLarge(t, fs, x) {
+		t.Fatal("moved before Close")
+	}
+	fs = env.reopen(fs)
+	if !isLarge(t, fs, x) {
+		t.Fatal("Close left a queued file in the arena")
+	}
+	wantContent(t, fs, "/x", data)
+}
+
+// TestMovePowerLoss: a power loss with a file queued (fsynced in the
+// arena), after the tick moved it but before the arena's checkpoint, and
+// after both: the file is intact each time, in the arena or on the disk,
+// and the power-loss check finds no leaked block.
+func TestMovePowerLoss(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		tick, checkpoint bool
+		onDisk           bool
+	}{
+		{"queued", false, false, false},
+		{"moved, no checkpoint", true, false, false},
+		{"moved and checkpointed", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPowerLossEnv(t, 8<<20, t.Logf)
+			e.commit = time.Hour
+			fs := e.open(e.live, true)
+			data := pattern(100<<10, 3)
+			x := makeFile(t, fs, "x", data)
+			must(t, fs.Fsync(x, false))
+			if isLarge(t, fs, x) {
+				t.Fatal("moved at the write")
+			}
+			if tc.tick {
+				fs.moveQueued() // the tick's move alone: no background sync after it
+				if !isLarge(t, fs, x) {
+					t.Fatal("the tick did not move the file")
+				}
+			}
+			if tc.checkpoint {
+				must(t, fs.a.Sync())
+			}
+			fs = e.powerLoss(t, fs)
+			wantContent(t, fs, "/x", data)
+			if got := isLarge(t, fs, x); got != tc.onDisk {
+				t.Fatalf("on disk after the power loss: %v, want %v", got, tc.onDisk)
+			}
+			if st := fs.ds.Stats(); !tc.onDisk && st.Files != 0 {
+				t.Fatalf("%d files on the disk, want none", st.Files)
+			}
+		})
+	}
+}
+
+// TestMoveQueuedReadWrite: a queued file is an ordinary arena file:
+// overwrites, appends within moveCap and reads through several handles
+// see one another before and after the move.
+func TestMoveQueuedReadWrite(t *testing.T) {
+	fs, _ := newMoveFS(t, fsOpt{})
+	data := pattern(80<<10, 1)
+	x := makeFile(t, fs, "x", data)
+	h1 := openRW(t, fs, x, O_RDWR)
+	h2 := openRW(t, fs, x, 0)
+	writeFile(t, fs, x, h1, 1000, pattern(5000, 9))
+	copy(data[1000:], pattern(5000, 9))
+	writeFile(t, fs, x, h1, int64(len(data)), pattern(30<<10, 8))
+	data = append(data, pattern(30<<10, 8)...)
+	if got := readFile(t, fs, x, h2); !bytes.Equal(got, data) || isLarge(t, fs, x) {
+		t.Fatal("the queued file reads back wrong or moved")
+	}
+	fs.diskTick()
+	if got := readFile(t, fs, x, h2); !bytes.Equal(got, data) || !isLarge(t, fs, x) {
+		t.Fatal("the moved file reads back wrong through a handle opened before the move")
+	}
+	writeFile(t, fs, x, h1, 0, []byte("after"))
+	copy(data, "after")
+	fs.Release(x, h1)
+	fs.Release(x, h2)
+	wantContent(t, fs, "/x", data)
+}
+
+// TestMoveBatches: more queued data than one batch takes (moveBatch, or
+// the journal's room: this arena's journal is small) moves in several
+// transactions, each with its own sync, all in one tick.
+func TestMoveBatches(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(64 << 20)})
+	syncs := syncCounter(env)
+	fs = env.reopen(fs)
+	const n, size = 100, 100 << 10 // 10 MB: two batches of at most moveBatch
+	for i := range n {
+		makeFile(t, fs, fmt.Sprint("f", i), pattern(size, byte(i)))
+	}
+	before := syncs.Load()
+	fs.diskTick()
+	if got := syncs.Load() - before; got < 2 || got > n/4 {
+		t.Fatalf("%d device syncs for %d files: want several batches of several files", got, n)
+	}
+	for i := range n {
+		p := fmt.Sprint("/f", i)
+		if !isLarge(t, fs, lookup(t, fs, RootIno, p[1:]).Ino) {
+			t.Fatalf("%s was not moved", p)
+		}
+		wantContent(t, fs, p, pattern(size, byte(i)))
+	}
+}
