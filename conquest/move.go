@@ -113,7 +113,8 @@ func (fs *FS) moveBatchLogged() (more bool) {
 // moveBatch bytes or the journal's room, and syncs the device once before
 // the transaction commits (the ordering point of toDiskLocked). Files that
 // no longer need it (deleted, unlinked and still open, moved, cut below the
-// threshold) leave the queue; when the batch fails, every file does, and the error is returned.
+// threshold) leave the queue; when the batch fails, every file does, and
+// the error is returned.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveBatchLocked() (more bool, err error) {
 	if fs.closed || fs.ds == nil || len(fs.moving) == 0 {
