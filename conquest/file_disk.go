@@ -227,22 +227,26 @@ func (fs *FS) maxSize() uint64 {
 // comment at the top). more reports arena storage left to free after the
 // commit (the inode is then on the orphan list; run finishShrinkLocked).
 func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
-	if more, err = fs.toDiskUnsyncedLocked(tx, in, false); err != nil {
+	seg, err := fs.diskCopyLocked(tx, in, false)
+	if err != nil {
 		return false, err
 	}
-	if err := fs.ds.Flush(tx, in.seg()); err != nil {
+	if more, err = fs.switchToDiskLocked(tx, in, seg); err != nil {
+		return false, err
+	}
+	if err := fs.ds.Flush(tx, seg); err != nil {
 		return false, err
 	}
 	return more, nil
 }
 
-// toDiskUnsyncedLocked is toDiskLocked without the device sync: the caller
-// must sync the device before tx commits (moveBatchLocked: one sync for
-// several files). fitted writes without preallocation (WriteFitted).
-func (fs *FS) toDiskUnsyncedLocked(tx *pram.Tx, in inode, fitted bool) (more bool, err error) {
+// diskCopyLocked is the first half of a move to the disk: a new segment
+// list holding a copy of the file's arena data, written to the device but
+// not synced. fitted writes without preallocation (WriteFitted).
+func (fs *FS) diskCopyLocked(tx *pram.Tx, in inode, fitted bool) (pram.Off, error) {
 	seg, err := fs.ds.NewFile(tx, uint64(in.ino))
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if size := in.size(); size > 0 && in.data() != 0 {
 		buf := make([]byte, size)
@@ -252,9 +256,18 @@ func (fs *FS) toDiskUnsyncedLocked(tx *pram.Tx, in inode, fitted bool) (more boo
 			write = fs.ds.WriteFitted
 		}
 		if err := write(tx, seg, 0, buf); err != nil {
-			return false, err
+			return 0, err
 		}
 	}
+	return seg, nil
+}
+
+// switchToDiskLocked is the second half: the inode points at seg and its
+// arena data is freed. The caller syncs the device before tx commits
+// (moveBatchLocked copies several files first and then switches them,
+// because an allocation of memory that tx freed journals that memory
+// first: copies after frees overflowed the journal). more: as toDiskLocked.
+func (fs *FS) switchToDiskLocked(tx *pram.Tx, in inode, seg pram.Off) (more bool, err error) {
 	in.set64(tx, iSeg, uint64(seg))
 	in.set32(tx, iFlags, in.flags()|flagDisk)
 	more, err = fs.memShrink(tx, in, 0)

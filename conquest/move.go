@@ -1,6 +1,8 @@
 package conquest
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 
 	"conquest/pram"
@@ -109,12 +111,36 @@ func (fs *FS) moveBatchLogged() (more bool) {
 	return false
 }
 
+// moveFits reports whether tx has journal room to move one more file of
+// size bytes: twice what the files moved so far (bytes of them, since the
+// room was room0) took per byte, and the journal's reserve. The journal a
+// file takes grows with the extents it maps, so with the fragmentation of
+// the free space (on a fragmented disk a 400 KiB file in 4 KiB blocks took
+// 55 KiB, the third of a fixed 32 KiB reserve overflowed a 256 KiB
+// journal); the first file of a batch is moved alone, as at a write.
+func (fs *FS) moveFits(tx *pram.Tx, room0, bytes, size uint64) bool {
+	room := tx.Room()
+	need := min(journalReserve, fs.a.Geometry().JournalLen/4)
+	if bytes > 0 && room0 > room {
+		need += (room0 - room) * 2 * size / bytes
+	}
+	return room >= need
+}
+
 // moveBatchLocked moves queued files to the disk in one transaction, until
-// moveBatch bytes or the journal's room, and syncs the device once before
-// the transaction commits (the ordering point of toDiskLocked). Files that
-// no longer need it (deleted, unlinked and still open, moved, cut below the
-// threshold) leave the queue; when the batch fails, every file does, and
-// the error is returned.
+// moveBatch bytes or the journal's room (moveFits), and syncs the device
+// once before the transaction commits (the ordering point of
+// toDiskLocked). Files that no longer need it (deleted, unlinked and still
+// open, moved, cut below the threshold) leave the queue; when the batch
+// fails, every file does, and the error is returned.
+//
+// What a move takes of the journal cannot be known in advance: it grows
+// with the extents the file maps and with the leaves of the free map and
+// the segment list that each insertion shifts (a 400 KiB file in 4 KiB
+// blocks on a fragmented disk took 17 KiB to more than 160 KiB). A batch
+// that overflows the journal is rolled back and tried again with half as
+// many files; a single file that overflows it fails as a move at a write
+// would.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveBatchLocked() (more bool, err error) {
 	if fs.closed || fs.ds == nil || len(fs.moving) == 0 {
@@ -126,35 +152,27 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 	}
 	slices.Sort(queued)
 	var done, shrink []Ino
-	err = fs.update(func(tx *pram.Tx) error {
-		done, shrink, more = done[:0], shrink[:0], false
-		var bytes uint64
-		var segs []pram.Off
-		for _, ino := range queued {
-			in, err := fs.inode(ino)
-			if err != nil || !in.isReg() || in.nlink() == 0 || !fs.wantDisk(in, in.size()) {
-				done = append(done, ino)
-				continue
-			}
-			if len(segs) > 0 && (bytes+in.size() > moveBatch || fs.journalLow(tx)) {
-				more = true
-				break
-			}
-			// Fitted: a closed file gets no close to trim it, and the
-			// batch's frees are not reused before it commits.
-			left, err := fs.toDiskUnsyncedLocked(tx, in, true)
-			if err != nil {
-				return err
-			}
-			done = append(done, ino)
-			if left {
-				shrink = append(shrink, ino)
-			}
-			bytes += in.size()
-			segs = append(segs, in.seg())
+	for limit := len(queued); ; {
+		var tried int
+		err = fs.update(func(tx *pram.Tx) (err error) {
+			done, shrink, more, tried = done[:0], shrink[:0], false, 0
+			defer func() {
+				if r := recover(); r != nil {
+					if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) && tried > 1 {
+						err = errBatchFull // update rolls tx back
+						return
+					}
+					panic(r)
+				}
+			}()
+			return fs.moveBatchTx(tx, queued, limit, &tried, &done, &shrink, &more)
+		})
+		if errors.Is(err, errBatchFull) {
+			limit = max(tried/2, 1)
+			continue
 		}
-		return fs.ds.FlushFiles(tx, segs)
-	})
+		break
+	}
 	if err != nil {
 		// The files stay in the arena, and a later write queues them
 		// again: a failing disk is not retried every tick.
@@ -170,4 +188,53 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 		}
 	}
 	return more, nil
+}
+
+// errBatchFull: a batch of moves overflowed the journal (moveBatchLocked
+// retries with fewer files). It wraps a sentinel that mapErr passes on.
+var errBatchFull = fmt.Errorf("%w: a batch of moves overflowed the journal", ErrBusy)
+
+// moveBatchTx is the transaction of moveBatchLocked: it copies at most
+// limit of the queued files to the disk, then switches them all (every
+// copy before any free: switchToDiskLocked), then syncs the device. tried
+// counts the files copied; done collects the files that leave the queue,
+// shrink those with arena data left to free, and more reports files left
+// for another batch.
+func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, tried *int, done, shrink *[]Ino, more *bool) error {
+	var bytes uint64
+	var segs []pram.Off
+	var ins []inode
+	room0 := tx.Room()
+	for _, ino := range queued {
+		in, err := fs.inode(ino)
+		if err != nil || !in.isReg() || in.nlink() == 0 || !fs.wantDisk(in, in.size()) {
+			*done = append(*done, ino)
+			continue
+		}
+		if len(segs) > 0 && (len(segs) >= limit || bytes+in.size() > moveBatch || !fs.moveFits(tx, room0, bytes, in.size())) {
+			*more = true
+			break
+		}
+		*tried++
+		// Fitted: a closed file gets no close to trim it, and the
+		// batch's frees are not reused before it commits.
+		seg, err := fs.diskCopyLocked(tx, in, true)
+		if err != nil {
+			return err
+		}
+		*done = append(*done, ino)
+		ins = append(ins, in)
+		bytes += in.size()
+		segs = append(segs, seg)
+	}
+	for i, in := range ins {
+		left, err := fs.switchToDiskLocked(tx, in, segs[i])
+		if err != nil {
+			return err
+		}
+		if left {
+			*shrink = append(*shrink, in.ino)
+		}
+	}
+	return fs.ds.FlushFiles(tx, segs)
 }

@@ -356,3 +356,49 @@ func TestMoveBatches(t *testing.T) {
 		wantContent(t, fs, p, pattern(size, byte(i)))
 	}
 }
+
+// TestMoveBatchFragmentedDisk: on a fragmented disk each moved file maps
+// many extents, which takes much more of the journal than a file of one
+// extent; a batch must stop adding files before the journal overflows
+// (a review helper saw "transaction too large for the journal" at the
+// tick and at unmount, and the files stayed in the arena).
+func TestMoveBatchFragmentedDisk(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 256 << 10})
+	// Fill most of the disk, then free every other 4 KiB block.
+	var big []Ino
+	for i := 0; ; i++ {
+		at, h, err := fs.Create(RootIno, fmt.Sprint("b", i), 0o644, O_CREAT|O_RDWR, user)
+		must(t, err)
+		_, err = fs.Write(at.Ino, h, 0, pattern(2<<20, byte(i)), false)
+		fs.Release(at.Ino, h)
+		if err != nil {
+			break
+		}
+		big = append(big, at.Ino)
+	}
+	for _, ino := range big {
+		for off := int64(0); off < 2<<20; off += 8192 {
+			must(t, fs.Fallocate(ino, off, 4096, FallocKeepSize|FallocPunchHole))
+		}
+	}
+	// The punched blocks are held until a checkpoint no longer maps them.
+	must(t, fs.Fsync(big[0], false))
+	tickUntilSettled(t, fs)
+	must(t, fs.Fsync(big[0], false))
+	var queued []Ino
+	for i := range 10 {
+		queued = append(queued, makeFile(t, fs, fmt.Sprint("q", i), pattern(400<<10, byte(100+i))))
+	}
+	fs.diskTick()
+	for i, ino := range queued {
+		if !isLarge(t, fs, ino) {
+			t.Errorf("q%d was not moved", i)
+		}
+	}
+	if env.logged("too large for the journal") || env.logged("moving files above") {
+		t.Fatalf("the batch failed: %q", env.logs)
+	}
+	for i := range queued {
+		wantContent(t, fs, fmt.Sprint("/q", i), pattern(400<<10, byte(100+i)))
+	}
+}
