@@ -321,6 +321,11 @@ func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err er
 	return true, nil
 }
 
+// journalPerBlock bounds the journal that writing one disk block may take
+// (diskWrite): its checksum, unsynced record and segment, and a shifted
+// free-map leaf; a review measured more than 8 KiB.
+const journalPerBlock = 12 << 10
+
 // diskWrite stores as much of src as one Tx should carry at off (or at the
 // end of file) and returns the bytes taken.
 func (fs *FS) diskWrite(tx *pram.Tx, in inode, off uint64, appendMode bool, src []byte) (int, error) {
@@ -334,17 +339,23 @@ func (fs *FS) diskWrite(tx *pram.Tx, in inode, off uint64, appendMode bool, src 
 	}
 	src = src[:min(uint64(len(src)), diskstore.MaxFileSize-off)]
 	// Each piece adds a checksum and, by default, an unsynced record per
-	// disk block to the Tx: bound the pieces so that the journal check
-	// between them keeps room.
-	piece := int(min(writeChunk, 64*fs.ds.BlockSize()))
+	// disk block to the Tx, and on free space cut into single blocks each
+	// block it takes shifts a leaf of the free map (up to 4 KiB of journal
+	// each; a 128 KiB write of 4 KiB blocks overflowed a 256 KiB journal).
+	// So a piece is at most as many blocks as half the journal holds at
+	// journalPerBlock, and another follows only while the room left is
+	// twice what the last one took.
+	bs := fs.ds.BlockSize()
+	piece := int(min(writeChunk, 64*bs, max(fs.a.Geometry().JournalLen/2/journalPerBlock, 1)*bs))
 	done := 0
 	for done < len(src) {
 		c := src[done:min(len(src), done+piece)]
+		before := tx.Room()
 		if err := fs.ds.Write(tx, seg, int64(off)+int64(done), c); err != nil {
 			return 0, err
 		}
 		done += len(c)
-		if fs.journalLow(tx) {
+		if fs.journalLow(tx) || tx.Room() < 2*(before-tx.Room()) {
 			break
 		}
 	}
