@@ -151,24 +151,23 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 		queued = append(queued, ino)
 	}
 	slices.Sort(queued)
-	var done, shrink []Ino
+	var b moveBatchResult
 	for limit := len(queued); ; {
-		var tried int
 		err = fs.update(func(tx *pram.Tx) (err error) {
-			done, shrink, more, tried = done[:0], shrink[:0], false, 0
+			b = moveBatchResult{}
 			defer func() {
 				if r := recover(); r != nil {
-					if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) && tried > 1 {
+					if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) && b.tried > 1 {
 						err = errBatchFull // update rolls tx back
 						return
 					}
 					panic(r)
 				}
 			}()
-			return fs.moveBatchTx(tx, queued, limit, &tried, &done, &shrink, &more)
+			return fs.moveBatchTx(tx, queued, limit, &b)
 		})
 		if errors.Is(err, errBatchFull) {
-			limit = max(tried/2, 1)
+			limit = max(b.tried/2, 1)
 			continue
 		}
 		break
@@ -179,15 +178,25 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 		clear(fs.moving)
 		return false, err
 	}
-	for _, ino := range done {
+	for _, ino := range b.done {
 		delete(fs.moving, ino)
 	}
-	for _, ino := range shrink {
+	for _, ino := range b.shrink {
 		if err := fs.finishShrinkLocked(ino); err != nil {
 			return false, err
 		}
 	}
-	return more, nil
+	return b.more, nil
+}
+
+// moveBatchResult is what one try of a batch's transaction did: tried
+// counts the files copied; done holds the files that leave the queue,
+// shrink those with arena data left to free after the commit, and more
+// reports files left for another batch.
+type moveBatchResult struct {
+	tried        int
+	done, shrink []Ino
+	more         bool
 }
 
 // errBatchFull: a batch of moves overflowed the journal (moveBatchLocked
@@ -196,11 +205,9 @@ var errBatchFull = fmt.Errorf("%w: a batch of moves overflowed the journal", Err
 
 // moveBatchTx is the transaction of moveBatchLocked: it copies at most
 // limit of the queued files to the disk, then switches them all (every
-// copy before any free: switchToDiskLocked), then syncs the device. tried
-// counts the files copied; done collects the files that leave the queue,
-// shrink those with arena data left to free, and more reports files left
-// for another batch.
-func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, tried *int, done, shrink *[]Ino, more *bool) error {
+// copy before any free: switchToDiskLocked), then syncs the device; b
+// records what it did.
+func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, b *moveBatchResult) error {
 	var bytes uint64
 	var segs []pram.Off
 	var ins []inode
@@ -208,21 +215,21 @@ func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, tried *int, done
 	for _, ino := range queued {
 		in, err := fs.inode(ino)
 		if err != nil || !in.isReg() || in.nlink() == 0 || !fs.wantDisk(in, in.size()) {
-			*done = append(*done, ino)
+			b.done = append(b.done, ino)
 			continue
 		}
 		if len(segs) > 0 && (len(segs) >= limit || bytes+in.size() > moveBatch || !fs.moveFits(tx, room0, bytes, in.size())) {
-			*more = true
+			b.more = true
 			break
 		}
-		*tried++
+		b.tried++
 		// Fitted: a closed file gets no close to trim it, and the
 		// batch's frees are not reused before it commits.
 		seg, err := fs.diskCopyLocked(tx, in, true)
 		if err != nil {
 			return err
 		}
-		*done = append(*done, ino)
+		b.done = append(b.done, ino)
 		ins = append(ins, in)
 		bytes += in.size()
 		segs = append(segs, seg)
@@ -233,7 +240,7 @@ func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, tried *int, done
 			return err
 		}
 		if left {
-			*shrink = append(*shrink, in.ino)
+			b.shrink = append(b.shrink, in.ino)
 		}
 	}
 	return fs.ds.FlushFiles(tx, segs)

@@ -85,8 +85,8 @@ func (s *Store) Writeback(tx *pram.Tx, seg pram.Off) error {
 }
 
 // WriteThrough writes data and flushes the file at once: the data is on
-// disk and published through tx when it returns. The core uses it to move a
-// file to disk.
+// disk and published through tx when it returns (Write, then Flush; the
+// core calls the two itself, with the move's other steps between them).
 func (s *Store) WriteThrough(tx *pram.Tx, seg pram.Off, off int64, data []byte) error {
 	if err := s.Write(tx, seg, off, data); err != nil {
 		return err
