@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"math/rand"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -528,6 +530,9 @@ func TestDiskCrashNoForeignData(t *testing.T) {
 
 func testDiskCrashNoForeignData(t *testing.T, mode diskstore.Durability) {
 	seed := int64(time.Now().UnixNano() & 0xffffffff)
+	if s := os.Getenv("CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
 	t.Logf("seed %d", seed)
 	const slots = 6
 	type wop struct{ kind, slot, off, n int }

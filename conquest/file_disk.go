@@ -355,11 +355,16 @@ func (fs *FS) diskWrite(tx *pram.Tx, in inode, off uint64, appendMode bool, src 
 			return 0, err
 		}
 		done += len(c)
+		// After each piece: a piece that filled the buffer flushed all of
+		// it, past the published size too, and the next piece may buffer
+		// bytes below that size again, after which publishSize would no
+		// longer see what was flushed (a crash then left written blocks
+		// beyond the end).
+		fs.publishSize(tx, in, max(size, off+uint64(done)))
 		if fs.journalLow(tx) || tx.Room() < 2*(before-tx.Room()) {
 			break
 		}
 	}
-	fs.publishSize(tx, in, max(size, off+uint64(done)))
 	fs.vol.markDirty(in.ino)
 	return done, nil
 }
