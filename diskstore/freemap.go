@@ -133,6 +133,39 @@ func (s *Store) takeExtent(tx *pram.Tx, c xcur, x extent) error {
 	return nil
 }
 
+// takeRun takes the whole free extents that come first at or after from,
+// in order, while each is entirely usable (see usable) and their total
+// stays within need, and removes them from the free map with one shift of
+// each leaf they lie in (removeRange). Taken one at a time on free space cut
+// into single blocks, each was a record removed from the middle of a leaf,
+// a shift of up to a leaf of journal per block: moving a 1 MiB file needed
+// more than a 256 KiB journal holds. It returns what it took, possibly
+// nothing.
+func (s *Store) takeRun(tx *pram.Tx, from Block, need uint64) ([]extent, error) {
+	l := s.freeList()
+	c, ok, err := l.seekGE(uint64(from))
+	var xs []extent
+	total := uint64(0)
+	for ok && err == nil {
+		f := l.get(c)
+		x := extent{Block(f[0]), Block(f[1])}
+		if total+x.len() > need || s.usable(x, 0, x.len()) != x {
+			break
+		}
+		xs = append(xs, x)
+		total += x.len()
+		c, ok, err = l.next(c)
+	}
+	if err != nil || len(xs) == 0 {
+		return nil, err
+	}
+	if err := l.removeRange(tx, uint64(xs[0].b), uint64(xs[len(xs)-1].b)+1, nil); err != nil {
+		return nil, err
+	}
+	tx.Set64(s.fm+fmOffFree, s.freeBlocks()-total)
+	return xs, nil
+}
+
 // usable is the first run of want blocks of the free extent f, at or after
 // from, that does not touch the quarantine (blocks freed by the current
 // transaction; sorted and disjoint) or the hold (freed since the last

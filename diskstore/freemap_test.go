@@ -3,6 +3,7 @@ package diskstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -63,7 +64,46 @@ func TestFreeMapModel(t *testing.T) {
 		}
 	}
 	maxExtents := uint64(0)
+	takes := 0
 	for step := 0; step < 4000; step++ {
+		if len(owned) > 0 && r.IntN(100) < 10 {
+			// takeRun: the whole free runs from a point on, in order,
+			// while their total stays within need.
+			from, need := Block(1+r.IntN(blocks-1)), uint64(1+r.IntN(64))
+			var want []extent
+			total := uint64(0)
+			for b := 1; b < blocks; {
+				if !free[b] {
+					b++
+					continue
+				}
+				c := b
+				for c < blocks && free[c] {
+					c++
+				}
+				if b >= int(from) {
+					if total+uint64(c-b) > need {
+						break
+					}
+					want = append(want, extent{Block(b), Block(c)})
+					total += uint64(c - b)
+				}
+				b = c
+			}
+			var got []extent
+			e.must(func(tx *pram.Tx) (err error) { got, err = s.takeRun(tx, from, need); return err })
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d: takeRun(%d, %d) took %v, model %v", step, from, need, got, want)
+			}
+			for _, x := range got {
+				for b := x.b; b < x.e; b++ {
+					free[b] = false
+				}
+				owned = append(owned, x)
+			}
+			takes += len(got)
+			continue
+		}
 		if len(owned) == 0 || r.IntN(100) < 55 {
 			want := uint64(1 + r.IntN(8))
 			goal := Block(r.IntN(blocks))
@@ -138,7 +178,10 @@ func TestFreeMapModel(t *testing.T) {
 	if h.nleaves != 1 {
 		t.Fatalf("%d leaves for one extent", h.nleaves)
 	}
-	t.Logf("up to %d free extents", maxExtents)
+	t.Logf("up to %d free extents; takeRun took %d", maxExtents, takes)
+	if takes < 100 {
+		t.Fatalf("takeRun took only %d extents", takes)
+	}
 	if maxExtents < 1000 {
 		t.Fatalf("only %d extents: the directory was not exercised", maxExtents)
 	}

@@ -666,15 +666,11 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			return allocs, err
 		}
 		got := uint64(0)
-		for got < count {
-			x, err := s.allocExtent(tx, want-got, goal)
-			if err != nil {
-				return allocs, err
-			}
+		use := func(x extent) error {
 			allocs = append(allocs, allocation{fb + got, x})
 			if pa, ok := s.dev.(preallocator); ok {
 				if err := pa.preallocate(int64(uint64(x.b)*s.bs), int64(x.len()*s.bs)); err != nil {
-					return allocs, s.ioErr(fmt.Sprintf("allocating disk blocks [%d, %d) in the image", x.b, x.e), err)
+					return s.ioErr(fmt.Sprintf("allocating disk blocks [%d, %d) in the image", x.b, x.e), err)
 				}
 			}
 			// The run's blocks, and preallocated blocks after it that this
@@ -686,8 +682,33 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			}
 			got += x.len()
 			goal = x.e
-			if got < count {
-				want = count // partial: take only what is needed from here on
+			return nil
+		}
+		for got < count {
+			asked := want - got
+			x, err := s.allocExtent(tx, asked, goal)
+			if err != nil {
+				return allocs, err
+			}
+			if err := use(x); err != nil {
+				return allocs, err
+			}
+			if got >= count {
+				break
+			}
+			want = count // partial: take only what is needed from here on
+			if asked == count-(got-x.len()) {
+				// No free run holds what is left: take the whole free
+				// extents that follow x at once (takeRun).
+				xs, err := s.takeRun(tx, x.e, count-got)
+				if err != nil {
+					return allocs, err
+				}
+				for _, x := range xs {
+					if err := use(x); err != nil {
+						return allocs, err
+					}
+				}
 			}
 		}
 		i = j
