@@ -28,7 +28,7 @@ func TestGatheredFlushPublishesSize(t *testing.T) {
 	fs, err := Open(P, "", opts)
 	must(t, err)
 	bs := fs.ds.BlockSize()
-	piece := int(min(64, max(fs.a.Geometry().JournalLen/2/journalPerBlock, 1)) * bs)
+	piece := int(min(64, max(fs.a.Geometry().JournalLen/2/diskstore.JournalPerBlock, 1)) * bs)
 	if piece < 40*K || piece > 100*K {
 		t.Fatalf("setup: pieces of %d bytes, want 40 to 100 KiB", piece)
 	}

@@ -321,11 +321,6 @@ func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err er
 	return true, nil
 }
 
-// journalPerBlock bounds the journal that writing one disk block may take
-// (diskWrite): its checksum, unsynced record and segment, and a shifted
-// free-map leaf; a review measured more than 8 KiB.
-const journalPerBlock = 12 << 10
-
 // diskWrite stores as much of src as one Tx should carry at off (or at the
 // end of file) and returns the bytes taken.
 func (fs *FS) diskWrite(tx *pram.Tx, in inode, off uint64, appendMode bool, src []byte) (int, error) {
@@ -340,16 +335,22 @@ func (fs *FS) diskWrite(tx *pram.Tx, in inode, off uint64, appendMode bool, src 
 	src = src[:min(uint64(len(src)), diskstore.MaxFileSize-off)]
 	// Each piece adds a checksum and, by default, an unsynced record per
 	// disk block to the Tx, and on free space cut into single blocks each
-	// block it takes shifts a leaf of the free map (up to 4 KiB of journal
-	// each; a 128 KiB write of 4 KiB blocks overflowed a 256 KiB journal).
-	// So a piece is at most as many blocks as half the journal holds at
-	// journalPerBlock, and another follows only while the room left is
-	// twice what the last one took.
+	// block it takes shifts a leaf of the free map and of the segment list
+	// (up to 4 KiB of journal each; a 128 KiB write of 4 KiB blocks
+	// overflowed a 256 KiB journal). So a piece is at most as many blocks as
+	// half the journal holds at diskstore.JournalPerBlock, the first one at
+	// most as many as half the room left holds (a move to the disk in this
+	// Tx may have used much of it), and another follows only while the
+	// room left is twice what the last one took.
 	bs := fs.ds.BlockSize()
-	piece := int(min(writeChunk, 64*bs, max(fs.a.Geometry().JournalLen/2/journalPerBlock, 1)*bs))
+	piece := int(min(writeChunk, 64*bs, max(fs.a.Geometry().JournalLen/2/diskstore.JournalPerBlock, 1)*bs))
+	first := int(min(uint64(piece), max(tx.Room()/2/diskstore.JournalPerBlock, 1)*bs))
 	done := 0
 	for done < len(src) {
 		c := src[done:min(len(src), done+piece)]
+		if done == 0 {
+			c = src[:min(len(src), first)]
+		}
 		before := tx.Room()
 		if err := fs.ds.Write(tx, seg, int64(off)+int64(done), c); err != nil {
 			return 0, err

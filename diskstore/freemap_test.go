@@ -230,3 +230,60 @@ func TestAllocSkipsHeldNearGoal(t *testing.T) {
 	}
 	e.check(map[pram.Off]int64{seg: blocks * 4096})
 }
+
+// TestUnallocKeepsJournalRoom: allocFor's undo after a failed allocation
+// (unalloc) gives back what it took; on free space cut into single blocks
+// that is one free-map insertion, a leaf shifted, per block, and after
+// takeRun took hundreds of them at once the undo overflowed the journal (a
+// panic: EIO for what was ENOSPC). The undo is best effort, as the caller
+// aborts the transaction, and stops while the journal has room.
+func TestUnallocKeepsJournalRoom(t *testing.T) {
+	const blocks = 1 << 14
+	e := newEnv(t, envOpts{arenaSize: 16 << 20, blockSize: 4096, dev: NewMemDevice(blocks * 4096)})
+	s := e.s
+	// Every other block free: 8,191 single-block extents.
+	e.must(func(tx *pram.Tx) error {
+		x, err := s.allocExtent(tx, blocks-1, 1)
+		if err != nil || x.len() != blocks-1 {
+			return fmt.Errorf("allocating the disk: %v, %v", x, err)
+		}
+		return nil
+	})
+	for b := Block(1); b < blocks; b += 2 {
+		e.must(func(tx *pram.Tx) error { return s.freeExtent(tx, extent{b, b + 1}) })
+	}
+	free0 := s.freeBlocks()
+	var room uint64
+	err := e.do(func(tx *pram.Tx) error {
+		xs, err := s.takeRun(tx, 1, 3000)
+		if err != nil {
+			return err
+		}
+		if len(xs) != 3000 {
+			return fmt.Errorf("takeRun took %d extents, want 3000", len(xs))
+		}
+		var allocs []allocation
+		for i, x := range xs {
+			allocs = append(allocs, allocation{uint64(i), x})
+		}
+		s.unalloc(tx, allocs)
+		room = tx.Room()
+		return ErrNoSpace // as the failed allocation would
+	})
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("the transaction ended with %v, want the allocation's ErrNoSpace", err)
+	}
+	if room < unallocRoom/2 {
+		t.Fatalf("the undo left %d bytes of journal", room)
+	}
+	if got := s.freeBlocks(); got != free0 {
+		t.Fatalf("%d free blocks after the abort, %d before", got, free0)
+	}
+	if n, _ := s.freeList().length(); n != free0 {
+		t.Fatalf("%d free extents after the abort, want %d", n, free0)
+	}
+	c := e.h.NewChecker()
+	for _, err := range append(s.freeList().check(c), c.Errors()...) {
+		t.Fatal(err)
+	}
+}

@@ -441,7 +441,15 @@ func (s *Store) tidyRoom() uint64 {
 // merges with no free neighbour needs a record in the free map, and on a
 // full arena the fsync that synced the disk used to fail with ENOSPC here,
 // leaving the quarantine (and its space) held.
-func (s *Store) tidy(tx *pram.Tx) error {
+func (s *Store) tidy(tx *pram.Tx) error { return s.tidyLeaving(tx, 0) }
+
+// tidyLeaving is tidy leaving extra journal room besides tidyRoom: Write
+// tidies before it writes, and leaves what its blocks may take
+// (JournalPerBlock each, at most half the journal). Tidying left only
+// tidyRoom before, less than a write of 4 KiB blocks on free space cut into
+// single blocks can take (each block a free-map and a segment-list leaf
+// shifted), and the write overflowed the journal: EIO.
+func (s *Store) tidyLeaving(tx *pram.Tx, extra uint64) error {
 	s.mu.Lock()
 	need := s.needTidy
 	s.mu.Unlock()
@@ -451,7 +459,7 @@ func (s *Store) tidy(tx *pram.Tx) error {
 	var done bool
 	err := s.h.UsingReserve(func() error {
 		var err error
-		done, err = s.tidySome(tx)
+		done, err = s.tidySome(tx, s.tidyRoom()+extra)
 		return err
 	})
 	if err != nil || !done {
@@ -464,8 +472,7 @@ func (s *Store) tidy(tx *pram.Tx) error {
 	return nil
 }
 
-func (s *Store) tidySome(tx *pram.Tx) (bool, error) {
-	room := s.tidyRoom()
+func (s *Store) tidySome(tx *pram.Tx, room uint64) (bool, error) {
 	cur := s.epoch()
 	// The quarantine, from its end (removing the last record shifts
 	// nothing).

@@ -10,6 +10,13 @@ import (
 // flushBatch bounds the staging buffer of one flush step.
 const flushBatch = 8 << 20
 
+// JournalPerBlock bounds the undo journal that writing one disk block may
+// take: its checksum and unsynced record, and on free space cut into single
+// blocks a shifted leaf of the free map and of the segment list (a review
+// measured more than 8 KiB). The core sizes the pieces of a write by it,
+// and Write leaves that much room when it tidies first.
+const JournalPerBlock = 12 << 10
+
 func (s *Store) checkRange(seg pram.Off, off int64, n int) error {
 	if err := s.validSeg(seg); err != nil {
 		return err
@@ -54,7 +61,8 @@ func (s *Store) Write(tx *pram.Tx, seg pram.Off, off int64, data []byte) error {
 		if err := s.settle(false); err != nil {
 			return err
 		}
-		if err := s.tidy(tx); err != nil {
+		leave := min((uint64(len(data))/s.bs+2)*JournalPerBlock, s.a.Geometry().JournalLen/2)
+		if err := s.tidyLeaving(tx, leave); err != nil {
 			return err
 		}
 		if err := s.writeRuns(tx, seg, []run{{off, data}}); err != nil {
@@ -734,13 +742,23 @@ func (s *Store) goal(seg pram.Off, fb uint64) (Block, error) {
 	return x.disk + Block(x.count) + Block(fb-x.end()), nil
 }
 
-// unalloc returns extents allocated by a failed flush to the free map (best
-// effort: the caller aborts the transaction anyway if this fails).
+// unalloc returns extents allocated by a failed flush to the free map, best
+// effort: the caller aborts the transaction anyway. It stops while the
+// journal still has room for one more insertion (unallocRoom): giving back
+// hundreds of single blocks that takeRun took with one shift per leaf costs
+// a shift each, and overflowing the journal here turned an ENOSPC into EIO.
 func (s *Store) unalloc(tx *pram.Tx, allocs []allocation) {
 	for _, a := range allocs {
+		if tx.Room() < unallocRoom {
+			return
+		}
 		_ = s.freeExtent(tx, a.x)
 	}
 }
+
+// unallocRoom is the journal one free-map insertion may take: a leaf shifted,
+// a leaf split and the directory grown.
+const unallocRoom = 3*maxLeafBytes + maxDirEntries*dirEntrySize
 
 // writePlan writes the blocks with a destination, one request per run of
 // blocks contiguous both in the file and on disk, and returns the bytes
