@@ -1,6 +1,7 @@
 package conquest
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -50,5 +51,114 @@ func TestMoveOnSingleBlockFreeSpace(t *testing.T) {
 			t.Errorf("m%d (%d bytes) stayed in the arena (log %q)", i, len(data), env.logs)
 		}
 		wantContent(t, fs, fmt.Sprint("/m", i), data)
+	}
+}
+
+// TestMoveOnSingleBlockFreeSpaceFull: the same disk with fewer free blocks
+// than a move needs. takeRun takes the few hundred single blocks there are,
+// the allocation then fails with ENOSPC, and giving them back one free-map
+// insertion each (allocFor's undo, unalloc) overflowed the journal: the
+// writer got EIO for what is ENOSPC (a review's stress run found it). The
+// undo is best effort (the caller aborts the transaction) and now stops
+// while the journal has room.
+func TestMoveOnSingleBlockFreeSpaceFull(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 1 << 20})
+	var big []Ino
+	for i := 0; ; i++ {
+		at, h, err := fs.Create(RootIno, fmt.Sprint("b", i), 0o644, O_CREAT|O_RDWR, user)
+		must(t, err)
+		_, err = fs.Write(at.Ino, h, 0, pattern(4<<20, byte(i)), false)
+		fs.Release(at.Ino, h)
+		big = append(big, at.Ino)
+		if err != nil {
+			break
+		}
+	}
+	for _, ino := range big {
+		for off := int64(0); off < 4<<20; off += 8192 {
+			must(t, fs.Fallocate(ino, off, 4096, FallocKeepSize|FallocPunchHole))
+		}
+	}
+	must(t, fs.Fsync(big[0], false))
+	tickUntilSettled(t, fs)
+	must(t, fs.Fsync(big[0], false))
+	// Leave 300 free blocks: a filler on the disk takes the rest.
+	free := fs.Usage().DiskFree
+	at, h, err := fs.Create(RootIno, "filler", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	fill := int(free - 300*4096)
+	for off := 0; off < fill; off += 128 << 10 {
+		if _, err := fs.Write(at.Ino, h, int64(off), pattern(min(128<<10, fill-off), 7), false); err != nil {
+			t.Fatalf("filler at %d: %v", off, err)
+		}
+	}
+	must(t, fs.Fsync(at.Ino, false))
+	fs.Release(at.Ino, h)
+	tickUntilSettled(t, fs)
+	t.Logf("%d KiB free after the filler", fs.Usage().DiskFree>>10)
+	data := pattern(2<<20+300<<10, 9)
+	at, h, err = fs.Create(RootIno, "m", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	defer fs.Release(at.Ino, h)
+	var werr error
+	for off := 0; off < len(data) && werr == nil; off += 128 << 10 {
+		_, werr = fs.Write(at.Ino, h, int64(off), data[off:min(len(data), off+128<<10)], false)
+	}
+	if !errors.Is(werr, ErrNoSpace) {
+		t.Fatalf("write past the disk's free blocks: %v, want ENOSPC (log %q)", werr, env.logs)
+	}
+	if env.logged("too large for the journal") {
+		t.Fatalf("the journal overflowed: %q", env.logs)
+	}
+}
+
+// TestMoveTooLargeForJournalStaysInArena: a file whose move cannot fit in
+// the journal at all (4 MiB moved at moveCap, each block its own extent on
+// free space cut into single blocks, a 256 KiB journal) overflowed it in the
+// writer's transaction, and the writer got EIO. The write now goes on in the
+// arena (holdMove): no error, the contents intact, the file queued for the
+// commit and left in the arena when its move fails there too.
+func TestMoveTooLargeForJournalStaysInArena(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{size: 48 << 20, journalLen: 256 << 10, diskSize: 64 << 20, threshold: 4 << 20})
+	var big []Ino
+	for i := 0; ; i++ {
+		at, h, err := fs.Create(RootIno, fmt.Sprint("b", i), 0o644, O_CREAT|O_RDWR, user)
+		must(t, err)
+		_, err = fs.Write(at.Ino, h, 0, pattern(4<<20, byte(i)), false)
+		fs.Release(at.Ino, h)
+		big = append(big, at.Ino)
+		if err != nil {
+			break
+		}
+	}
+	for _, ino := range big {
+		for off := int64(0); off < 4<<20; off += 8192 {
+			must(t, fs.Fallocate(ino, off, 4096, FallocKeepSize|FallocPunchHole))
+		}
+	}
+	must(t, fs.Fsync(big[0], false))
+	tickUntilSettled(t, fs)
+	must(t, fs.Fsync(big[0], false))
+	data := pattern(9<<20, 9)
+	at, h, err := fs.Create(RootIno, "m", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	for off := 0; off < len(data); off += 128 << 10 {
+		if _, err := fs.Write(at.Ino, h, int64(off), data[off:off+128<<10], false); err != nil {
+			t.Fatalf("write at %d: %v (log %q)", off, err, env.logs)
+		}
+	}
+	must(t, fs.Fsync(at.Ino, false))
+	fs.Release(at.Ino, h)
+	wantContent(t, fs, "/m", data)
+	if env.logged("operation aborted") {
+		t.Fatalf("a write's transaction was aborted: %q", env.logs)
+	}
+	if isLarge(t, fs, at.Ino) || !isQueued(fs, at.Ino) {
+		t.Fatalf("on disk %v, queued %v: want held in the arena, queued", isLarge(t, fs, at.Ino), isQueued(fs, at.Ino))
+	}
+	fs.diskTick()
+	wantContent(t, fs, "/m", data)
+	if isLarge(t, fs, at.Ino) || !env.logged("a move to the disk overflowed the journal") || env.logged("operation aborted") {
+		t.Fatalf("after the commit: on disk %v; log %q", isLarge(t, fs, at.Ino), env.logs)
 	}
 }

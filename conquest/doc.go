@@ -59,8 +59,9 @@
 // sync), like any request; Close stops it and waits for it before taking
 // FS.mu.
 //
-// fs.lsize (the unpublished sizes of large files, see file_disk.go) and
-// fs.moving (the files waiting to move, move.go) are guarded by FS.mu:
+// fs.lsize (the unpublished sizes of large files, see file_disk.go),
+// fs.moving (the files waiting to move, move.go) and fs.moveHeld (files
+// whose move at a write overflowed the journal) are guarded by FS.mu:
 // written with it held exclusively, read shared.
 //
 // ReadDir calls its callback with FS.mu held shared: the callback must not

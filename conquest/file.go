@@ -1,6 +1,7 @@
 package conquest
 
 import (
+	"errors"
 	"fmt"
 
 	"conquest/diskstore"
@@ -137,7 +138,21 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 	for {
 		chunk := src[total:]
 		wrote, more := 0, false
-		err := fs.update(func(tx *pram.Tx) error {
+		err := fs.update(func(tx *pram.Tx) (err error) {
+			moved := false
+			defer func() {
+				if !moved {
+					return
+				}
+				// A move that overflowed the journal (holdMove).
+				if r := recover(); r != nil {
+					if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) {
+						err = errMoveFull // update rolls tx back
+						return
+					}
+					panic(r)
+				}
+			}()
 			in, err := fs.regInode(ino)
 			if err != nil {
 				return err
@@ -165,7 +180,9 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 					in.setTime(tx, iCtime, now)
 				}
 			}
-			if fs.moveNow(in, o+uint64(len(chunk))) || fs.spill(in, o, o+min(uint64(len(chunk)), writeChunk)) {
+			_, held := fs.moveHeld[ino] // moveNow queues it
+			if (fs.moveNow(in, o+uint64(len(chunk))) || fs.spill(in, o, o+min(uint64(len(chunk)), writeChunk))) && !held {
+				moved = true
 				if more, err = fs.toDiskLocked(tx, in); err != nil {
 					return err
 				}
@@ -182,6 +199,10 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 			}
 			return nil
 		})
+		if errors.Is(err, errMoveFull) {
+			fs.holdMove(ino)
+			continue // the same chunk, in the arena
+		}
 		if err == nil && more {
 			err = fs.finishShrinkLocked(ino)
 		}

@@ -46,6 +46,7 @@ type FS struct {
 	lsizeUndo []lsizeChange    // changes to lsize in the open Tx (mu held exclusively)
 	spills    uint64           // files sent to the disk by spill since Open (mu held exclusively)
 	moving    map[Ino]struct{} // arena files above the threshold queued for the disk commit (move.go; mu)
+	moveHeld  map[Ino]struct{} // files whose move at a write overflowed the journal: they wait for the commit (move.go; mu)
 	moveErr   string           // the last error of a move logged (move.go; mu held exclusively)
 	repairing bool             // Repair is making /lost+found: newInode may take mapReserve (mu held exclusively)
 

@@ -63,7 +63,7 @@ func (fs *FS) moveNow(in inode, end uint64) bool {
 	if !fs.wantDisk(in, max(end, in.size())) {
 		return false
 	}
-	if fs.commit.stop == nil || end > fs.moveCap() {
+	if _, held := fs.moveHeld[in.ino]; !held && (fs.commit.stop == nil || end > fs.moveCap()) {
 		return true
 	}
 	if fs.moving == nil {
@@ -139,8 +139,8 @@ func (fs *FS) moveFits(tx *pram.Tx, room0, bytes, size uint64) bool {
 // the segment list that each insertion shifts (a 400 KiB file in 4 KiB
 // blocks on a fragmented disk took 17 KiB to more than 160 KiB). A batch
 // that overflows the journal is rolled back and tried again with half as
-// many files; a single file that overflows it fails as a move at a write
-// would.
+// many files; a single file that overflows it fails with errMoveFull (it
+// stays in the arena, as at a write: holdMove).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveBatchLocked() (more bool, err error) {
 	if fs.closed || fs.ds == nil || len(fs.moving) == 0 {
@@ -157,8 +157,11 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 			b = moveBatchResult{}
 			defer func() {
 				if r := recover(); r != nil {
-					if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) && b.tried > 1 {
+					if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) {
 						err = errBatchFull // update rolls tx back
+						if b.tried <= 1 {
+							err = errMoveFull // one file: it stays in the arena
+						}
 						return
 					}
 					panic(r)
@@ -180,6 +183,7 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 	}
 	for _, ino := range b.done {
 		delete(fs.moving, ino)
+		delete(fs.moveHeld, ino)
 	}
 	for _, ino := range b.shrink {
 		if err := fs.finishShrinkLocked(ino); err != nil {
@@ -197,6 +201,28 @@ type moveBatchResult struct {
 	tried        int
 	done, shrink []Ino
 	more         bool
+}
+
+// errMoveFull: a write's move of its file to the disk overflowed the journal
+// (writeData then holds the file in the arena for the commit: holdMove).
+var errMoveFull = fmt.Errorf("%w: a move to the disk overflowed the journal", ErrBusy)
+
+// holdMove keeps an arena file whose move at a write overflowed the journal
+// (free space cut into single blocks and a small arena: every block its own
+// extent) from moving at its writes: the write goes on in the arena, and
+// the file is queued for the commit, which moves it alone if it can (the
+// same failure is logged once) and otherwise leaves it in the arena, as a
+// failed batch does. Before, the writer got EIO.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) holdMove(ino Ino) {
+	if fs.moveHeld == nil {
+		fs.moveHeld = make(map[Ino]struct{})
+	}
+	fs.moveHeld[ino] = struct{}{}
+	if fs.moving == nil {
+		fs.moving = make(map[Ino]struct{})
+	}
+	fs.moving[ino] = struct{}{}
 }
 
 // errBatchFull: a batch of moves overflowed the journal (moveBatchLocked

@@ -146,6 +146,9 @@ func (fs *FS) freeInodeLocked(ino Ino) error {
 			return err
 		})
 		if err != nil || done {
+			if done {
+				delete(fs.moveHeld, ino) // the number may be reused
+			}
 			return err
 		}
 	}
