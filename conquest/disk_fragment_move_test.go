@@ -55,12 +55,12 @@ func TestMoveOnSingleBlockFreeSpace(t *testing.T) {
 }
 
 // TestMoveOnSingleBlockFreeSpaceFull: the same disk with fewer free blocks
-// than a move needs. takeRun takes the few hundred single blocks there are,
-// the allocation then fails with ENOSPC, and giving them back one free-map
-// insertion each (allocFor's undo, unalloc) overflowed the journal: the
-// writer got EIO for what is ENOSPC (a review's stress run found it). The
-// undo is best effort (the caller aborts the transaction) and now stops
-// while the journal has room.
+// than a move needs: takeRun takes the few hundred single blocks there are,
+// the allocation then fails, and the writer must get ENOSPC. (Giving those
+// blocks back one free-map insertion each overflowed the journal in a
+// review's stress run, where they lay among other free extents; here they
+// are the last ones, so that undo is cheap: diskstore's
+// TestUnallocKeepsJournalRoom reproduces it.)
 func TestMoveOnSingleBlockFreeSpaceFull(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 1 << 20})
 	var big []Ino
