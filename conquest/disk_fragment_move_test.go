@@ -6,15 +6,12 @@ import (
 	"testing"
 )
 
-// TestMoveOnSingleBlockFreeSpace: with the disk's free space cut into
-// single blocks, moving a file to the disk takes one free extent per block,
-// and each taken extent was a record removed from the middle of a free-map
-// leaf (a shift of up to a leaf's 4 KiB of journal): the write that took a
-// file past 2 MiB (moveCap) moved it in its own transaction, which needed
-// more than a 256 KiB journal holds, and the writer got EIO. The store now
-// takes a run of whole free extents with one shift per leaf.
-func TestMoveOnSingleBlockFreeSpace(t *testing.T) {
-	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 1 << 20})
+// punchDisk fills the disk with 4 MiB files, written until it is full, and
+// punches every other 4 KiB block of them, so that the free space is single
+// blocks; it waits until the punched blocks are no longer held for a
+// checkpoint.
+func punchDisk(t *testing.T, fs *FS) {
+	t.Helper()
 	var big []Ino
 	for i := 0; ; i++ {
 		at, h, err := fs.Create(RootIno, fmt.Sprint("b", i), 0o644, O_CREAT|O_RDWR, user)
@@ -35,7 +32,19 @@ func TestMoveOnSingleBlockFreeSpace(t *testing.T) {
 	must(t, fs.Fsync(big[0], false))
 	tickUntilSettled(t, fs)
 	must(t, fs.Fsync(big[0], false))
-	t.Logf("%d files punched; disk free %d KiB", len(big), fs.Usage().DiskFree>>10)
+}
+
+// TestMoveOnSingleBlockFreeSpace: with the disk's free space cut into
+// single blocks, moving a file to the disk takes one free extent per block,
+// and each taken extent was a record removed from the middle of a free-map
+// leaf (a shift of up to a leaf's 4 KiB of journal): the write that took a
+// file past 2 MiB (moveCap) moved it in its own transaction, which needed
+// more than a 256 KiB journal holds, and the writer got EIO. The store now
+// takes a run of whole free extents with one shift per leaf.
+func TestMoveOnSingleBlockFreeSpace(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 1 << 20})
+	punchDisk(t, fs)
+	t.Logf("disk free %d KiB, in single blocks", fs.Usage().DiskFree>>10)
 	for i := range 4 {
 		data := pattern(2<<20+(i+1)*100<<10, byte(100+i))
 		at, h, err := fs.Create(RootIno, fmt.Sprint("m", i), 0o644, O_CREAT|O_RDWR, user)
@@ -63,25 +72,7 @@ func TestMoveOnSingleBlockFreeSpace(t *testing.T) {
 // TestUnallocKeepsJournalRoom reproduces it.)
 func TestMoveOnSingleBlockFreeSpaceFull(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 1 << 20})
-	var big []Ino
-	for i := 0; ; i++ {
-		at, h, err := fs.Create(RootIno, fmt.Sprint("b", i), 0o644, O_CREAT|O_RDWR, user)
-		must(t, err)
-		_, err = fs.Write(at.Ino, h, 0, pattern(4<<20, byte(i)), false)
-		fs.Release(at.Ino, h)
-		big = append(big, at.Ino)
-		if err != nil {
-			break
-		}
-	}
-	for _, ino := range big {
-		for off := int64(0); off < 4<<20; off += 8192 {
-			must(t, fs.Fallocate(ino, off, 4096, FallocKeepSize|FallocPunchHole))
-		}
-	}
-	must(t, fs.Fsync(big[0], false))
-	tickUntilSettled(t, fs)
-	must(t, fs.Fsync(big[0], false))
+	punchDisk(t, fs)
 	// Leave 300 free blocks: a filler on the disk takes the rest.
 	free := fs.Usage().DiskFree
 	at, h, err := fs.Create(RootIno, "filler", 0o644, O_CREAT|O_RDWR, user)
@@ -120,25 +111,7 @@ func TestMoveOnSingleBlockFreeSpaceFull(t *testing.T) {
 // commit and left in the arena when its move fails there too.
 func TestMoveTooLargeForJournalStaysInArena(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{size: 48 << 20, journalLen: 256 << 10, diskSize: 64 << 20, threshold: 4 << 20})
-	var big []Ino
-	for i := 0; ; i++ {
-		at, h, err := fs.Create(RootIno, fmt.Sprint("b", i), 0o644, O_CREAT|O_RDWR, user)
-		must(t, err)
-		_, err = fs.Write(at.Ino, h, 0, pattern(4<<20, byte(i)), false)
-		fs.Release(at.Ino, h)
-		big = append(big, at.Ino)
-		if err != nil {
-			break
-		}
-	}
-	for _, ino := range big {
-		for off := int64(0); off < 4<<20; off += 8192 {
-			must(t, fs.Fallocate(ino, off, 4096, FallocKeepSize|FallocPunchHole))
-		}
-	}
-	must(t, fs.Fsync(big[0], false))
-	tickUntilSettled(t, fs)
-	must(t, fs.Fsync(big[0], false))
+	punchDisk(t, fs)
 	data := pattern(9<<20, 9)
 	at, h, err := fs.Create(RootIno, "m", 0o644, O_CREAT|O_RDWR, user)
 	must(t, err)

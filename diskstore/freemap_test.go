@@ -26,9 +26,9 @@ func TestFreeMapModel(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 3))
 	var owned []extent
-	verify := func(step int) {
-		t.Helper()
-		var runs []extent
+	// runs are the model's free extents.
+	runs := func() []extent {
+		var xs []extent
 		for b := 1; b < blocks; {
 			if !free[b] {
 				b++
@@ -38,9 +38,14 @@ func TestFreeMapModel(t *testing.T) {
 			for c < blocks && free[c] {
 				c++
 			}
-			runs = append(runs, extent{Block(b), Block(c)})
+			xs = append(xs, extent{Block(b), Block(c)})
 			b = c
 		}
+		return xs
+	}
+	verify := func(step int) {
+		t.Helper()
+		runs := runs()
 		var got []extent
 		if err := s.freeList().walk(func(r rec) bool { got = append(got, extent{Block(r[0]), Block(r[1])}); return true }); err != nil {
 			t.Fatal(err)
@@ -72,23 +77,15 @@ func TestFreeMapModel(t *testing.T) {
 			from, need := Block(1+r.IntN(blocks-1)), uint64(1+r.IntN(64))
 			var want []extent
 			total := uint64(0)
-			for b := 1; b < blocks; {
-				if !free[b] {
-					b++
+			for _, x := range runs() {
+				if x.b < from {
 					continue
 				}
-				c := b
-				for c < blocks && free[c] {
-					c++
+				if total+x.len() > need {
+					break
 				}
-				if b >= int(from) {
-					if total+uint64(c-b) > need {
-						break
-					}
-					want = append(want, extent{Block(b), Block(c)})
-					total += uint64(c - b)
-				}
-				b = c
+				want = append(want, x)
+				total += x.len()
 			}
 			var got []extent
 			e.must(func(tx *pram.Tx) (err error) { got, err = s.takeRun(tx, from, need); return err })
