@@ -6,17 +6,17 @@ import (
 	"testing"
 )
 
-// punchDisk fills the disk with 4 MiB files, written until it is full, and
-// punches every other 4 KiB block of them, so that the free space is single
+// punchDisk fills the disk with files of size bytes, written until it is
+// full, and punches every other 4 KiB block of them, so that the free space is single
 // blocks; it waits until the punched blocks are no longer held for a
 // checkpoint.
-func punchDisk(t *testing.T, fs *FS) {
+func punchDisk(t *testing.T, fs *FS, size int) {
 	t.Helper()
 	var big []Ino
 	for i := 0; ; i++ {
 		at, h, err := fs.Create(RootIno, fmt.Sprint("b", i), 0o644, O_CREAT|O_RDWR, user)
 		must(t, err)
-		_, err = fs.Write(at.Ino, h, 0, pattern(4<<20, byte(i)), false)
+		_, err = fs.Write(at.Ino, h, 0, pattern(size, byte(i)), false)
 		fs.Release(at.Ino, h)
 		big = append(big, at.Ino)
 		if err != nil {
@@ -24,7 +24,7 @@ func punchDisk(t *testing.T, fs *FS) {
 		}
 	}
 	for _, ino := range big {
-		for off := int64(0); off < 4<<20; off += 8192 {
+		for off := int64(0); off < int64(size); off += 8192 {
 			must(t, fs.Fallocate(ino, off, 4096, FallocKeepSize|FallocPunchHole))
 		}
 	}
@@ -43,7 +43,7 @@ func punchDisk(t *testing.T, fs *FS) {
 // takes a run of whole free extents with one shift per leaf.
 func TestMoveOnSingleBlockFreeSpace(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 1 << 20})
-	punchDisk(t, fs)
+	punchDisk(t, fs, 4<<20)
 	t.Logf("disk free %d KiB, in single blocks", fs.Usage().DiskFree>>10)
 	for i := range 4 {
 		data := pattern(2<<20+(i+1)*100<<10, byte(100+i))
@@ -72,7 +72,7 @@ func TestMoveOnSingleBlockFreeSpace(t *testing.T) {
 // TestUnallocKeepsJournalRoom reproduces it.)
 func TestMoveOnSingleBlockFreeSpaceFull(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 1 << 20})
-	punchDisk(t, fs)
+	punchDisk(t, fs, 4<<20)
 	// Leave 300 free blocks: a filler on the disk takes the rest.
 	free := fs.Usage().DiskFree
 	at, h, err := fs.Create(RootIno, "filler", 0o644, O_CREAT|O_RDWR, user)
@@ -111,7 +111,7 @@ func TestMoveOnSingleBlockFreeSpaceFull(t *testing.T) {
 // commit and left in the arena when its move fails there too.
 func TestMoveTooLargeForJournalStaysInArena(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{size: 48 << 20, journalLen: 256 << 10, diskSize: 64 << 20, threshold: 4 << 20})
-	punchDisk(t, fs)
+	punchDisk(t, fs, 4<<20)
 	data := pattern(9<<20, 9)
 	at, h, err := fs.Create(RootIno, "m", 0o644, O_CREAT|O_RDWR, user)
 	must(t, err)

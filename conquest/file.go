@@ -140,19 +140,13 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 		wrote, more := 0, false
 		err := fs.update(func(tx *pram.Tx) (err error) {
 			moved := false
-			defer func() {
-				if !moved {
-					return
+			// A move that overflowed the journal (holdMove).
+			defer overflowAs(&err, func() error {
+				if moved {
+					return errMoveFull
 				}
-				// A move that overflowed the journal (holdMove).
-				if r := recover(); r != nil {
-					if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) {
-						err = errMoveFull // update rolls tx back
-						return
-					}
-					panic(r)
-				}
-			}()
+				return nil
+			})
 			in, err := fs.regInode(ino)
 			if err != nil {
 				return err

@@ -155,18 +155,12 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 	for limit := len(queued); ; {
 		err = fs.update(func(tx *pram.Tx) (err error) {
 			b = moveBatchResult{}
-			defer func() {
-				if r := recover(); r != nil {
-					if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) {
-						err = errBatchFull // update rolls tx back
-						if b.tried <= 1 {
-							err = errMoveFull // one file: it stays in the arena
-						}
-						return
-					}
-					panic(r)
+			defer overflowAs(&err, func() error {
+				if b.tried <= 1 {
+					return errMoveFull // one file: it stays in the arena
 				}
-			}()
+				return errBatchFull
+			})
 			return fs.moveBatchTx(tx, queued, limit, &b)
 		})
 		if errors.Is(err, errBatchFull) {
@@ -223,6 +217,24 @@ func (fs *FS) holdMove(ino Ino) {
 		fs.moving = make(map[Ino]struct{})
 	}
 	fs.moving[ino] = struct{}{}
+}
+
+// overflowAs, deferred in an update's function, turns a journal overflow
+// there (a pram.ErrTxFull panic) into the error as returns, which update
+// rolls back like any other; another panic, or an overflow for which as
+// returns nil, goes on (update logs it as damage: ErrIO).
+func overflowAs(err *error, as func() error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) {
+		if to := as(); to != nil {
+			*err = to
+			return
+		}
+	}
+	panic(r)
 }
 
 // errBatchFull: a batch of moves overflowed the journal (moveBatchLocked

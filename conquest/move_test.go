@@ -364,27 +364,7 @@ func TestMoveBatches(t *testing.T) {
 // tick and at unmount, and the files stayed in the arena).
 func TestMoveBatchFragmentedDisk(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{journalLen: 256 << 10, diskSize: 64 << 20, threshold: 256 << 10})
-	// Fill most of the disk, then free every other 4 KiB block.
-	var big []Ino
-	for i := 0; ; i++ {
-		at, h, err := fs.Create(RootIno, fmt.Sprint("b", i), 0o644, O_CREAT|O_RDWR, user)
-		must(t, err)
-		_, err = fs.Write(at.Ino, h, 0, pattern(2<<20, byte(i)), false)
-		fs.Release(at.Ino, h)
-		if err != nil {
-			break
-		}
-		big = append(big, at.Ino)
-	}
-	for _, ino := range big {
-		for off := int64(0); off < 2<<20; off += 8192 {
-			must(t, fs.Fallocate(ino, off, 4096, FallocKeepSize|FallocPunchHole))
-		}
-	}
-	// The punched blocks are held until a checkpoint no longer maps them.
-	must(t, fs.Fsync(big[0], false))
-	tickUntilSettled(t, fs)
-	must(t, fs.Fsync(big[0], false))
+	punchDisk(t, fs, 2<<20)
 	var queued []Ino
 	for i := range 10 {
 		queued = append(queued, makeFile(t, fs, fmt.Sprint("q", i), pattern(400<<10, byte(100+i))))
