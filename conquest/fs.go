@@ -59,6 +59,11 @@ type FS struct {
 	// freeHook, if set (tests), runs before each step of freeing an
 	// inode and can fail it.
 	freeHook func(Ino) error
+	// moveHook, if set (tests), runs in a batch of moves (move.go) after
+	// each file is copied, with the count copied so far in this try; it
+	// can overflow the journal (panic with pram.ErrTxFull) as a real
+	// move may.
+	moveHook func(tried int)
 }
 
 // Mkfs formats pramPath as an empty Conquest file system: a pram arena, the

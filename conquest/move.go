@@ -267,6 +267,9 @@ func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, b *moveBatchResu
 		if err != nil {
 			return err
 		}
+		if fs.moveHook != nil {
+			fs.moveHook(b.tried)
+		}
 		b.done = append(b.done, ino)
 		ins = append(ins, in)
 		bytes += in.size()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"conquest/diskstore"
+	"conquest/pram"
 )
 
 // The tests of move.go run with a periodic disk commit that is on but
@@ -380,5 +381,55 @@ func TestMoveBatchFragmentedDisk(t *testing.T) {
 	}
 	for i := range queued {
 		wantContent(t, fs, fmt.Sprint("/q", i), pattern(400<<10, byte(100+i)))
+	}
+}
+
+// TestMoveBatchHalvesOnOverflow: a batch whose journal overflows part way
+// (a later file mapping far more extents than the first ones promised;
+// moveHook stands in for such a disk, which is hard to lay out exactly:
+// here the journal holds two moves) is rolled back and tried again with
+// fewer files, until every file is moved, with no error logged and no
+// file held in the arena.
+func TestMoveBatchHalvesOnOverflow(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(16 << 20)})
+	syncs := syncCounter(env)
+	fs = env.reopen(fs)
+	const n = 6
+	var inos []Ino
+	for i := range n {
+		inos = append(inos, makeFile(t, fs, fmt.Sprint("f", i), pattern(100<<10, byte(i))))
+	}
+	var tries []int // files copied by each try that overflowed
+	overflows := 0
+	fs.moveHook = func(tried int) {
+		if tried > 2 && overflows < 50 { // 50: a retry that never shrinks stops here
+			overflows++
+			tries = append(tries, tried)
+			panic(fmt.Errorf("moveHook: %w", pram.ErrTxFull))
+		}
+	}
+	before := syncs.Load()
+	fs.diskTick()
+	fs.moveHook = nil
+	if overflows == 0 || overflows >= 50 {
+		t.Fatalf("%d overflows (tries %v): want a few, each followed by a smaller batch", overflows, tries)
+	}
+	if got := syncs.Load() - before; got < 3 || got > n {
+		t.Fatalf("%d device syncs for %d files after %d overflows: want a batch of at most two files per sync", got, n, overflows)
+	}
+	if env.logged("moving files above") || env.logged("too large for the journal") {
+		t.Fatalf("the batch failed: %q", env.logs)
+	}
+	for i, ino := range inos {
+		if !isLarge(t, fs, ino) || isQueued(fs, ino) {
+			t.Fatalf("f%d: on disk %v, queued %v; want moved", i, isLarge(t, fs, ino), isQueued(fs, ino))
+		}
+		wantContent(t, fs, fmt.Sprint("/f", i), pattern(100<<10, byte(i)))
+	}
+	fs.mu.RLock()
+	held := len(fs.moveHeld)
+	fs.mu.RUnlock()
+	if held != 0 {
+		t.Fatalf("%d files held in the arena", held)
 	}
 }
