@@ -60,8 +60,9 @@
 // FS.mu.
 //
 // fs.lsize (the unpublished sizes of large files, see file_disk.go),
-// fs.moving (the files waiting to move, move.go) and fs.moveHeld (files
-// whose move at a write overflowed the journal) are guarded by FS.mu:
+// fs.moving (the files waiting to move, move.go), fs.moveHeld (files
+// whose move at a write overflowed the journal) and fs.moveWait (the ticks
+// left before moves are tried again after a failure) are guarded by FS.mu:
 // written with it held exclusively, read shared.
 //
 // ReadDir calls its callback with FS.mu held shared: the callback must not

@@ -48,6 +48,7 @@ type FS struct {
 	moving    map[Ino]struct{} // arena files above the threshold queued for the disk commit (move.go; mu)
 	moveHeld  map[Ino]struct{} // files whose move at a write overflowed the journal: they wait for the commit (move.go; mu)
 	moveErr   string           // the last error of a move logged (move.go; mu held exclusively)
+	moveWait  int              // ticks the disk commit waits before moving again after a failed batch (move.go; mu)
 	repairing bool             // Repair is making /lost+found: newInode may take mapReserve (mu held exclusively)
 
 	closed bool       // protected by mu
@@ -60,10 +61,10 @@ type FS struct {
 	// inode and can fail it.
 	freeHook func(Ino) error
 	// moveHook, if set (tests), runs in a batch of moves (move.go) after
-	// each file is copied, with the count copied so far in this try; it
-	// can overflow the journal (panic with pram.ErrTxFull) as a real
-	// move may.
-	moveHook func(tried int)
+	// each file is copied, with the file and the count copied so far in
+	// this try; it can overflow the journal (panic with pram.ErrTxFull)
+	// as a real move may.
+	moveHook func(ino Ino, tried int)
 }
 
 // Mkfs formats pramPath as an empty Conquest file system: a pram arena, the

@@ -35,8 +35,9 @@ import (
 // threshold is consistent, and is queued again at its next write.
 //
 // The price is arena space: at most moveCap per queued file for at most
-// one commit interval, and the spill reserve still holds (a write that
-// would take it moves the file at once).
+// one commit interval while the disk works (moveRetryTicks after a failed
+// batch), and the spill reserve still holds (a write that would take it
+// moves the file at once).
 
 const (
 	// moveSlack is how far past the threshold a queued file may grow in
@@ -48,6 +49,11 @@ const (
 	// how long it holds fs.mu across a device sync (about 0.1 s for 8 MiB
 	// on a disk that writes 70 MiB/s): eight 1 MiB files share a sync.
 	moveBatch = 8 << 20
+	// moveRetryTicks is how many ticks of the disk commit pass after a
+	// failed batch (a failing or full disk) before the queued files are
+	// tried again: a disk that keeps failing is not retried every second,
+	// and one that recovers gets the files without a new write.
+	moveRetryTicks = 10
 )
 
 // moveCap is the size up to which a file that crossed the threshold may
@@ -75,9 +81,18 @@ func (fs *FS) moveNow(in inode, end uint64) bool {
 }
 
 // moveQueued moves the queued files to the disk (the tick), one batch per
-// hold of fs.mu. A failed batch is logged and the files stay in the arena
-// until their next write queues them again.
+// hold of fs.mu. A failed batch is logged and its files stay in the arena,
+// queued: the ticks leave them alone for moveRetryTicks, then try again.
 func (fs *FS) moveQueued() {
+	fs.mu.Lock()
+	wait := fs.moveWait > 0
+	if wait {
+		fs.moveWait--
+	}
+	fs.mu.Unlock()
+	if wait {
+		return
+	}
 	for {
 		fs.mu.Lock()
 		more := fs.moveBatchLogged()
@@ -88,7 +103,8 @@ func (fs *FS) moveQueued() {
 	}
 }
 
-// moveAllLocked moves every queued file (Close).
+// moveAllLocked moves every queued file (Close), once: a failed batch ends
+// it, whatever moveWait says.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveAllLocked() {
 	for fs.moveBatchLogged() {
@@ -97,7 +113,9 @@ func (fs *FS) moveAllLocked() {
 
 // moveBatchLogged is moveBatchLocked with its error logged (once while it
 // repeats: a full disk fails every tick the same way); more reports files
-// left to move.
+// left to move. A failed batch starts the wait of moveRetryTicks, unless
+// it failed because one file overflows the journal alone (errMoveFull):
+// that file has left the queue, and the others go on.
 func (fs *FS) moveBatchLogged() (more bool) {
 	more, err := fs.moveBatchLocked()
 	if err == nil {
@@ -108,7 +126,10 @@ func (fs *FS) moveBatchLogged() (more bool) {
 		fs.moveErr = msg
 		fs.logf("%s: moving files above the large-file threshold to the disk: %v", fs.diskPath, err)
 	}
-	return false
+	if !more {
+		fs.moveWait = moveRetryTicks
+	}
+	return more
 }
 
 // moveFits reports whether tx has journal room to move one more file of
@@ -132,15 +153,18 @@ func (fs *FS) moveFits(tx *pram.Tx, room0, bytes, size uint64) bool {
 // once before the transaction commits (the ordering point of
 // toDiskLocked). Files that no longer need it (deleted, unlinked and still
 // open, moved, cut below the threshold) leave the queue; when the batch
-// fails, every file does, and the error is returned.
+// fails, the files stay queued and the error is returned, except that a
+// file whose move alone overflows the journal leaves the queue with
+// errMoveFull (more then reports the others).
 //
 // What a move takes of the journal cannot be known in advance: it grows
 // with the extents the file maps and with the leaves of the free map and
 // the segment list that each insertion shifts (a 400 KiB file in 4 KiB
 // blocks on a fragmented disk took 17 KiB to more than 160 KiB). A batch
 // that overflows the journal is rolled back and tried again with half as
-// many files; a single file that overflows it fails with errMoveFull (it
-// stays in the arena, as at a write: holdMove).
+// many files; a single file that overflows it fails with errMoveFull and
+// stays in the arena (as at a write: holdMove) until a write queues it
+// again.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveBatchLocked() (more bool, err error) {
 	if fs.closed || fs.ds == nil || len(fs.moving) == 0 {
@@ -169,10 +193,13 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 		}
 		break
 	}
+	if errors.Is(err, errMoveFull) && b.first != 0 {
+		// b.first alone overflowed the journal: it stays in the arena
+		// until a write queues it again, and does not stop the others.
+		delete(fs.moving, b.first)
+		return len(fs.moving) > 0, err
+	}
 	if err != nil {
-		// The files stay in the arena, and a later write queues them
-		// again: a failing disk is not retried every tick.
-		clear(fs.moving)
 		return false, err
 	}
 	for _, ino := range b.done {
@@ -193,6 +220,7 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 // reports files left for another batch.
 type moveBatchResult struct {
 	tried        int
+	first        Ino // the first file copied
 	done, shrink []Ino
 	more         bool
 }
@@ -261,6 +289,9 @@ func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, b *moveBatchResu
 			break
 		}
 		b.tried++
+		if b.tried == 1 {
+			b.first = ino
+		}
 		// Fitted: a closed file gets no close to trim it, and the
 		// batch's frees are not reused before it commits.
 		seg, err := fs.diskCopyLocked(tx, in, true)
@@ -268,7 +299,7 @@ func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, b *moveBatchResu
 			return err
 		}
 		if fs.moveHook != nil {
-			fs.moveHook(b.tried)
+			fs.moveHook(ino, b.tried)
 		}
 		b.done = append(b.done, ino)
 		ins = append(ins, in)

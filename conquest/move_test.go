@@ -196,9 +196,10 @@ func TestMoveDropsStaleEntries(t *testing.T) {
 }
 
 // TestMoveFailureKeepsFile: when the device fails the move's sync, the
-// tick logs it, the file stays in the arena with its data, the queue is
-// emptied (a failing disk is not retried every tick), and the next write
-// queues it again.
+// tick logs it and the file stays in the arena with its data, queued; the
+// ticks leave it alone for moveRetryTicks (a failing disk is not retried
+// every tick), and the first tick after that moves it, with no new write.
+// A second failure of the same kind is not logged again.
 func TestMoveFailureKeepsFile(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(8 << 20), diskSize: 8 << 20})
 	var fd *diskstore.FaultDevice
@@ -206,16 +207,6 @@ func TestMoveFailureKeepsFile(t *testing.T) {
 	fs = env.reopen(fs)
 	data := pattern(100<<10, 1)
 	x := makeFile(t, fs, "x", data)
-	fd.SetInjector(diskstore.FromNth(diskstore.OpSync, 1, diskstore.FaultEIO))
-	fs.diskTick()
-	fd.SetInjector(nil)
-	if isLarge(t, fs, x) || isQueued(fs, x) {
-		t.Fatalf("after a failed move: on disk %v, queued %v", isLarge(t, fs, x), isQueued(fs, x))
-	}
-	if !env.logged("moving files above the large-file threshold") {
-		t.Fatal("the failed move was not logged")
-	}
-	// The same failure again is not logged again.
 	moveLogs := func() (n int) {
 		env.logMu.Lock()
 		defer env.logMu.Unlock()
@@ -226,24 +217,82 @@ func TestMoveFailureKeepsFile(t *testing.T) {
 		}
 		return n
 	}
-	write(t, fs, x, 0, data[:10])
-	fd.SetInjector(diskstore.FromNth(diskstore.OpSync, 1, diskstore.FaultEIO))
-	fs.moveQueued()
-	fd.SetInjector(nil)
-	if n := moveLogs(); n != 1 {
-		t.Fatalf("the same failure was logged %d times", n)
+	for round := 1; round <= 2; round++ {
+		fd.SetInjector(diskstore.FromNth(diskstore.OpSync, 1, diskstore.FaultEIO))
+		fs.diskTick()
+		var tried atomic.Int64
+		fd.SetInjector(diskstore.InjectorFunc(func(op diskstore.Op, _ int64, _ int) diskstore.FaultKind {
+			if op == diskstore.OpWrite {
+				tried.Add(1)
+			}
+			return diskstore.FaultNone
+		}))
+		if isLarge(t, fs, x) || !isQueued(fs, x) {
+			t.Fatalf("round %d, after a failed move: on disk %v, queued %v; want the arena, queued", round, isLarge(t, fs, x), isQueued(fs, x))
+		}
+		if n := moveLogs(); n != 1 {
+			t.Fatalf("round %d: the failed move was logged %d times, want once", round, n)
+		}
+		wantContent(t, fs, "/x", data)
+		for range moveRetryTicks {
+			fs.diskTick()
+		}
+		if tried.Load() != 0 || isLarge(t, fs, x) {
+			t.Fatalf("round %d: the ticks of the wait wrote %d times to the disk (on disk %v)", round, tried.Load(), isLarge(t, fs, x))
+		}
+		if round == 1 {
+			continue // and fail again after the wait
+		}
+		fs.diskTick()
+		if !isLarge(t, fs, x) || isQueued(fs, x) {
+			t.Fatalf("after the wait: on disk %v, queued %v; want moved", isLarge(t, fs, x), isQueued(fs, x))
+		}
 	}
 	wantContent(t, fs, "/x", data)
-	write(t, fs, x, 0, []byte("again"))
-	if !isQueued(fs, x) {
-		t.Fatal("a write into an arena file above the threshold did not queue it")
+}
+
+// TestMoveOverflowAloneSkipped: a queued file whose move alone overflows
+// the journal leaves the queue and stays in the arena, and the files
+// queued after it move in the same tick (before, the whole queue was
+// dropped with it); its next write queues it again.
+func TestMoveOverflowAloneSkipped(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(16 << 20)})
+	stuck := makeFile(t, fs, "stuck", pattern(100<<10, 1)) // the lowest number: first in every batch
+	var others []Ino
+	for i := range 3 {
+		others = append(others, makeFile(t, fs, fmt.Sprint("f", i), pattern(90<<10, byte(2+i))))
+	}
+	fs.moveHook = func(ino Ino, _ int) {
+		if ino == stuck {
+			panic(fmt.Errorf("moveHook: %w", pram.ErrTxFull))
+		}
 	}
 	fs.diskTick()
-	if !isLarge(t, fs, x) {
-		t.Fatal("the tick after the failure did not move the file")
+	if isLarge(t, fs, stuck) || isQueued(fs, stuck) {
+		t.Fatalf("the file that overflows alone: on disk %v, queued %v; want the arena, not queued", isLarge(t, fs, stuck), isQueued(fs, stuck))
 	}
-	copy(data, "again")
-	wantContent(t, fs, "/x", data)
+	for i, ino := range others {
+		if !isLarge(t, fs, ino) || isQueued(fs, ino) {
+			t.Fatalf("f%d: on disk %v, queued %v; want moved in the same tick", i, isLarge(t, fs, ino), isQueued(fs, ino))
+		}
+		wantContent(t, fs, fmt.Sprint("/f", i), pattern(90<<10, byte(2+i)))
+	}
+	if !env.logged("overflowed the journal") {
+		t.Fatalf("the overflow was not logged: %q", env.logs)
+	}
+	wantContent(t, fs, "/stuck", pattern(100<<10, 1))
+	fs.moveHook = nil
+	write(t, fs, stuck, 0, []byte("x"))
+	if !isQueued(fs, stuck) {
+		t.Fatal("a write did not queue the file again")
+	}
+	fs.diskTick()
+	if !isLarge(t, fs, stuck) {
+		t.Fatal("the tick did not move the file once it fits")
+	}
+	want := pattern(100<<10, 1)
+	want[0] = 'x'
+	wantContent(t, fs, "/stuck", want)
 }
 
 // TestMoveAtClose: Close moves the queued files.
@@ -401,7 +450,7 @@ func TestMoveBatchHalvesOnOverflow(t *testing.T) {
 	}
 	var tries []int // files copied by each try that overflowed
 	overflows := 0
-	fs.moveHook = func(tried int) {
+	fs.moveHook = func(_ Ino, tried int) {
 		if tried > 2 && overflows < 50 { // 50: a retry that never shrinks stops here
 			overflows++
 			tries = append(tries, tried)
