@@ -63,7 +63,7 @@ func (fs *FS) stopDiskCommit() {
 // diskTick is one tick of the periodic disk commit.
 func (fs *FS) diskTick() {
 	fs.mu.RLock()
-	moving := !fs.closed && len(fs.moving) > 0
+	moving := !fs.closed && (len(fs.moving) > 0 || fs.foundAny())
 	fs.mu.RUnlock()
 	if moving {
 		fs.moveQueued() // move.go

@@ -52,6 +52,8 @@
 //     alone or under FS.mu, never held while taking FS.mu or running
 //     a callback. Forget and Release update it first and only then, if an
 //     unlinked inode became unused, take FS.mu exclusively and recheck.
+//  5. FS.moveFound's mutex (the files an Open found to move, move.go),
+//     taken alone or under FS.mu, with nothing taken while it is held.
 //
 // The periodic disk commit's goroutine (disk_commit.go) takes FS.mu shared,
 // then exclusively when the store has something to settle or files wait to

@@ -50,6 +50,13 @@ type FS struct {
 	moveErr   string           // the last error of a move logged (move.go; mu held exclusively)
 	moveWait  int              // ticks the disk commit waits before moving again after a failed batch (move.go; mu)
 	repairing bool             // Repair is making /lost+found: newInode may take mapReserve (mu held exclusively)
+	// moveFound holds arena files above the threshold that an open found
+	// unqueued (a crash forgets the queue); the next batch queues them
+	// (move.go). Its mutex is a leaf, taken under FS.mu (shared or not).
+	moveFound struct {
+		sync.Mutex
+		inos map[Ino]struct{}
+	}
 
 	closed bool       // protected by mu
 	commit diskCommit // the periodic disk commit (disk_commit.go)

@@ -187,6 +187,9 @@ func (fs *FS) Open(ino Ino, flags uint32) (Handle, error) {
 		if in.nlink() == 0 && !fs.vol.inUse(ino) {
 			return ErrStale
 		}
+		if in.isReg() && fs.wantDisk(in, in.size()) {
+			fs.findMove(ino) // above the threshold and still in the arena
+		}
 		h = fs.vol.open(ino, flags, false)
 		return nil
 	})

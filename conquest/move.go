@@ -32,7 +32,8 @@ import (
 // across the threshold move a file at once, as before; so does every
 // write without the periodic commit (Options.DiskCommit 0, as in most core
 // tests). A crash forgets the queue: a file left in the arena above the
-// threshold is consistent, and is queued again at its next write.
+// threshold is consistent, and is queued again at its next write or open
+// (findMove).
 //
 // The price is arena space: at most moveCap per queued file for at most
 // one commit interval while the disk works (moveRetryTicks after a failed
@@ -103,6 +104,53 @@ func (fs *FS) moveQueued() {
 	}
 }
 
+// findMove queues ino, an arena file above the threshold that Open found,
+// for the next batch, unless it is queued or held already: an open takes
+// FS.mu shared, so the file waits in fs.moveFound until a batch takes the
+// lock exclusively (moveBatchLocked). Only a crash, which forgets the
+// queue, leaves such a file unqueued (and unheld).
+// Preconditions: fs.mu held (shared is enough).
+func (fs *FS) findMove(ino Ino) {
+	if fs.commit.stop == nil {
+		return // nothing would move it: a write moves it at once
+	}
+	if _, queued := fs.moving[ino]; queued {
+		return
+	}
+	if _, held := fs.moveHeld[ino]; held {
+		return
+	}
+	fs.moveFound.Lock()
+	defer fs.moveFound.Unlock()
+	if fs.moveFound.inos == nil {
+		fs.moveFound.inos = make(map[Ino]struct{})
+	}
+	fs.moveFound.inos[ino] = struct{}{}
+}
+
+// takeFound adds the files that opens found to the queue, and reports
+// whether anything is queued.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) takeFound() bool {
+	fs.moveFound.Lock()
+	defer fs.moveFound.Unlock()
+	if len(fs.moveFound.inos) > 0 && fs.moving == nil {
+		fs.moving = make(map[Ino]struct{})
+	}
+	for ino := range fs.moveFound.inos {
+		fs.moving[ino] = struct{}{}
+	}
+	clear(fs.moveFound.inos)
+	return len(fs.moving) > 0
+}
+
+// foundAny reports whether an open found a file to queue.
+func (fs *FS) foundAny() bool {
+	fs.moveFound.Lock()
+	defer fs.moveFound.Unlock()
+	return len(fs.moveFound.inos) > 0
+}
+
 // moveAllLocked moves every queued file (Close), once: a failed batch ends
 // it, whatever moveWait says.
 // Preconditions: fs.mu held exclusively.
@@ -167,7 +215,7 @@ func (fs *FS) moveFits(tx *pram.Tx, room0, bytes, size uint64) bool {
 // again.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveBatchLocked() (more bool, err error) {
-	if fs.closed || fs.ds == nil || len(fs.moving) == 0 {
+	if fs.closed || fs.ds == nil || !fs.takeFound() {
 		return false, nil
 	}
 	queued := make([]Ino, 0, len(fs.moving))

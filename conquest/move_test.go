@@ -482,3 +482,47 @@ func TestMoveBatchHalvesOnOverflow(t *testing.T) {
 		t.Fatalf("%d files held in the arena", held)
 	}
 }
+
+// TestMoveQueuedAgainAtOpen: a power loss (or any crash) forgets the queue,
+// so a file that waited for the commit is left in the arena above the
+// threshold; the next open of it, read-only as well, queues it again and
+// the tick moves it. An open of a file that is queued, on the disk or at
+// the threshold queues nothing.
+func TestMoveQueuedAgainAtOpen(t *testing.T) {
+	e := newPowerLossEnv(t, 8<<20, t.Logf)
+	e.commit = time.Hour
+	fs := e.open(e.live, true)
+	data := pattern(100<<10, 3)
+	x := makeFile(t, fs, "x", data)
+	small := makeFile(t, fs, "small", pattern(64<<10, 4))
+	must(t, fs.Fsync(x, false))
+	must(t, fs.a.Sync())
+	fs = e.powerLoss(t, fs)
+	if isLarge(t, fs, x) || isQueued(fs, x) {
+		t.Fatalf("after the power loss: on disk %v, queued %v; want the arena, not queued", isLarge(t, fs, x), isQueued(fs, x))
+	}
+	fs.diskTick()
+	if isLarge(t, fs, x) {
+		t.Fatal("the tick moved a file nothing queued")
+	}
+	for _, ino := range []Ino{x, small} {
+		h, err := fs.Open(ino, 0) // O_RDONLY
+		must(t, err)
+		fs.Release(ino, h)
+	}
+	fs.diskTick()
+	if !isLarge(t, fs, x) || isQueued(fs, x) {
+		t.Fatalf("after an open and a tick: on disk %v, queued %v; want moved", isLarge(t, fs, x), isQueued(fs, x))
+	}
+	if isLarge(t, fs, small) {
+		t.Fatal("a file at the threshold moved")
+	}
+	h, err := fs.Open(x, 0) // O_RDONLY
+	must(t, err)
+	fs.Release(x, h)
+	if fs.foundAny() {
+		t.Fatal("an open of a file on the disk queued it")
+	}
+	wantContent(t, fs, "/x", data)
+	wantContent(t, fs, "/small", pattern(64<<10, 4))
+}
