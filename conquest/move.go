@@ -211,8 +211,8 @@ func (fs *FS) moveFits(tx *pram.Tx, room0, bytes, size uint64) bool {
 // blocks on a fragmented disk took 17 KiB to more than 160 KiB). A batch
 // that overflows the journal is rolled back and tried again with half as
 // many files; a single file that overflows it fails with errMoveFull and
-// stays in the arena (as at a write: holdMove) until a write queues it
-// again.
+// stays in the arena, held (as at a write: holdMove), until a write
+// queues it again.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveBatchLocked() (more bool, err error) {
 	if fs.closed || fs.ds == nil || !fs.takeFound() {
@@ -242,8 +242,10 @@ func (fs *FS) moveBatchLocked() (more bool, err error) {
 		break
 	}
 	if errors.Is(err, errMoveFull) && b.first != 0 {
-		// b.first alone overflowed the journal: it stays in the arena
-		// until a write queues it again, and does not stop the others.
+		// b.first alone overflowed the journal: it stays in the arena,
+		// held (an open does not queue it again, findMove; a write
+		// does), and does not stop the others.
+		fs.holdMove(b.first)
 		delete(fs.moving, b.first)
 		return len(fs.moving) > 0, err
 	}

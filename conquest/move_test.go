@@ -252,9 +252,10 @@ func TestMoveFailureKeepsFile(t *testing.T) {
 }
 
 // TestMoveOverflowAloneSkipped: a queued file whose move alone overflows
-// the journal leaves the queue and stays in the arena, and the files
-// queued after it move in the same tick (before, the whole queue was
-// dropped with it); its next write queues it again.
+// the journal leaves the queue and stays in the arena, held, so that an
+// open does not queue it again, and the files queued after it move in the
+// same tick (before, the whole queue was dropped with it); its next write
+// queues it again, and once it fits it moves and is no longer held.
 func TestMoveOverflowAloneSkipped(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(16 << 20)})
 	stuck := makeFile(t, fs, "stuck", pattern(100<<10, 1)) // the lowest number: first in every batch
@@ -281,6 +282,12 @@ func TestMoveOverflowAloneSkipped(t *testing.T) {
 		t.Fatalf("the overflow was not logged: %q", env.logs)
 	}
 	wantContent(t, fs, "/stuck", pattern(100<<10, 1))
+	h, err := fs.Open(stuck, 0) // O_RDONLY
+	must(t, err)
+	fs.Release(stuck, h)
+	if fs.foundAny() {
+		t.Fatal("an open queued the file that overflows alone again (it would be retried every tick)")
+	}
 	fs.moveHook = nil
 	write(t, fs, stuck, 0, []byte("x"))
 	if !isQueued(fs, stuck) {
@@ -289,6 +296,9 @@ func TestMoveOverflowAloneSkipped(t *testing.T) {
 	fs.diskTick()
 	if !isLarge(t, fs, stuck) {
 		t.Fatal("the tick did not move the file once it fits")
+	}
+	if _, held := fs.moveHeld[stuck]; held {
+		t.Fatal("the moved file is still held")
 	}
 	want := pattern(100<<10, 1)
 	want[0] = 'x'
