@@ -49,7 +49,6 @@ type FS struct {
 	moveHeld  map[Ino]struct{} // files whose move at a write overflowed the journal: they wait for the commit (move.go; mu)
 	moveErr   string           // the last error of a move logged (move.go; mu held exclusively)
 	moveWait  int              // ticks the disk commit waits before moving again after a failed batch (move.go; mu)
-	repairing bool             // Repair is making /lost+found: newInode may take mapReserve (mu held exclusively)
 	// moveFound holds arena files above the threshold that an open found
 	// unqueued (a crash forgets the queue); the next batch queues them
 	// (move.go). Its mutex is a leaf, taken under FS.mu (shared or not).
@@ -139,7 +138,7 @@ func Mkfs(pramPath, diskPath string, o MkfsOptions) error {
 		if mode == 0 {
 			mode = 0o755
 		}
-		root, err := fs.newInode(tx, inode{}, S_IFDIR|mode, 0, Cred{Uid: o.RootUid, Gid: o.RootGid}, fs.now())
+		root, err := fs.newInode(tx, inode{}, S_IFDIR|mode, 0, Cred{Uid: o.RootUid, Gid: o.RootGid}, fs.now(), false)
 		if err != nil {
 			return err
 		}

@@ -244,11 +244,11 @@ func (fs *FS) inodeAt(off pram.Off) (inode, error) {
 // fresh, so it is written unlogged; rollback frees it. The new inode has the
 // caller's uid and the gid of the caller or, in a setgid directory, of the
 // directory (new subdirectories inherit S_ISGID), as ext4 does.
-// A new inode may not take the arena's mapReserve (spill.go), except
-// /lost+found made by Repair (fs.repairing).
+// A new inode may not take the arena's mapReserve (spill.go) unless
+// reserve is set (only for /lost+found made by Repair).
 // Preconditions: fs.mu held exclusively.
-func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now Timespec) (inode, error) {
-	if fs.ds != nil && !fs.repairing {
+func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now Timespec, reserve bool) (inode, error) {
+	if fs.ds != nil && !reserve {
 		if st := fs.h.Stats(); st.AvailBytes < fs.mapReserve(st)+inodeSize {
 			return inode{}, ErrNoSpace
 		}

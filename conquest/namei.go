@@ -31,15 +31,16 @@ func (fs *FS) parentForCreate(parent Ino, name string) (inode, error) {
 }
 
 // createLocked makes a new inode of the given mode named name in d; init
-// (may be nil) sets up its contents before it is linked in.
+// (may be nil) sets up its contents before it is linked in. reserve lets
+// the inode take the arena's mapReserve (newInode): Repair's /lost+found.
 // Preconditions: fs.mu held exclusively; parentForCreate(d, name) passed.
 func (fs *FS) createLocked(tx *pram.Tx, d inode, name string, mode, rdev uint32, c Cred, now Timespec,
-	init func(in inode) error) (inode, error) {
+	init func(in inode) error, reserve bool) (inode, error) {
 	isDir := mode&S_IFMT == S_IFDIR
 	if isDir && d.nlink() >= maxDirNlink {
 		return inode{}, ErrTooManyLinks
 	}
-	in, err := fs.newInode(tx, d, mode, rdev, c, now)
+	in, err := fs.newInode(tx, d, mode, rdev, c, now, reserve)
 	if err != nil {
 		return in, err
 	}
@@ -97,7 +98,7 @@ func (fs *FS) Create(parent Ino, name string, mode uint32, flags uint32, c Cred)
 		case err != nil:
 			return err
 		default:
-			in, err = fs.createLocked(tx, d, name, S_IFREG|mode&0o7777, 0, c, now, nil)
+			in, err = fs.createLocked(tx, d, name, S_IFREG|mode&0o7777, 0, c, now, nil, false)
 			if err != nil {
 				return err
 			}
@@ -154,7 +155,7 @@ func (fs *FS) makeNode(parent Ino, name string, mode, rdev uint32, c Cred, init 
 		if init != nil {
 			fn = func(in inode) error { return init(tx, in) }
 		}
-		in, err := fs.createLocked(tx, d, name, mode, rdev, c, now, fn)
+		in, err := fs.createLocked(tx, d, name, mode, rdev, c, now, fn, false)
 		if err != nil {
 			return err
 		}

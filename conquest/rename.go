@@ -142,7 +142,7 @@ func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName strin
 		od.touchMC(tx, now)
 		nd.touchMC(tx, now)
 		if flags&RenameWhiteout != 0 {
-			if _, err := fs.createLocked(tx, od, oldName, S_IFCHR|whiteoutMode, whiteoutDev, c, now, nil); err != nil {
+			if _, err := fs.createLocked(tx, od, oldName, S_IFCHR|whiteoutMode, whiteoutDev, c, now, nil, false); err != nil {
 				return err
 			}
 		}

@@ -1641,8 +1641,7 @@ func (fs *FS) lostFoundLocked(tx *pram.Tx) (lf inode, made bool, err error) {
 		}
 		return lf, false, nil
 	}
-	fs.repairing = true // what it needs may come from mapReserve (spill.go)
-	defer func() { fs.repairing = false }()
+	// Its inode may come from mapReserve (spill.go): reserve set.
 	lf, err = fs.createLocked(tx, root, lostFound, S_IFDIR|0o700, 0, Cred{}, fs.now(), func(in inode) error {
 		d, err := dirhash.Create(tx, fs.h)
 		if err != nil {
@@ -1650,7 +1649,7 @@ func (fs *FS) lostFoundLocked(tx *pram.Tx) (lf inode, made bool, err error) {
 		}
 		putU64(fs.a.Bytes(in.off+iData, 8), uint64(d)) // fresh record: unlogged
 		return nil
-	})
+	}, true)
 	return lf, true, err
 }
 

@@ -22,7 +22,7 @@ func (fs *FS) CreateTmpfile(parent Ino, mode, flags uint32, c Cred) (Attr, Handl
 			// refuses a parent with no links).
 			return ErrPerm
 		}
-		in, err := fs.newInode(tx, d, S_IFREG|mode&0o7777, 0, c, now)
+		in, err := fs.newInode(tx, d, S_IFREG|mode&0o7777, 0, c, now, false)
 		if err != nil {
 			return err
 		}
