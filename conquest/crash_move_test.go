@@ -23,6 +23,9 @@ import (
 // threshold, unlinked), a hard-linked file, and a large file that was on
 // the disk already; with a small journal the batch is split (errBatchFull,
 // moveBatchLocked), and the crash points cover the tries it rolls back.
+// With the device sync before a batch commits taken out (FlushFiles), the
+// small journal's case fails: a crash after the first batch finds moved
+// files that lost their data.
 func TestCrashDuringMoveBatch(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
