@@ -174,7 +174,7 @@ func (fs *FS) moveBatchLogged() (more bool) {
 		fs.moveErr = msg
 		fs.logf("%s: moving files above the large-file threshold to the disk: %v", fs.diskPath, err)
 	}
-	if !more {
+	if !more && !errors.Is(err, errMoveFull) {
 		fs.moveWait = moveRetryTicks
 	}
 	return more

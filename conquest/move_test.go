@@ -305,6 +305,29 @@ func TestMoveOverflowAloneSkipped(t *testing.T) {
 	wantContent(t, fs, "/stuck", want)
 }
 
+// TestMoveOverflowAloneNoWait: a file that overflows the journal alone,
+// with nothing else queued, is no failure of the disk: the ticks do not
+// wait moveRetryTicks after it, and once a write queues it again the next
+// tick moves it.
+func TestMoveOverflowAloneNoWait(t *testing.T) {
+	fs, _ := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(16 << 20)})
+	stuck := makeFile(t, fs, "stuck", pattern(100<<10, 1))
+	fs.moveHook = func(Ino, int) { panic(fmt.Errorf("moveHook: %w", pram.ErrTxFull)) }
+	fs.diskTick()
+	if isLarge(t, fs, stuck) || isQueued(fs, stuck) {
+		t.Fatalf("on disk %v, queued %v; want the arena, held", isLarge(t, fs, stuck), isQueued(fs, stuck))
+	}
+	fs.moveHook = nil
+	write(t, fs, stuck, 0, []byte("x"))
+	fs.diskTick()
+	if !isLarge(t, fs, stuck) {
+		t.Fatal("the tick after the write did not move the file: the overflow started a retry wait")
+	}
+	want := pattern(100<<10, 1)
+	want[0] = 'x'
+	wantContent(t, fs, "/stuck", want)
+}
+
 // TestMoveAtClose: Close moves the queued files.
 func TestMoveAtClose(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{})
