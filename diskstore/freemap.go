@@ -168,48 +168,73 @@ func (s *Store) takeRun(tx *pram.Tx, from Block, need uint64) ([]extent, error) 
 
 // usable is the first run of want blocks of the free extent f, at or after
 // from, that does not touch the quarantine (blocks freed by the current
-// transaction; sorted and disjoint) or the hold (freed since the last
-// durable checkpoint, see watchCheckpoints). If there is none it returns
-// the longest run there is.
+// transaction), the hold (freed since the last durable checkpoint, see
+// watchCheckpoints) or the blocks staged for a write without the core's
+// lock (stage.go). If there is none it returns the longest run there is.
 func (s *Store) usable(f extent, from Block, want uint64) (best extent) {
 	s.mu.Lock() // the hold changes as checkpoints end
 	defer s.mu.Unlock()
-	q := s.quarantine
-	b := max(f.b, from)
-	qi := 0
-	hi, _ := slices.BinarySearchFunc(s.hold, b, func(h heldExtent, b Block) int { return int(int64(h.x.e) - int64(b) - 1) })
-	for b < f.e {
-		for qi < len(q) && q[qi].e <= b {
-			qi++
-		}
-		if qi < len(q) && q[qi].b <= b {
-			b = q[qi].e
-			continue
-		}
-		for hi < len(s.hold) && s.hold[hi].x.e <= b {
-			hi++
-		}
-		if hi < len(s.hold) && s.hold[hi].x.b <= b {
-			b = s.hold[hi].x.e
-			continue
-		}
-		e := f.e
-		if qi < len(q) && q[qi].b < e {
-			e = q[qi].b
-		}
-		if hi < len(s.hold) && s.hold[hi].x.b < e {
-			e = s.hold[hi].x.b
-		}
-		run := extent{b, e}
+	s.runsLocked(extent{max(f.b, from), f.e}, func(run extent) bool {
 		if run.len() >= want {
-			return extent{b, b + Block(want)}
+			best = extent{run.b, run.b + Block(want)}
+			return false
 		}
 		if run.len() > best.len() {
 			best = run
 		}
+		return true
+	})
+	return best
+}
+
+// runsLocked calls fn, in order, on each maximal run of blocks of f that
+// lies outside the quarantine, the hold and the staged extents (each
+// sorted and disjoint), until fn returns false.
+// Preconditions: s.mu held.
+func (s *Store) runsLocked(f extent, fn func(run extent) bool) {
+	q, h, g := s.quarantine, s.hold, s.staged
+	// The first of each that ends after f.b.
+	qi, _ := slices.BinarySearchFunc(q, f.b, func(x extent, b Block) int { return int(int64(x.e) - int64(b) - 1) })
+	hi, _ := slices.BinarySearchFunc(h, f.b, func(x heldExtent, b Block) int { return int(int64(x.x.e) - int64(b) - 1) })
+	gi, _ := slices.BinarySearchFunc(g, f.b, func(x extent, b Block) int { return int(int64(x.e) - int64(b) - 1) })
+	for b := f.b; b < f.e; {
+		for qi < len(q) && q[qi].e <= b {
+			qi++
+		}
+		for hi < len(h) && h[hi].x.e <= b {
+			hi++
+		}
+		for gi < len(g) && g[gi].e <= b {
+			gi++
+		}
+		// The next blocked extent of each list ends after b: one that
+		// begins at or before b covers it.
+		e, skip := f.e, b
+		see := func(x extent) {
+			if x.b <= b {
+				skip = max(skip, x.e)
+			} else {
+				e = min(e, x.b)
+			}
+		}
+		if qi < len(q) {
+			see(q[qi])
+		}
+		if hi < len(h) {
+			see(h[hi].x)
+		}
+		if gi < len(g) {
+			see(g[gi])
+		}
+		if skip > b {
+			b = skip
+			continue
+		}
+		if !fn(extent{b, e}) {
+			return
+		}
 		b = e
 	}
-	return best
 }
 
 // allocExtent takes up to want free blocks: starting exactly at goal if goal

@@ -75,6 +75,12 @@ func (s *Store) owner(seg pram.Off) uint64 { return s.a.U64(seg + slOffOwner) }
 // (used in messages) and returns its offset, which the core keeps with the
 // inode.
 func (s *Store) NewFile(tx *pram.Tx, owner uint64) (pram.Off, error) {
+	return s.newFile(tx, owner, rand.Uint64())
+}
+
+// newFile is NewFile with the checksum seed given (Adopt: the staged
+// blocks were hashed with it).
+func (s *Store) newFile(tx *pram.Tx, owner, seed uint64) (pram.Off, error) {
 	seg, err := s.h.AllocZero(tx, segListSize)
 	if err != nil {
 		return 0, err
@@ -83,7 +89,7 @@ func (s *Store) NewFile(tx *pram.Tx, owner uint64) (pram.Off, error) {
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], segListMagic)
 	le.PutUint64(b[slOffOwner:], owner)
-	le.PutUint64(b[slOffSeed:], rand.Uint64())
+	le.PutUint64(b[slOffSeed:], seed)
 	le.PutUint32(b[slOffSegs+xhWords:], segWords)
 	le.PutUint32(b[slOffSums+xhWords:], sumWords)
 	le.PutUint32(b[slOffUnsynced+xhWords:], unsyncedWords)

@@ -251,10 +251,15 @@ type Store struct {
 	// checkpoint of a shadowed arena may still give to a file
 	// (watchCheckpoints), each with the snapshot generation it was freed
 	// in; sorted by first block, disjoint. Not reused until released.
-	hold     []heldExtent
-	shadowed bool          // the arena is shadowed (immutable after Open)
-	snapGen  atomic.Uint64 // checkpoint copies taken since Open
-	snapSeen uint64        // snapGen at the copy of the checkpoint in progress (its hooks)
+	hold []heldExtent
+	// staged: free extents reserved by Stage until Unstage (stage.go),
+	// sorted by first block, disjoint; allocation skips them like the
+	// hold. stageRover: where the last reservation ended (writers only).
+	staged     []extent
+	stageRover Block
+	shadowed   bool          // the arena is shadowed (immutable after Open)
+	snapGen    atomic.Uint64 // checkpoint copies taken since Open
+	snapSeen   uint64        // snapGen at the copy of the checkpoint in progress (its hooks)
 	// fresh: the disk blocks written since checkpoint copy freshGen was
 	// taken (shadowed arenas; see inPlaceSafe). Guarded by mu.
 	fresh    map[Block]struct{}
