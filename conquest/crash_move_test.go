@@ -12,20 +12,21 @@ import (
 	"conquest/diskstore"
 )
 
-// TestCrashDuringMoveBatch: the disk commit's batch move (moveQueued:
-// several files in one transaction, one device sync) crashed at every
-// journaled store, with the disk losing, keeping in part, reordering or
-// tearing its unsynced writes at the same instant. After the reopen (with
-// the check of a crash of the whole system), Check is clean, every file has
-// its contents and its names, each queued file is in the arena or on the
-// disk (never a mix), and the files left in the arena move at the next
-// batch. The batch holds files that no longer need it (cut below the
+// TestCrashDuringMoveBatch: the disk commit's batch move (moveQueued: the
+// files' data copied out, written and synced without a transaction, then
+// each file switched to its blocks in a transaction of its own) crashed at
+// every journaled store, with the disk losing, keeping in part, reordering
+// or tearing its unsynced writes at the same instant. After the reopen
+// (with the check of a crash of the whole system), Check is clean, every
+// file has its contents and its names, each queued file is in the arena or
+// on the disk (never a mix), and the files left in the arena move at the
+// next batch. The batch holds files that no longer need it (cut below the
 // threshold, unlinked), a hard-linked file, and a large file that was on
-// the disk already; with a small journal the batch is split (errBatchFull,
-// moveBatchLocked), and the crash points cover the tries it rolls back.
-// With the device sync before a batch commits taken out (FlushFiles), the
-// small journal's case fails: a crash after the first batch finds moved
-// files that lost their data.
+// the disk already. It runs with the default journal and with one of 32
+// KiB.
+// With the device sync of the staged writes taken out (WriteStaged), a
+// crash after a file's switch finds its blocks failing their checksums
+// (seen in both variants).
 func TestCrashDuringMoveBatch(t *testing.T) {
 	for _, tc := range []struct {
 		name       string

@@ -56,10 +56,11 @@
 //     taken alone or under FS.mu, with nothing taken while it is held.
 //
 // The periodic disk commit's goroutine (disk_commit.go) takes FS.mu shared,
-// then exclusively when the store has something to settle or files wait to
-// move (once per batch of moves, which holds it across that batch's device
-// sync), like any request; Close stops it and waits for it before taking
-// FS.mu.
+// then exclusively when the store has something to settle, and, for files
+// waiting to move, once per file to copy its data and once per file to
+// switch it to its blocks: the batch's disk writes and device sync run
+// without FS.mu (move.go, diskstore.WriteStaged). Close stops it and waits
+// for it before taking FS.mu.
 //
 // fs.lsize (the unpublished sizes of large files, see file_disk.go),
 // fs.moving (the files waiting to move, move.go), fs.moveHeld (files

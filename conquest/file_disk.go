@@ -224,12 +224,23 @@ func (fs *FS) maxSize() uint64 {
 }
 
 // toDiskLocked moves an arena file's data to a new segment list (see the
-// comment at the top). more reports arena storage left to free after the
-// commit (the inode is then on the orphan list; run finishShrinkLocked).
+// comment at the top): the data is written to the device, the inode points
+// at the list, its arena data is freed, and the device is synced before tx
+// commits (the disk commit moves the files queued for it another way,
+// without FS.mu: move.go). more reports arena storage left to free after
+// the commit (the inode is then on the orphan list; run
+// finishShrinkLocked).
 func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
-	seg, err := fs.diskCopyLocked(tx, in, false)
+	seg, err := fs.ds.NewFile(tx, uint64(in.ino))
 	if err != nil {
 		return false, err
+	}
+	if size := in.size(); size > 0 && in.data() != 0 {
+		buf := make([]byte, size)
+		fs.memRead(in, 0, buf)
+		if err := fs.ds.Write(tx, seg, 0, buf); err != nil {
+			return false, err
+		}
 	}
 	if more, err = fs.switchToDiskLocked(tx, in, seg); err != nil {
 		return false, err
@@ -240,33 +251,10 @@ func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
 	return more, nil
 }
 
-// diskCopyLocked is the first half of a move to the disk: a new segment
-// list holding a copy of the file's arena data, written to the device but
-// not synced. fitted writes without preallocation (WriteFitted).
-func (fs *FS) diskCopyLocked(tx *pram.Tx, in inode, fitted bool) (pram.Off, error) {
-	seg, err := fs.ds.NewFile(tx, uint64(in.ino))
-	if err != nil {
-		return 0, err
-	}
-	if size := in.size(); size > 0 && in.data() != 0 {
-		buf := make([]byte, size)
-		fs.memRead(in, 0, buf)
-		write := fs.ds.Write
-		if fitted {
-			write = fs.ds.WriteFitted
-		}
-		if err := write(tx, seg, 0, buf); err != nil {
-			return 0, err
-		}
-	}
-	return seg, nil
-}
-
-// switchToDiskLocked is the second half: the inode points at seg and its
-// arena data is freed. The caller syncs the device before tx commits
-// (moveBatchLocked copies several files first and then switches them,
-// because an allocation of memory that tx freed journals that memory
-// first: copies after frees overflowed the journal). more: as toDiskLocked.
+// switchToDiskLocked points the inode at seg, which holds a copy of its
+// data, and frees its arena data. The device must be synced before tx
+// commits, or have been since seg's data was written (move.go). more: as
+// toDiskLocked.
 func (fs *FS) switchToDiskLocked(tx *pram.Tx, in inode, seg pram.Off) (more bool, err error) {
 	in.set64(tx, iSeg, uint64(seg))
 	in.set32(tx, iFlags, in.flags()|flagDisk)

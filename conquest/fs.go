@@ -66,11 +66,15 @@ type FS struct {
 	// freeHook, if set (tests), runs before each step of freeing an
 	// inode and can fail it.
 	freeHook func(Ino) error
-	// moveHook, if set (tests), runs in a batch of moves (move.go) after
-	// each file is copied, with the file and the count copied so far in
-	// this try; it can overflow the journal (panic with pram.ErrTxFull)
-	// as a real move may.
-	moveHook func(ino Ino, tried int)
+	// moveHook, if set (tests), runs in the transaction that switches a
+	// file of a batch of moves to its staged blocks (move.go), with the
+	// file and its place in the batch; it can overflow the journal (panic
+	// with pram.ErrTxFull) as a real move may.
+	moveHook func(ino Ino, n int)
+	// stagedHook, if set (tests), runs in a batch of moves after the
+	// staged data is written and synced, before any file is switched, with
+	// FS.mu not held by the tick.
+	stagedHook func()
 }
 
 // Mkfs formats pramPath as an empty Conquest file system: a pram arena, the

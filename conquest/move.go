@@ -1,10 +1,12 @@
 package conquest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
 
+	"conquest/diskstore"
 	"conquest/pram"
 )
 
@@ -26,8 +28,8 @@ import (
 // (fs.moving). Until it moves the file is an ordinary arena file that is
 // larger than the threshold: it is read and written there, and its fsync
 // makes it durable as the arena makes every small file durable (no device
-// sync). Each tick moves the queued files, several per transaction with
-// one device sync per batch (moveBatchLocked), and Close moves the rest.
+// sync). Each tick moves the queued files in batches with one device sync
+// each, made without FS.mu (moveBatch), and Close moves the rest.
 // A write past moveCap, a spill (spill.go), and a truncate or fallocate
 // across the threshold move a file at once, as before; so does every
 // write without the periodic commit (Options.DiskCommit 0, as in most core
@@ -46,9 +48,9 @@ const (
 	// moves at once there, in one sync, as every large file used to at the
 	// threshold.
 	moveSlack = 4 << 20
-	// moveBatch bounds the bytes one transaction of the tick moves, and so
-	// how long it holds fs.mu across a device sync (about 0.1 s for 8 MiB
-	// on a disk that writes 70 MiB/s): eight 1 MiB files share a sync.
+	// moveBatch bounds the bytes one batch of the tick stages (copies out
+	// of the arena) before it writes them and syncs the device once,
+	// without fs.mu: eight 1 MiB files share a sync.
 	moveBatch = 8 << 20
 	// moveRetryTicks is how many ticks of the disk commit pass after a
 	// failed batch (a failing or full disk) before the queued files are
@@ -81,8 +83,9 @@ func (fs *FS) moveNow(in inode, end uint64) bool {
 	return false
 }
 
-// moveQueued moves the queued files to the disk (the tick), one batch per
-// hold of fs.mu. A failed batch is logged and its files stay in the arena,
+// moveQueued moves the queued files to the disk (the tick), one batch at
+// a time (moveBatch), each file taking FS.mu only to be copied and to be
+// switched. A failed batch is logged and its files stay in the arena,
 // queued: the ticks leave them alone for moveRetryTicks, then try again.
 func (fs *FS) moveQueued() {
 	fs.mu.Lock()
@@ -94,20 +97,15 @@ func (fs *FS) moveQueued() {
 	if wait {
 		return
 	}
-	for {
-		fs.mu.Lock()
-		more := fs.moveBatchLogged()
-		fs.mu.Unlock()
-		if !more {
-			return
-		}
+	tried := make(map[Ino]struct{})
+	for fs.moveBatch(false, tried) {
 	}
 }
 
 // findMove queues ino, an arena file above the threshold that Open found,
 // for the next batch, unless it is queued or held already: an open takes
 // FS.mu shared, so the file waits in fs.moveFound until a batch takes the
-// lock exclusively (moveBatchLocked). Only a crash, which forgets the
+// lock exclusively (stageBatch). Only a crash, which forgets the
 // queue, leaves such a file unqueued (and unheld).
 // Preconditions: fs.mu held (shared is enough).
 func (fs *FS) findMove(ino Ino) {
@@ -155,128 +153,223 @@ func (fs *FS) foundAny() bool {
 // it, whatever moveWait says.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveAllLocked() {
-	for fs.moveBatchLogged() {
+	tried := make(map[Ino]struct{})
+	for fs.moveBatch(true, tried) {
 	}
 }
 
-// moveBatchLogged is moveBatchLocked with its error logged (once while it
-// repeats: a full disk fails every tick the same way); more reports files
-// left to move. A failed batch starts the wait of moveRetryTicks, unless
-// it failed because one file overflows the journal alone (errMoveFull):
-// that file has left the queue, and the others go on.
-func (fs *FS) moveBatchLogged() (more bool) {
-	more, err := fs.moveBatchLocked()
-	if err == nil {
-		fs.moveErr = ""
-		return more
+// stagedMove is a queued file whose data is staged for the disk
+// (diskstore.Stage).
+type stagedMove struct {
+	ino Ino
+	st  *diskstore.Staged
+}
+
+// moveBatch moves queued files to the disk, at most moveBatch bytes of
+// them (more than that only for a first file larger than it), and reports
+// whether files not in tried are left to move. Files it takes join tried,
+// so that a file changed during its move is not taken again by the same
+// tick (it stays queued for the next).
+//
+// Made in one transaction with the copy and the device sync inside, the
+// batch held FS.mu for up to 66 ms beside full-speed large-file writes
+// (session 30): the copy's pwrites stall behind the host's writeback.
+// Now the lock is taken for each file apart, and held only to copy its
+// data (memory to memory) and later to switch it:
+//
+//  1. stage (FS.mu): each file's arena data is copied and disk blocks are
+//     reserved for it (diskstore.Stage), nothing in the arena changes;
+//  2. without FS.mu, the blocks are written and the device synced once
+//     (diskstore.WriteStaged): the ordering point of toDiskLocked;
+//  3. adopt (FS.mu, one transaction per file): a file whose arena data
+//     still equals the staged copy gets a segment list of those blocks
+//     (diskstore.Adopt) and its arena data is freed (switchToDiskLocked).
+//     A file that changed meanwhile keeps its arena data and stays
+//     queued; a stale entry (deleted, unlinked, moved, cut below the
+//     threshold) leaves the queue.
+//
+// A crash before a file's transaction commits leaves it in the arena and
+// its staged blocks free. locked: the caller holds FS.mu (Close), so the
+// whole batch runs under it. Errors are logged (moveFailed).
+func (fs *FS) moveBatch(locked bool, tried map[Ino]struct{}) (more bool) {
+	lock, unlock := fs.mu.Lock, fs.mu.Unlock
+	if locked {
+		lock, unlock = func() {}, func() {}
 	}
-	if msg := err.Error(); msg != fs.moveErr {
-		fs.moveErr = msg
-		fs.logf("%s: moving files above the large-file threshold to the disk: %v", fs.diskPath, err)
+	batch, more, err := fs.stageBatch(lock, unlock, tried)
+	if err == nil && len(batch) > 0 {
+		sts := make([]*diskstore.Staged, len(batch))
+		for i, m := range batch {
+			sts[i] = m.st
+		}
+		err = fs.ds.WriteStaged(sts)
 	}
-	if !more && !errors.Is(err, errMoveFull) {
-		fs.moveWait = moveRetryTicks
+	if err == nil && fs.stagedHook != nil {
+		fs.stagedHook()
+	}
+	if err != nil {
+		lock()
+		for _, m := range batch {
+			fs.ds.Unstage(m.st)
+		}
+		fs.moveFailed(err)
+		unlock()
+		return false
+	}
+	for i, m := range batch {
+		lock()
+		err := fs.adoptLocked(m, i+1)
+		fs.ds.Unstage(m.st)
+		if err != nil && !errors.Is(err, errMoveFull) {
+			for _, rest := range batch[i+1:] {
+				fs.ds.Unstage(rest.st)
+			}
+			fs.moveFailed(err)
+			unlock()
+			return false
+		}
+		if err != nil {
+			fs.moveFailed(err) // logged; the others go on
+		} else {
+			fs.moveErr = ""
+		}
+		unlock()
 	}
 	return more
 }
 
-// moveFits reports whether tx has journal room to move one more file of
-// size bytes: twice what the files moved so far (bytes of them, since the
-// room was room0) took per byte, and the journal's reserve. The journal a
-// file takes grows with the extents it maps, so with the fragmentation of
-// the free space (on a fragmented disk a 400 KiB file in 4 KiB blocks took
-// 55 KiB, the third of a fixed 32 KiB reserve overflowed a 256 KiB
-// journal); the first file of a batch is moved alone, as at a write.
-func (fs *FS) moveFits(tx *pram.Tx, room0, bytes, size uint64) bool {
-	room := tx.Room()
-	need := min(journalReserve, fs.a.Geometry().JournalLen/4)
-	if bytes > 0 && room0 > room {
-		need += (room0 - room) * 2 * size / bytes
-	}
-	return room >= need
-}
-
-// moveBatchLocked moves queued files to the disk in one transaction, until
-// moveBatch bytes or the journal's room (moveFits), and syncs the device
-// once before the transaction commits (the ordering point of
-// toDiskLocked). Files that no longer need it (deleted, unlinked and still
-// open, moved, cut below the threshold) leave the queue; when the batch
-// fails, the files stay queued and the error is returned, except that a
-// file whose move alone overflows the journal leaves the queue with
-// errMoveFull (more then reports the others).
-//
-// What a move takes of the journal cannot be known in advance: it grows
-// with the extents the file maps and with the leaves of the free map and
-// the segment list that each insertion shifts (a 400 KiB file in 4 KiB
-// blocks on a fragmented disk took 17 KiB to more than 160 KiB). A batch
-// that overflows the journal is rolled back and tried again with half as
-// many files; a single file that overflows it fails with errMoveFull and
-// stays in the arena, held (as at a write: holdMove), until a write
-// queues it again.
-// Preconditions: fs.mu held exclusively.
-func (fs *FS) moveBatchLocked() (more bool, err error) {
+// stageBatch stages the queued files not in tried, in inode order, until
+// moveBatch bytes; more reports files left. A stale entry leaves the queue
+// here. It fails only when the first file cannot be staged (a full disk).
+func (fs *FS) stageBatch(lock, unlock func(), tried map[Ino]struct{}) (batch []stagedMove, more bool, err error) {
+	lock()
 	if fs.closed || fs.ds == nil || !fs.takeFound() {
-		return false, nil
+		unlock()
+		return nil, false, nil
 	}
 	queued := make([]Ino, 0, len(fs.moving))
 	for ino := range fs.moving {
-		queued = append(queued, ino)
+		if _, ok := tried[ino]; !ok {
+			queued = append(queued, ino)
+		}
 	}
+	unlock()
 	slices.Sort(queued)
-	var b moveBatchResult
-	for limit := len(queued); ; {
-		err = fs.update(func(tx *pram.Tx) (err error) {
-			b = moveBatchResult{}
-			defer overflowAs(&err, func() error {
-				if b.tried <= 1 {
-					return errMoveFull // one file: it stays in the arena
-				}
-				return errBatchFull
-			})
-			return fs.moveBatchTx(tx, queued, limit, &b)
-		})
-		if errors.Is(err, errBatchFull) {
-			limit = max(b.tried/2, 1)
+	var bytes uint64
+	for _, ino := range queued {
+		lock()
+		in, ok := fs.moveCandidate(ino)
+		if !ok {
+			unlock()
 			continue
 		}
-		break
+		if len(batch) > 0 && bytes+in.size() > moveBatch {
+			unlock()
+			return batch, true, nil
+		}
+		st, err := fs.ds.Stage(uint64(ino), in.size(), func(dst []byte) { fs.memRead(in, 0, dst) })
+		unlock()
+		if err != nil {
+			if len(batch) == 0 {
+				return nil, false, err
+			}
+			return batch, true, nil
+		}
+		tried[ino] = struct{}{}
+		batch = append(batch, stagedMove{ino, st})
+		bytes += in.size()
 	}
-	if errors.Is(err, errMoveFull) && b.first != 0 {
-		// b.first alone overflowed the journal: it stays in the arena,
-		// held (an open does not queue it again, findMove; a write
-		// does), and does not stop the others.
-		fs.holdMove(b.first)
-		delete(fs.moving, b.first)
-		return len(fs.moving) > 0, err
-	}
-	if err != nil {
-		return false, err
-	}
-	for _, ino := range b.done {
+	return batch, false, nil
+}
+
+// moveCandidate returns ino's inode if it still needs to move: a linked
+// arena regular file above the threshold. Otherwise ino leaves the queue.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) moveCandidate(ino Ino) (inode, bool) {
+	in, err := fs.inode(ino)
+	if err != nil || !in.isReg() || in.nlink() == 0 || !fs.wantDisk(in, in.size()) {
 		delete(fs.moving, ino)
 		delete(fs.moveHeld, ino)
+		return inode{}, false
 	}
-	for _, ino := range b.shrink {
-		if err := fs.finishShrinkLocked(ino); err != nil {
-			return false, err
+	return in, true
+}
+
+// adoptLocked switches m's file to its staged blocks, in one transaction,
+// if it still needs the move and its data is still what was staged; n is
+// its place in the batch (moveHook). A file whose switch overflows the
+// journal alone stays in the arena, held (holdMove: an open does not queue
+// it again, findMove; a write does), with errMoveFull.
+// Preconditions: fs.mu held exclusively; m.st written (WriteStaged).
+func (fs *FS) adoptLocked(m stagedMove, n int) error {
+	in, ok := fs.moveCandidate(m.ino)
+	if !ok || !fs.memEqual(in, m.st.Data()) {
+		return nil // gone, or changed: queued still, for the next tick
+	}
+	shrink := false
+	err := fs.update(func(tx *pram.Tx) (err error) {
+		defer overflowAs(&err, func() error { return errMoveFull })
+		seg, err := fs.ds.Adopt(tx, m.st)
+		if err != nil {
+			return err
+		}
+		if fs.moveHook != nil {
+			fs.moveHook(m.ino, n)
+		}
+		shrink, err = fs.switchToDiskLocked(tx, in, seg)
+		return err
+	})
+	if errors.Is(err, errMoveFull) {
+		fs.holdMove(m.ino)
+		delete(fs.moving, m.ino)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	delete(fs.moving, m.ino)
+	delete(fs.moveHeld, m.ino)
+	if shrink {
+		return fs.finishShrinkLocked(m.ino)
+	}
+	return nil
+}
+
+// memEqual reports whether an arena file holds exactly data.
+// Preconditions: fs.mu held.
+func (fs *FS) memEqual(in inode, data []byte) bool {
+	if in.size() != uint64(len(data)) {
+		return false
+	}
+	var buf [64 << 10]byte
+	for off := 0; off < len(data); off += len(buf) {
+		n := min(len(buf), len(data)-off)
+		fs.memRead(in, uint64(off), buf[:n])
+		if !bytes.Equal(buf[:n], data[off:off+n]) {
+			return false
 		}
 	}
-	return b.more, nil
+	return true
 }
 
-// moveBatchResult is what one try of a batch's transaction did: tried
-// counts the files copied; done holds the files that leave the queue,
-// shrink those with arena data left to free after the commit, and more
-// reports files left for another batch.
-type moveBatchResult struct {
-	tried        int
-	first        Ino // the first file copied
-	done, shrink []Ino
-	more         bool
+// moveFailed logs a failed move (once while it repeats: a full disk fails
+// every tick the same way) and, unless one file overflowed the journal
+// alone (errMoveFull: that file has left the queue, and the others go
+// on), starts the wait of moveRetryTicks.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) moveFailed(err error) {
+	if msg := err.Error(); msg != fs.moveErr {
+		fs.moveErr = msg
+		fs.logf("%s: moving files above the large-file threshold to the disk: %v", fs.diskPath, err)
+	}
+	if !errors.Is(err, errMoveFull) {
+		fs.moveWait = moveRetryTicks
+	}
 }
 
-// errMoveFull: a write's move of its file to the disk overflowed the journal
-// (writeData then holds the file in the arena for the commit: holdMove).
+// errMoveFull: a move of a file to the disk overflowed the journal (a
+// write's: writeData then holds the file in the arena for the commit,
+// holdMove; or the commit's own).
 var errMoveFull = fmt.Errorf("%w: a move to the disk overflowed the journal", ErrBusy)
 
 // holdMove keeps an arena file whose move at a write overflowed the journal
@@ -313,57 +406,4 @@ func overflowAs(err *error, as func() error) {
 		}
 	}
 	panic(r)
-}
-
-// errBatchFull: a batch of moves overflowed the journal (moveBatchLocked
-// retries with fewer files). It wraps a sentinel that mapErr passes on.
-var errBatchFull = fmt.Errorf("%w: a batch of moves overflowed the journal", ErrBusy)
-
-// moveBatchTx is the transaction of moveBatchLocked: it copies at most
-// limit of the queued files to the disk, then switches them all (every
-// copy before any free: switchToDiskLocked), then syncs the device; b
-// records what it did.
-func (fs *FS) moveBatchTx(tx *pram.Tx, queued []Ino, limit int, b *moveBatchResult) error {
-	var bytes uint64
-	var segs []pram.Off
-	var ins []inode
-	room0 := tx.Room()
-	for _, ino := range queued {
-		in, err := fs.inode(ino)
-		if err != nil || !in.isReg() || in.nlink() == 0 || !fs.wantDisk(in, in.size()) {
-			b.done = append(b.done, ino)
-			continue
-		}
-		if len(segs) > 0 && (len(segs) >= limit || bytes+in.size() > moveBatch || !fs.moveFits(tx, room0, bytes, in.size())) {
-			b.more = true
-			break
-		}
-		b.tried++
-		if b.tried == 1 {
-			b.first = ino
-		}
-		// Fitted: a closed file gets no close to trim it, and the
-		// batch's frees are not reused before it commits.
-		seg, err := fs.diskCopyLocked(tx, in, true)
-		if err != nil {
-			return err
-		}
-		if fs.moveHook != nil {
-			fs.moveHook(ino, b.tried)
-		}
-		b.done = append(b.done, ino)
-		ins = append(ins, in)
-		bytes += in.size()
-		segs = append(segs, seg)
-	}
-	for i, in := range ins {
-		left, err := fs.switchToDiskLocked(tx, in, segs[i])
-		if err != nil {
-			return err
-		}
-		if left {
-			b.shrink = append(b.shrink, in.ino)
-		}
-	}
-	return fs.ds.FlushFiles(tx, segs)
 }

@@ -466,53 +466,127 @@ func TestMoveBatchFragmentedDisk(t *testing.T) {
 	}
 }
 
-// TestMoveBatchHalvesOnOverflow: a batch whose journal overflows part way
-// (a later file mapping far more extents than the first ones promised;
-// moveHook stands in for such a disk, which is hard to lay out exactly:
-// here the journal holds two moves) is rolled back and tried again with
-// fewer files, until every file is moved, with no error logged and no
-// file held in the arena.
-func TestMoveBatchHalvesOnOverflow(t *testing.T) {
+// TestMoveSyncWithoutLock: the tick writes and syncs a batch without
+// FS.mu (diskstore.WriteStaged): while the device sync is stalled, other
+// requests (create, write, stat, read of a queued file) complete. When
+// the batch held the lock across the sync, they waited for it (up to 66 ms
+// beside full-speed large-file writes on the test VM).
+func TestMoveSyncWithoutLock(t *testing.T) {
 	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(16 << 20)})
-	syncs := syncCounter(env)
+	var stall atomic.Bool
+	inSync, release := make(chan struct{}, 1), make(chan struct{})
+	env.wrap = func(d diskstore.Device) diskstore.Device {
+		return diskstore.NewFaultDevice(d, diskstore.InjectorFunc(func(op diskstore.Op, _ int64, _ int) diskstore.FaultKind {
+			if op == diskstore.OpSync && stall.CompareAndSwap(true, false) {
+				inSync <- struct{}{}
+				<-release
+			}
+			return diskstore.FaultNone
+		}))
+	}
 	fs = env.reopen(fs)
-	const n = 6
-	var inos []Ino
-	for i := range n {
-		inos = append(inos, makeFile(t, fs, fmt.Sprint("f", i), pattern(100<<10, byte(i))))
+	data := pattern(100<<10, 5)
+	x := makeFile(t, fs, "x", data)
+	stall.Store(true)
+	ticked := make(chan struct{})
+	go func() { defer close(ticked); fs.diskTick() }()
+	select {
+	case <-inSync:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the tick did not sync the device")
 	}
-	var tries []int // files copied by each try that overflowed
-	overflows := 0
-	fs.moveHook = func(_ Ino, tried int) {
-		if tried > 2 && overflows < 50 { // 50: a retry that never shrinks stops here
-			overflows++
-			tries = append(tries, tried)
-			panic(fmt.Errorf("moveHook: %w", pram.ErrTxFull))
-		}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		makeFile(t, fs, "y", pattern(10<<10, 6))
+		wantContent(t, fs, "/x", data)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		close(release)
+		<-ticked
+		t.Fatal("requests waited for the batch's device sync: FS.mu is held across it")
 	}
-	before := syncs.Load()
+	close(release)
+	<-ticked
+	if !isLarge(t, fs, x) || isQueued(fs, x) {
+		t.Fatal("x was not moved")
+	}
+	wantContent(t, fs, "/x", data)
+}
+
+// TestMoveChangedWhileStaged: files changed between the copy of their data
+// and their switch (while the tick writes the batch without FS.mu) are
+// handled by what they became: a file whose data changed keeps it, in the
+// arena, queued for the next tick (which moves it); a file rewritten with
+// the same bytes moves; one cut below the threshold, unlinked, unlinked
+// while open or moved at once by a write past moveCap leaves the queue.
+// Every file reads back as last written, and no staged block stays
+// reserved or leaks (the check after the test accounts for every block).
+func TestMoveChangedWhileStaged(t *testing.T) {
+	fs, _ := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(16 << 20)})
+	want := map[string][]byte{}
+	ino := map[string]Ino{}
+	for i, name := range []string{"rewritten", "same", "appended", "cut", "unlinked", "open", "grown", "still"} {
+		want[name] = pattern(80<<10+i*1000, byte(i+1))
+		ino[name] = makeFile(t, fs, name, want[name])
+	}
+	openH := openRW(t, fs, ino["open"], O_RDWR)
+	fs.stagedHook = func() {
+		fs.stagedHook = nil
+		write(t, fs, ino["rewritten"], 4096, []byte("changed"))
+		copy(want["rewritten"][4096:], "changed")
+		write(t, fs, ino["same"], 0, want["same"][:8192])
+		write(t, fs, ino["appended"], int64(len(want["appended"])), []byte("more"))
+		want["appended"] = append(want["appended"], "more"...)
+		_, err := fs.SetAttr(ino["cut"], SetAttr{Valid: SetSize, Size: 1000}, root)
+		must(t, err)
+		want["cut"] = want["cut"][:1000]
+		must(t, fs.Unlink(RootIno, "unlinked"))
+		delete(want, "unlinked")
+		must(t, fs.Unlink(RootIno, "open"))
+		delete(want, "open")
+		big := pattern(300<<10, 9) // past moveCap: moves at once
+		write(t, fs, ino["grown"], 0, big)
+		want["grown"] = big
+	}
 	fs.diskTick()
-	fs.moveHook = nil
-	if overflows == 0 || overflows >= 50 {
-		t.Fatalf("%d overflows (tries %v): want a few, each followed by a smaller batch", overflows, tries)
+	if fs.stagedHook != nil {
+		t.Fatal("the tick staged nothing")
 	}
-	if got := syncs.Load() - before; got < 3 || got > n {
-		t.Fatalf("%d device syncs for %d files after %d overflows: want a batch of at most two files per sync", got, n, overflows)
+	for name, w := range want {
+		wantContent(t, fs, "/"+name, w)
 	}
-	if env.logged("moving files above") || env.logged("too large for the journal") {
-		t.Fatalf("the batch failed: %q", env.logs)
-	}
-	for i, ino := range inos {
-		if !isLarge(t, fs, ino) || isQueued(fs, ino) {
-			t.Fatalf("f%d: on disk %v, queued %v; want moved", i, isLarge(t, fs, ino), isQueued(fs, ino))
+	moved := map[string]bool{"rewritten": false, "same": true, "appended": false, "cut": false, "grown": true, "still": true}
+	queued := map[string]bool{"rewritten": true, "same": false, "appended": true, "cut": false, "grown": false, "still": false}
+	for name := range moved {
+		if isLarge(t, fs, ino[name]) != moved[name] || isQueued(fs, ino[name]) != queued[name] {
+			t.Errorf("%s: on disk %v, queued %v; want %v, %v", name, isLarge(t, fs, ino[name]), isQueued(fs, ino[name]), moved[name], queued[name])
 		}
-		wantContent(t, fs, fmt.Sprint("/f", i), pattern(100<<10, byte(i)))
 	}
-	fs.mu.RLock()
-	held := len(fs.moveHeld)
-	fs.mu.RUnlock()
-	if held != 0 {
-		t.Fatalf("%d files held in the arena", held)
+	for _, name := range []string{"unlinked", "open"} {
+		if isQueued(fs, ino[name]) {
+			t.Errorf("%s: still queued", name)
+		}
+	}
+	got := make([]byte, 100<<10)
+	n, err := fs.Read(ino["open"], openH, 0, got)
+	must(t, err)
+	if !bytes.Equal(got[:n], pattern(80<<10+5*1000, 6)) {
+		t.Fatal("the file unlinked while open reads back wrong")
+	}
+	fs.Release(ino["open"], openH)
+	if n := fs.ds.StagedBlocks(); n != 0 {
+		t.Fatalf("%d blocks still staged", n)
+	}
+	fs.diskTick()
+	for _, name := range []string{"rewritten", "appended"} {
+		if !isLarge(t, fs, ino[name]) || isQueued(fs, ino[name]) {
+			t.Errorf("%s: not moved by the next tick", name)
+		}
+		wantContent(t, fs, "/"+name, want[name])
 	}
 }
 

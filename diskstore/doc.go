@@ -229,7 +229,10 @@
 //	to disk: (size crosses ToDisk) seg, _ := s.NewFile(tx, ino); s.Write(tx, seg, 0, small);
 //	         s.Flush(tx, seg); then the write itself; free the arena copy; point the inode
 //	         at seg — one Tx (Flush syncs: the arena copy it replaces is durable). Several
-//	         files in one Tx: s.WriteFitted for each, then s.FlushFiles(tx, segs), one sync
+//	         files with one sync and without the core's lock (stage.go): st, _ := s.Stage(ino,
+//	         size, fill) for each (locked), s.WriteStaged(sts) (unlocked: writes, one sync),
+//	         then per file seg, _ := s.Adopt(tx, st) if its data is unchanged (a Tx of its
+//	         own), and s.Unstage(st) after the Tx, or instead of Adopt
 //	write:   s.Write(tx, seg, off, data); the core updates size/mtime in the same Tx. In the
 //	         default mode s.Buffered(seg) is 0 when Write returns, so the size is published
 //	         at once; with GatherInMemory it stays volatile while Buffered(seg) > 0

@@ -265,7 +265,6 @@ type Store struct {
 	fresh    map[Block]struct{}
 	freshGen uint64
 	forSpace bool // syncAllForSpace is tidying: free without holding (mu)
-	fitted   bool // allocate to fit, no preallocation (WriteFitted, FlushFiles; writers only)
 	// ckptRetry: the caller of the operation in progress aborts, makes a
 	// checkpoint and retries on ErrSpaceHeld (SetCheckpointRetry).
 	ckptRetry atomic.Bool

@@ -139,47 +139,6 @@ func (s *Store) Flush(tx *pram.Tx, seg pram.Off) error {
 	return err
 }
 
-// WriteFitted is Write without preallocation: the blocks it allocates
-// hold data only. The core writes a file whose size is known with it (a
-// batch of files moved to the disk, its move.go), so that the batch does
-// not hold a megabyte per file within one transaction, whose frees are
-// not reused before it commits.
-func (s *Store) WriteFitted(tx *pram.Tx, seg pram.Off, off int64, data []byte) error {
-	s.fitted = true
-	defer func() { s.fitted = false }()
-	return s.Write(tx, seg, off, data)
-}
-
-// FlushFiles is Flush for several files with one device sync: it writes
-// and publishes every file's buffered data (allocated to fit, as
-// WriteFitted), then syncs the device if any of them has blocks written
-// since the last sync. Unlike Flush it leaves the failure of an earlier
-// background sync for the next Flush, Fsync or FlushAll to report: the
-// core moves a batch of files to the disk with it in the background (its
-// move.go), where no caller would see it.
-func (s *Store) FlushFiles(tx *pram.Tx, segs []pram.Off) error {
-	s.fitted = true
-	defer func() { s.fitted = false }()
-	live := false
-	for _, seg := range segs {
-		if err := s.validSeg(seg); err != nil {
-			return err
-		}
-		if err := s.flushBuffer(tx, seg); err != nil {
-			return err
-		}
-		l, err := s.hasLive(seg)
-		if err != nil {
-			return err
-		}
-		live = live || l
-	}
-	if !live {
-		return nil
-	}
-	return s.syncAll(tx)
-}
-
 // flushBuffer writes and publishes the file's buffered data.
 func (s *Store) flushBuffer(tx *pram.Tx, seg pram.Off) error {
 	s.mu.Lock()
@@ -639,7 +598,7 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 		}
 		fb, count := fb0+uint64(i), uint64(j-i)
 		want := count
-		if !plan[i].cow && !s.fitted {
+		if !plan[i].cow {
 			end, err := s.mappedEnd(seg)
 			if err != nil {
 				return allocs, err
