@@ -64,8 +64,9 @@ func (s *Store) Stage(owner, size uint64, fill func(dst []byte)) (*Staged, error
 		return nil, fmt.Errorf("%w: staging %d bytes", ErrFileTooBig, size)
 	}
 	n := (size + s.bs - 1) / s.bs
-	st := &Staged{owner: owner, seed: rand.Uint64(), size: size, buf: AlignedBuffer(int(n * s.bs))}
+	st := &Staged{owner: owner, seed: rand.Uint64(), size: size, buf: s.stageBuffer(n * s.bs)}
 	fill(st.buf[:size])
+	clear(st.buf[size:])
 	for fb := uint64(0); fb < n; fb++ {
 		if !bytes.Equal(st.buf[fb*s.bs:(fb+1)*s.bs], s.zero) {
 			st.data = append(st.data, fb)
@@ -300,7 +301,26 @@ func (s *Store) Unstage(st *Staged) {
 		}
 	}
 	s.mu.Unlock()
+	if buf := st.buf; cap(buf) <= maxPooledStage {
+		s.stageBufs.Put(&buf)
+	}
 	st.xs, st.buf, st.done = nil, nil, false
+}
+
+// maxPooledStage bounds the staging buffers Unstage keeps for reuse: a
+// file waiting to move is at most twice the threshold (2 MiB by default)
+// and never more than 4 MiB past it, and one larger (held in the arena,
+// see the core's move.go) is rare. Reused, a buffer costs the collector
+// nothing: allocated fresh, each moved file's megabytes came back as
+// garbage, at the rate files move.
+const maxPooledStage = 8 << 20
+
+// stageBuffer is an aligned buffer of n bytes, reused when one fits.
+func (s *Store) stageBuffer(n uint64) []byte {
+	if p, ok := s.stageBufs.Get().(*[]byte); ok && uint64(cap(*p)) >= n {
+		return (*p)[:n]
+	}
+	return AlignedBuffer(int(n))
 }
 
 // StagedBlocks is the number of blocks reserved by Stage and not yet

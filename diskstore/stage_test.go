@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"bytes"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -250,4 +251,43 @@ func TestStagedFragmented(t *testing.T) {
 		t.Fatalf("read back: %v", err)
 	}
 	e.check(map[pram.Off]int64{hold: 24 << 20, seg: 1 << 20})
+}
+
+// TestStagedBufferReuse: a staging buffer is reused after Unstage, and the
+// part of a file's last block past its size is zeros even when the buffer
+// held a larger file before: the core reads that part back when the file
+// grows (a truncate up, a write past the end), where it must find zeros,
+// never another file's bytes.
+func TestStagedBufferReuse(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 16 << 10, dev: NewMemDevice(16 << 20)})
+	reused := 0
+	// sync.Pool may drop a buffer (at a collection; at random under the
+	// race detector): try a few times, and check the tail every time.
+	for try := 0; try < 20 && reused < 3; try++ {
+		st := e.stage(1, pattern(1, 0, 48<<10))
+		first := &st.buf[0]
+		if err := e.s.WriteStaged([]*Staged{st}); err != nil {
+			t.Fatal(err)
+		}
+		e.s.Unstage(st) // not adopted: changed meanwhile
+		st = e.stage(2, pattern(2, 0, 24<<10))
+		if &st.buf[0] == first {
+			reused++
+		}
+		if err := e.s.WriteStaged([]*Staged{st}); err != nil {
+			t.Fatal(err)
+		}
+		seg := e.adopt(st)
+		got, err := e.read(seg, 16<<10, 16<<10) // the whole last block
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !isPattern(got[:8<<10], 2, 16<<10) || !bytes.Equal(got[8<<10:], make([]byte, 8<<10)) {
+			t.Fatal("the last block past the file's size is not zeros")
+		}
+		e.must(func(tx *pram.Tx) error { return e.s.Destroy(tx, seg) })
+	}
+	if reused == 0 {
+		t.Fatal("no staging buffer was reused")
+	}
 }

@@ -257,6 +257,7 @@ type Store struct {
 	// hold. stageRover: where the last reservation ended (writers only).
 	staged     []extent
 	stageRover Block
+	stageBufs  sync.Pool     // *[]byte: aligned staging buffers (stage.go)
 	shadowed   bool          // the arena is shadowed (immutable after Open)
 	snapGen    atomic.Uint64 // checkpoint copies taken since Open
 	snapSeen   uint64        // snapGen at the copy of the checkpoint in progress (its hooks)
