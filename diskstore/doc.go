@@ -18,7 +18,8 @@
 //     run of the wanted length among the 64 free extents after the goal,
 //     else the first after where the last longer search ended (the rover),
 //     else the first after the goal anywhere (a scan, O(n) in free extents
-//     at worst), else the longest run. Extents held for a checkpoint do not
+//     at worst), else the longest run. Extents held for a checkpoint or
+//     staged for a write made without the core's lock (stage.go) do not
 //     count (freemap.go). The free map also holds the list of
 //     files with unsynced records and the quarantine (unsynced.go);
 //   - the stats record (root slot 6): number of large files, counters of
