@@ -257,27 +257,36 @@ func (fs *FS) stageBatch(lock, unlock func(), tried map[Ino]struct{}) (batch []s
 	slices.Sort(queued)
 	var bytes uint64
 	for _, ino := range queued {
+		var st *diskstore.Staged
+		full := false
 		lock()
-		in, ok := fs.moveCandidate(ino)
-		if !ok {
-			unlock()
-			continue
-		}
-		if len(batch) > 0 && bytes+in.size() > moveBatch {
-			unlock()
-			return batch, true, nil
-		}
-		st, err := fs.ds.Stage(uint64(ino), in.size(), func(dst []byte) { fs.memRead(in, 0, dst) })
-		unlock()
-		if err != nil {
-			if len(batch) == 0 {
-				return nil, false, err
+		err := func() (err error) {
+			defer fs.guard(&err) // a damaged arena: ErrIO, as in a transaction
+			in, ok := fs.moveCandidate(ino)
+			if !ok {
+				return nil
 			}
+			if len(batch) > 0 && bytes+in.size() > moveBatch {
+				full = true
+				return nil
+			}
+			st, err = fs.ds.Stage(uint64(ino), in.size(), func(dst []byte) { fs.memRead(in, 0, dst) })
+			return err
+		}()
+		unlock()
+		switch {
+		case full:
 			return batch, true, nil
+		case err != nil && len(batch) == 0:
+			return nil, false, err
+		case err != nil:
+			return batch, true, nil
+		case st == nil:
+			continue // left the queue
 		}
 		tried[ino] = struct{}{}
 		batch = append(batch, stagedMove{ino, st})
-		bytes += in.size()
+		bytes += st.Size()
 	}
 	return batch, false, nil
 }
@@ -302,12 +311,21 @@ func (fs *FS) moveCandidate(ino Ino) (inode, bool) {
 // it again, findMove; a write does), with errMoveFull.
 // Preconditions: fs.mu held exclusively; m.st written (WriteStaged).
 func (fs *FS) adoptLocked(m stagedMove, n int) error {
-	in, ok := fs.moveCandidate(m.ino)
-	if !ok || !fs.memEqual(in, m.st.Data()) {
-		return nil // gone, or changed: queued still, for the next tick
+	var in inode
+	same := false
+	err := func() (err error) {
+		defer fs.guard(&err) // a damaged arena: ErrIO, as in a transaction
+		var ok bool
+		if in, ok = fs.moveCandidate(m.ino); ok {
+			same = fs.memEqual(in, m.st.Data())
+		}
+		return nil
+	}()
+	if err != nil || !same {
+		return err // gone, or changed: queued still, for the next tick
 	}
 	shrink := false
-	err := fs.update(func(tx *pram.Tx) (err error) {
+	err = fs.update(func(tx *pram.Tx) (err error) {
 		defer overflowAs(&err, func() error { return errMoveFull })
 		seg, err := fs.ds.Adopt(tx, m.st)
 		if err != nil {

@@ -633,3 +633,68 @@ func TestMoveQueuedAgainAtOpen(t *testing.T) {
 	wantContent(t, fs, "/x", data)
 	wantContent(t, fs, "/small", pattern(64<<10, 4))
 }
+
+// TestMoveDamagedWhileStaged: the copy and the comparison of a move run
+// outside any transaction, so a damaged arena there (here a file's data
+// pointer sent past the arena, at the copy, then between the copy and the
+// switch) must not crash the daemon: the batch fails with the damage
+// logged, the file stays in the arena, queued, and moves once the damage
+// is gone.
+func TestMoveDamagedWhileStaged(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{dev: diskstore.NewMemDevice(16 << 20)})
+	data := pattern(100<<10, 8)
+	x := makeFile(t, fs, "x", data)
+	in, err := fs.inode(x)
+	must(t, err)
+	good := in.data()
+	setData := func(v uint64) {
+		fs.mu.Lock()
+		corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, v) })
+		fs.mu.Unlock()
+	}
+	tick := func() {
+		defer func() {
+			if r := recover(); r != nil {
+				fs.mu.TryLock() // held by the tick the panic ended, or now by us
+				fs.mu.Unlock()
+				setData(uint64(good))
+				t.Fatalf("the tick panicked: %v", r)
+			}
+		}()
+		fs.diskTick()
+	}
+	// Damaged when the tick copies the file.
+	setData(1 << 62)
+	tick()
+	setData(uint64(good))
+	if !env.logged("read operation failed") || isLarge(t, fs, x) || !isQueued(fs, x) {
+		t.Fatalf("damaged at the copy: logged %v, on disk %v, queued %v", env.logged("read operation failed"), isLarge(t, fs, x), isQueued(fs, x))
+	}
+	env.logMu.Lock()
+	env.logs = nil
+	env.logMu.Unlock()
+	fs.mu.Lock()
+	fs.moveWait = 0 // the failed batch's retry wait
+	fs.mu.Unlock()
+	// Damaged between the copy and the switch.
+	fs.stagedHook = func() {
+		fs.stagedHook = nil
+		setData(1 << 62)
+	}
+	tick()
+	if !env.logged("read operation failed") {
+		t.Fatalf("the damage was not logged: %q", env.logs)
+	}
+	setData(uint64(good))
+	if isLarge(t, fs, x) || !isQueued(fs, x) {
+		t.Fatalf("on disk %v, queued %v; want the arena, queued", isLarge(t, fs, x), isQueued(fs, x))
+	}
+	fs.mu.Lock()
+	fs.moveWait = 0 // the failed batch's retry wait
+	fs.mu.Unlock()
+	fs.diskTick()
+	if !isLarge(t, fs, x) {
+		t.Fatal("not moved once the damage was gone")
+	}
+	wantContent(t, fs, "/x", data)
+}

@@ -54,6 +54,9 @@ type Staged struct {
 // Data is the staged copy of the file's bytes (read-only for the caller).
 func (st *Staged) Data() []byte { return st.buf[:st.size] }
 
+// Size is the number of bytes staged.
+func (st *Staged) Size() uint64 { return st.size }
+
 // Stage copies size bytes of a file (fill writes them into the buffer it
 // is given) and reserves disk blocks for them; nothing in the arena
 // changes. ErrNoSpace: not enough usable free blocks (the quarantine and
