@@ -173,9 +173,7 @@ func (s *Store) WriteStaged(sts []*Staged) error {
 	}
 	if wrote {
 		if err := s.dev.Sync(); err != nil {
-			for _, st := range sts {
-				st.ioErr = true
-			}
+			sts[0].ioErr = true // one device error, counted once
 			return stagedIOErr("syncing disk", err)
 		}
 	}
@@ -304,7 +302,7 @@ func (s *Store) Unstage(st *Staged) {
 		}
 	}
 	s.mu.Unlock()
-	if buf := st.buf; cap(buf) <= maxPooledStage {
+	if buf := st.buf; buf != nil && cap(buf) <= maxPooledStage {
 		s.stageBufs.Put(&buf)
 	}
 	st.xs, st.buf, st.done = nil, nil, false

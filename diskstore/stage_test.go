@@ -184,9 +184,12 @@ func TestStagedWriteFails(t *testing.T) {
 			e := newEnv(t, envOpts{blockSize: 16 << 10, dev: fd})
 			free0, ioErrs := e.s.Stats().FreeBlocks, e.s.Stats().IOErrors
 			st := e.stage(1, pattern(1, 0, 2<<20))
+			st2 := e.stage(2, pattern(2, 0, 1<<20))
 			arm.Store(true)
-			err := e.s.WriteStaged([]*Staged{st})
+			err := e.s.WriteStaged([]*Staged{st, st2})
 			arm.Store(false)
+			e.s.Unstage(st2)
+			e.s.Unstage(st2) // twice: a no-op
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("WriteStaged: %v, want %v", err, tc.want)
 			}
