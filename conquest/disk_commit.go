@@ -22,6 +22,7 @@ import (
 // diskCommit is the ticker's state; zero when DiskCommit is off.
 type diskCommit struct {
 	stop    chan struct{}
+	reset   chan time.Duration // a new interval (SetCommit)
 	done    sync.WaitGroup
 	once    sync.Once
 	lastErr string // the last tick error logged (the ticker goroutine only)
@@ -34,6 +35,7 @@ func (fs *FS) startDiskCommit(every time.Duration) {
 		return
 	}
 	fs.commit.stop = make(chan struct{})
+	fs.commit.reset = make(chan time.Duration)
 	fs.commit.done.Add(1)
 	go func() {
 		defer fs.commit.done.Done()
@@ -43,11 +45,33 @@ func (fs *FS) startDiskCommit(every time.Duration) {
 			select {
 			case <-fs.commit.stop:
 				return
+			case d := <-fs.commit.reset:
+				t.Reset(d)
 			case <-t.C:
 				fs.diskTick()
 			}
 		}
 	}()
+}
+
+// SetCommit changes the commit interval of an open file system (a
+// remount's commit=): how often the arena's RAM copy is checkpointed to
+// its image (pram.Arena.SetCheckpointInterval; an arena mapped in place
+// has no checkpoints) and the period of the disk commit. It waits for a
+// tick or a checkpoint in progress. Preconditions: fs.mu not held.
+func (fs *FS) SetCommit(d time.Duration) error {
+	if d <= 0 {
+		return ErrInvalid
+	}
+	fs.a.SetCheckpointInterval(d)
+	if fs.commit.reset == nil {
+		return nil // no disk, or no periodic commit
+	}
+	select {
+	case fs.commit.reset <- d:
+	case <-fs.commit.stop: // closing
+	}
+	return nil
 }
 
 // stopDiskCommit stops the ticker and waits for a tick in progress. Close

@@ -95,3 +95,32 @@ func TestDiskCommitTicker(t *testing.T) {
 	wantContent(t, fs, "/x", data)
 	wantContent(t, fs, "/y", pattern(300000, 2))
 }
+
+// TestSetCommit: SetCommit changes the period of the running disk commit
+// (a remount's commit=): a file queued for a commit an hour away moves
+// within moments once the interval is 20 ms; a non-positive interval is
+// refused, and a closed file system takes the call without blocking.
+func TestSetCommit(t *testing.T) {
+	fs, _ := newMoveFS(t, fsOpt{})
+	x := makeFile(t, fs, "x", pattern(100<<10, 4))
+	if !isQueued(fs, x) {
+		t.Fatal("not queued")
+	}
+	mustErr(t, fs.SetCommit(0), ErrInvalid)
+	must(t, fs.SetCommit(20*time.Millisecond))
+	for deadline := time.Now().Add(10 * time.Second); !isLarge(t, fs, x); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not moved 10 s after the interval became 20 ms")
+		}
+	}
+	wantContent(t, fs, "/x", pattern(100<<10, 4))
+	fs.stopDiskCommit()
+	done := make(chan error, 1)
+	go func() { done <- fs.SetCommit(time.Second) }()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("SetCommit blocked after the commit stopped")
+	}
+}

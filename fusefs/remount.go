@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"fmt"
+	"time"
 
 	"bazil.org/fuse"
 	"golang.org/x/sys/unix"
@@ -20,6 +21,30 @@ import (
 // is in the system namespace, which the VFS leaves to the file system and
 // the core never stores; only root may set it.
 const NoAtimeXattr = "system.conquest.noatime"
+
+// CommitXattr, set on the mount's root to a Go duration ("1.5s"), changes
+// the commit interval (the mount's --commit, conquest.FS.SetCommit): the
+// helper sets it at a remount with commit=. System namespace, root only,
+// never stored, as NoAtimeXattr.
+const CommitXattr = "system.conquest.commit"
+
+// setCommit serves a setxattr of CommitXattr.
+func (s *Server) setCommit(r *fuse.SetxattrRequest) {
+	d, err := time.ParseDuration(string(r.Xattr))
+	switch {
+	case r.Uid != 0:
+		s.respondError(r, conquest.ErrPerm)
+	case err != nil || d <= 0:
+		s.respondError(r, conquest.ErrInvalid)
+	default:
+		if err := s.fs.SetCommit(d); err != nil {
+			s.respondError(r, err)
+			return
+		}
+		s.opt.Logf("commit interval now %v", d)
+		r.Respond()
+	}
+}
 
 // setNoAtime serves a setxattr of NoAtimeXattr.
 func (s *Server) setNoAtime(r *fuse.SetxattrRequest) {
@@ -40,8 +65,12 @@ func (s *Server) setNoAtime(r *fuse.SetxattrRequest) {
 // read-only or noatime). The daemon is told while the mount is writable (a
 // setxattr on a read-only mount never reaches it): before a remount that
 // ends read-only or noatime, after one that ends neither. It needs
-// CAP_SYS_ADMIN.
-func Remount(dir string, set, clear uintptr) error {
+// CAP_SYS_ADMIN. A commit interval (commit > 0) is passed on too, while
+// the mount is writable: before the flags change, or after it when the
+// mount was read-only; a mount read-only before and after keeps its
+// interval (nothing is committed there, and mount(8) passes the fstab
+// line's commit= again at the remount that makes it writable).
+func Remount(dir string, set, clear uintptr, commit time.Duration) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return fmt.Errorf("statfs %s: %w", dir, err)
@@ -61,6 +90,18 @@ func Remount(dir string, set, clear uintptr) error {
 		}
 		return nil
 	}
+	wasRO := sfs.Flags&unix.ST_RDONLY != 0
+	setCommit := func() error {
+		if err := unix.Setxattr(dir, CommitXattr, []byte(commit.String()), 0); err != nil {
+			return fmt.Errorf("telling the daemon of %s its commit interval: %w", dir, err)
+		}
+		return nil
+	}
+	if commit > 0 && !wasRO {
+		if err := setCommit(); err != nil {
+			return err
+		}
+	}
 	if will && !was {
 		if err := tell(true); err != nil {
 			return err
@@ -73,7 +114,12 @@ func Remount(dir string, set, clear uintptr) error {
 		return err
 	}
 	if was && !will {
-		return tell(false)
+		if err := tell(false); err != nil {
+			return err
+		}
+	}
+	if commit > 0 && wasRO && !ro {
+		return setCommit()
 	}
 	return nil
 }

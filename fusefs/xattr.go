@@ -54,6 +54,10 @@ func (s *Server) setxattr(r *fuse.SetxattrRequest) {
 		s.setNoAtime(r)
 		return
 	}
+	if r.Name == CommitXattr && r.Node == fuse.RootID {
+		s.setCommit(r)
+		return
+	}
 	if err := s.fs.SetXattr(ino(r.Node), r.Name, r.Xattr, r.Flags); err != nil {
 		s.respondError(r, err)
 		return

@@ -330,6 +330,7 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 	}
 	if sh := a.sh; sh != nil && sh.interval > 0 {
 		sh.stop, sh.done, sh.kick = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
+		sh.reset = make(chan time.Duration)
 		go a.checkpointer()
 	}
 	return a, nil

@@ -55,6 +55,7 @@ type shadow struct {
 	stop     chan struct{}
 	done     chan struct{}
 	kick     chan struct{}
+	reset    chan time.Duration // a new interval for the checkpointer (SetCheckpointInterval)
 	logf     func(string, ...any)
 	onCommit func(seq uint64)
 	hooks    []CheckpointHooks // ckptMu
@@ -311,6 +312,23 @@ func (a *Arena) AddCheckpointHooks(h CheckpointHooks) {
 // changes only at checkpoints (shadow.go).
 func (a *Arena) Shadowed() bool { return a.sh != nil }
 
+// SetCheckpointInterval changes how often the background checkpointer of
+// a shadowed arena runs (OpenOptions.Interval; a remount's commit=). It
+// reports false, and changes nothing, for an arena mapped in place or one
+// opened without a checkpointer; d must be positive.
+func (a *Arena) SetCheckpointInterval(d time.Duration) bool {
+	sh := a.sh
+	if sh == nil || sh.reset == nil || d <= 0 {
+		return false
+	}
+	select {
+	case sh.reset <- d:
+	case <-sh.done: // closing
+		return false
+	}
+	return true
+}
+
 // commitSlot is steps 2 and 3 of checkpoint.
 // Preconditions: sh.ckptMu held.
 func (a *Arena) commitSlot(seq uint64, pages []uint64, stage []byte) error {
@@ -382,18 +400,17 @@ func (sh *shadow) note(err error, pages uint64) {
 func (a *Arena) checkpointer() {
 	sh := a.sh
 	defer close(sh.done)
-	var tick <-chan time.Time
-	if sh.interval > 0 {
-		t := time.NewTicker(sh.interval)
-		defer t.Stop()
-		tick = t.C
-	}
+	t := time.NewTicker(sh.interval) // started only with an interval
+	defer t.Stop()
 	for {
 		select {
 		case <-sh.stop:
 			return
+		case d := <-sh.reset:
+			t.Reset(d)
+			continue
 		case <-sh.kick:
-		case <-tick:
+		case <-t.C:
 		}
 		select {
 		case <-sh.stop:

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // formatClosed formats an arena of size bytes at a new path and closes it.
@@ -384,5 +385,39 @@ func TestDirtySet(t *testing.T) {
 	}
 	if d.count() != 0 || len(d.take()) != 0 {
 		t.Fatal("take did not clear the set")
+	}
+}
+
+// TestSetCheckpointInterval: a remount's commit= reaches the background
+// checkpointer: with an interval of an hour a change waits, and once the
+// interval is cut to 20 ms it is checkpointed within moments. An arena
+// without a checkpointer (Interval < 0) refuses the change.
+func TestSetCheckpointInterval(t *testing.T) {
+	path := formatClosed(t, 8<<20)
+	a := openShadowed(t, path, OpenOptions{Interval: time.Hour})
+	defer a.Close()
+	before := a.Shadow().Checkpoints
+	randomTx(a, rand.New(rand.NewPCG(1, 2)))
+	time.Sleep(50 * time.Millisecond)
+	if n := a.Shadow().Checkpoints; n != before {
+		t.Fatalf("%d checkpoints with an interval of an hour", n-before)
+	}
+	if !a.SetCheckpointInterval(20 * time.Millisecond) {
+		t.Fatal("SetCheckpointInterval refused")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Shadow().Checkpoints == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint 10 s after the interval became 20 ms")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a.SetCheckpointInterval(0) {
+		t.Fatal("a zero interval was taken")
+	}
+	b := openShadowed(t, formatClosed(t, 8<<20), OpenOptions{})
+	defer b.Close()
+	if b.SetCheckpointInterval(time.Second) {
+		t.Fatal("an arena without a checkpointer took an interval")
 	}
 }

@@ -158,10 +158,10 @@ func isRemount(args []string) bool {
 }
 
 // helperRemount changes the flags of the live Conquest mount args[2] as the
-// options ask: ro/rw, nosuid/suid, nodev/dev, noexec/exec, noatime/relatime.
-// Options that only take effect at mount (disk=, writeback_cache, commit=,
-// private) keep the mount's values: mount(8) passes the fstab line's
-// options with a remount.
+// options ask: ro/rw, nosuid/suid, nodev/dev, noexec/exec, noatime/relatime,
+// and its commit interval (commit=). Options that only take effect at
+// mount (disk=, writeback_cache, private) keep the mount's values:
+// mount(8) passes the fstab line's options with a remount.
 func helperRemount(args []string) error {
 	dir, err := filepath.Abs(args[2])
 	if err != nil {
@@ -175,15 +175,22 @@ func helperRemount(args []string) error {
 		return err
 	}
 	var set, clear uintptr
+	var commit time.Duration
 	for _, o := range opts {
-		name, _, _ := strings.Cut(o, "=")
+		name, val, hasVal := strings.Cut(o, "=")
 		switch f := mountFlagOptions[o]; {
 		case f.flag != 0:
 			set, clear = f.apply(set), mountFlagOption{f.flag, !f.on}.apply(clear)
+		case name == "commit" && hasVal:
+			d, err := commitOption(val)
+			if err != nil {
+				return err
+			}
+			commit = d
 		case o == "remount" || mount8Option(o, name) || o == "default_permissions" ||
 			o == "allow_other" || o == "private" || o == "writeback_cache" || o == "writeback-cache" ||
 			o == "lazytime" || o == "nolazytime" || o == "diratime" || o == "nodiratime" ||
-			name == "disk" || name == "commit" ||
+			name == "disk" ||
 			name == "user_id" || name == "group_id" || name == "fd" || name == "rootmode" ||
 			name == "max_read" || name == "blksize" || name == "fsname" || name == "subtype":
 			// mount(8)'s own, fixed at mount, or the kernel's options of the
@@ -193,7 +200,7 @@ func helperRemount(args []string) error {
 			return refusedOption(o)
 		}
 	}
-	if err := fusefs.Remount(dir, set, clear); err != nil {
+	if err := fusefs.Remount(dir, set, clear, commit); err != nil {
 		return fmt.Errorf("remount: %w", err)
 	}
 	return nil

@@ -255,6 +255,53 @@ func TestMountHelper(t *testing.T) {
 	if at := atime(t, script); at.Equal(old) {
 		t.Error("a read after remount,relatime left atime alone (it was older than mtime)")
 	}
+	// commit= reaches the daemon: with an hour, a file written past the
+	// threshold (1 MiB) but within twice it waits in the arena; cut to
+	// 100 ms, the next commit moves it to the disk.
+	diskUsed := func() uint64 {
+		t.Helper()
+		buf := make([]byte, 512)
+		n, err := unix.Getxattr(mp, fusefs.SpaceXattr, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp, err := fusefs.ParseSpace(buf[:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp.DiskUsed
+	}
+	remount("rw,relatime,remount,commit=3600")
+	used0 := diskUsed()
+	if err := os.WriteFile(filepath.Join(mp, "waits"), bytes.Repeat([]byte("w"), 1500<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the 1 s of the mount's --commit
+	if u := diskUsed(); u != used0 {
+		t.Errorf("with commit=3600 the disk went from %d to %d bytes used within 2.5 s", used0, u)
+	}
+	remount("rw,relatime,remount,commit=100ms")
+	for deadline := time.Now().Add(10 * time.Second); diskUsed() == used0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("with commit=100ms the file did not move to the disk within 10 s")
+		}
+	}
+	// Read-only before, after or both: commit= is passed on while the
+	// mount is writable, and a read-only remount with it does not fail.
+	remount("ro,relatime,remount,commit=5")
+	remount("ro,relatime,remount,commit=7")
+	remount("rw,relatime,remount,commit=1")
+	if f := flagsNow(); f != 0 {
+		t.Errorf("after the commit= remounts: statfs flags %#x", f)
+	}
+	cmd = exec.Command(helper, fsnamePrefix+pram, mp, "-o", "rw,remount,commit=0,user_id=0,group_id=0", "-t", "fuse.conquest")
+	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin"}, env[1:]...)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "must be positive") {
+		t.Errorf("remount,commit=0: %v %s", err, out)
+	}
+	if err := unix.Setxattr(mp, fusefs.CommitXattr, []byte("soon"), 0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("setxattr %s soon: %v, want EINVAL", fusefs.CommitXattr, err)
+	}
 	cmd = exec.Command(c.bin, "conquest:"+pram, t.TempDir(), "-o", "remount,ro")
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "no Conquest file system is mounted here") {
