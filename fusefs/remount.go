@@ -66,8 +66,9 @@ func (s *Server) setNoAtime(r *fuse.SetxattrRequest) {
 // setxattr on a read-only mount never reaches it): before a remount that
 // ends read-only or noatime, after one that ends neither. It needs
 // CAP_SYS_ADMIN. A commit interval (commit > 0) is passed on too, while
-// the mount is writable: before the flags change, or after it when the
-// mount was read-only; a mount read-only before and after keeps its
+// the mount is writable: after the flags change when the mount ends
+// writable (a failed remount changes nothing), before it when the remount
+// makes it read-only; a mount read-only before and after keeps its
 // interval (nothing is committed there, and mount(8) passes the fstab
 // line's commit= again at the remount that makes it writable).
 func Remount(dir string, set, clear uintptr, commit time.Duration) error {
@@ -97,7 +98,7 @@ func Remount(dir string, set, clear uintptr, commit time.Duration) error {
 		}
 		return nil
 	}
-	if commit > 0 && !wasRO {
+	if commit > 0 && !wasRO && ro {
 		if err := setCommit(); err != nil {
 			return err
 		}
@@ -118,7 +119,7 @@ func Remount(dir string, set, clear uintptr, commit time.Duration) error {
 			return err
 		}
 	}
-	if commit > 0 && wasRO && !ro {
+	if commit > 0 && !ro {
 		return setCommit()
 	}
 	return nil
