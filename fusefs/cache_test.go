@@ -582,12 +582,21 @@ func TestBlocksAfterLastClose(t *testing.T) {
 			must(t, f.Close())
 			var sfs unix.Statfs_t
 			must(t, unix.Statfs(m.Dir, &sfs)) // waits for the RELEASE
+			// That wait is best effort (a RELEASE read but not yet
+			// registered is missed; frees.go): under load the kernel and
+			// the daemon could still agree on the untrimmed count here,
+			// and the trim came after (TestBlocksAfterLastClose failed so
+			// in about one run in fifty beside another package). So also
+			// wait, up to 5 s, for the daemon to hold less than 64 KiB past
+			// the end: a trimmed file holds less than a block (16 KiB)
+			// there, the preallocation of the 3 MiB file (4 MiB) almost
+			// 1 MiB.
 			var st unix.Stat_t
-			for range 50 {
+			for range 250 {
 				st = stat(t, p)
 				a, err := m.FS.GetAttr(conquest.Ino(st.Ino))
 				must(t, err)
-				if uint64(st.Blocks) == a.Blocks {
+				if uint64(st.Blocks) == a.Blocks && a.Blocks*512 < uint64(size)+64<<10 {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
