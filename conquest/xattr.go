@@ -1,7 +1,9 @@
 package conquest
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -189,7 +191,8 @@ func (fs *FS) ListXattr(ino Ino) ([]string, error) {
 }
 
 // SetXattr creates or replaces an attribute; flags XattrCreate (ErrExists
-// if present) and XattrReplace (ErrNoData if absent). Sets ctime.
+// if present) and XattrReplace (ErrNoData if absent). Sets ctime, unless
+// the attribute has this value already (as on ext4).
 func (fs *FS) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	if err := checkXattrName(name); err != nil {
 		return err
@@ -206,6 +209,10 @@ func (fs *FS) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 			return nil, ErrExists
 		case i < 0 && flags&XattrReplace != 0:
 			return nil, ErrNoData
+		case i >= 0 && bytes.Equal(es[i].value, value):
+			// The value it has: nothing is stored and ctime stays, as on
+			// ext4 (ext4_xattr_value_same).
+			return nil, errXattrSame
 		case i >= 0:
 			es[i].value = value
 		case listSize(es)+len(name)+1 > MaxXattrList:
@@ -243,6 +250,9 @@ func (fs *FS) RemoveXattr(ino Ino, name string) error {
 	})
 }
 
+// errXattrSame, from an edit, leaves the list and ctime as they are.
+var errXattrSame = errors.New("conquest: xattr value unchanged")
+
 // editXattrs runs edit on ino's attribute list in one transaction (i is the
 // index of name, or -1), stores the list it returns and sets ctime. It
 // refuses user.* names where ext4 does (ErrPerm).
@@ -259,7 +269,9 @@ func (fs *FS) editXattrs(ino Ino, name string, edit func(es []xattrEntry, i int)
 		if err != nil {
 			return err
 		}
-		if es, err = edit(es, xattrIndex(es, name)); err != nil {
+		if es, err = edit(es, xattrIndex(es, name)); err == errXattrSame {
+			return nil
+		} else if err != nil {
 			return err
 		}
 		if err := fs.putXattrs(tx, in, es); err != nil {

@@ -141,3 +141,51 @@ func TestXattrShrinkOnFullArena(t *testing.T) {
 		t.Fatalf("user.c: %d bytes, %v", len(v), err)
 	}
 }
+
+// Setting an attribute to the value it has changes nothing, ctime
+// included, as on ext4 (which skips the write); any other set or a removal
+// marks ctime.
+func TestXattrSameValueKeepsCtime(t *testing.T) {
+	fs, env := newTestFS(t)
+	f := create(t, fs, RootIno, "f", nil)
+	ctime := func() Timespec {
+		a, err := fs.GetAttr(f.Ino)
+		must(t, err)
+		return a.Ctime
+	}
+	must(t, fs.SetXattr(f.Ino, "user.a", []byte("v"), 0))
+	must(t, fs.SetXattr(RootIno, "user.d", nil, 0))
+	for _, flags := range []uint32{0, XattrReplace} {
+		env.clock.Advance(10)
+		before := ctime()
+		must(t, fs.SetXattr(f.Ino, "user.a", []byte("v"), flags))
+		if got := ctime(); got != before {
+			t.Fatalf("flags %d: setting the same value moved ctime from %v to %v", flags, before, got)
+		}
+		a, err := fs.GetAttr(RootIno)
+		must(t, err)
+		must(t, fs.SetXattr(RootIno, "user.d", []byte{}, flags))
+		if b, _ := fs.GetAttr(RootIno); b.Ctime != a.Ctime {
+			t.Fatalf("flags %d: setting a directory's empty value again moved its ctime", flags)
+		}
+	}
+	mustErr(t, fs.SetXattr(f.Ino, "user.a", []byte("v"), XattrCreate), ErrExists)
+	for _, step := range []func() error{
+		func() error { return fs.SetXattr(f.Ino, "user.a", []byte("w"), 0) },  // another value
+		func() error { return fs.SetXattr(f.Ino, "user.a", []byte("w2"), 0) }, // longer
+		func() error { return fs.SetXattr(f.Ino, "user.b", []byte("w2"), 0) }, // a new name
+		func() error { return fs.RemoveXattr(f.Ino, "user.b") },
+	} {
+		env.clock.Advance(10)
+		before := ctime()
+		must(t, step())
+		if got := ctime(); got == before {
+			t.Fatalf("a change left ctime at %v", before)
+		}
+	}
+	v, err := fs.GetXattr(f.Ino, "user.a")
+	must(t, err)
+	if string(v) != "w2" {
+		t.Fatalf("user.a = %q", v)
+	}
+}
