@@ -76,7 +76,9 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 		return
 	}
 	// The reply carries the new attributes (mode with S_ISUID cleared by a
-	// chown or truncate, size, times): nothing else to invalidate.
+	// chown or truncate, size, times): nothing else to invalidate but a
+	// symlink's cached target (entry.go).
+	s.retargetLink(a.Ino, a.Mode)
 	s.replyAttr(r, a)
 }
 

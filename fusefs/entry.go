@@ -62,6 +62,9 @@ func (s *Server) link(r *fuse.LinkRequest) {
 	// The reply carries the inode's new nlink and ctime, which the kernel
 	// stores in the one inode all of its names share.
 	a, err := s.fs.Link(ino(r.OldNode), ino(r.Node), r.NewName)
+	if err == nil {
+		s.retargetLink(a.Ino, a.Mode)
+	}
 	s.entryOrError(r, a, err)
 }
 
@@ -108,6 +111,32 @@ func (s *Server) rename(r *fuse.RenameRequest) {
 		return
 	}
 	r.Respond()
+}
+
+// The kernel caches a symlink's target (CACHE_SYMLINKS) and answers later
+// readlinks and path walks from it, so only the first READLINK reaches the
+// core, which updates atime (relatime). An operation that changes the
+// symlink's ctime or times makes atime due again on ext4; retargetLink,
+// called before such an operation's reply, drops the cached target so that
+// the next readlink comes here. (An atime a day old, the third relatime
+// rule, is not seen: the cached target has no lifetime.)
+func (s *Server) retargetLink(node conquest.Ino, mode uint32) {
+	if mode&conquest.S_IFMT != conquest.S_IFLNK {
+		return
+	}
+	// Pages only: the kernel takes no inode lock for this, and the request
+	// in flight holds none that a READLINK of the page would need.
+	if err := s.conn.InvalidateNode(fuse.NodeID(node), 0, 0); err != nil && err != fuse.ErrNotCached {
+		s.opt.Logf("fusefs: invalidating the target of symlink %d: %v", node, err)
+	}
+}
+
+// retargetLinkIno is retargetLink for an operation whose reply carries no
+// attributes.
+func (s *Server) retargetLinkIno(node conquest.Ino) {
+	if a, err := s.fs.GetAttr(node); err == nil {
+		s.retargetLink(node, a.Mode)
+	}
 }
 
 func (s *Server) readlink(r *fuse.ReadlinkRequest) {

@@ -62,6 +62,7 @@ func (s *Server) setxattr(r *fuse.SetxattrRequest) {
 		s.respondError(r, err)
 		return
 	}
+	s.retargetLinkIno(ino(r.Node))
 	r.Respond()
 }
 
@@ -73,6 +74,7 @@ func (s *Server) removexattr(r *fuse.RemovexattrRequest) {
 	if r.Name == capabilityXattr {
 		s.noteCapRemoved(r)
 	}
+	s.retargetLinkIno(ino(r.Node))
 	r.Respond()
 }
 

@@ -391,6 +391,26 @@ func testTimesReadlink(t *testing.T, dir string) {
 	if st := lstat(t, l); !tsEqual(st.Atim, future) {
 		t.Fatalf("readlink with a recent atime updated it (relatime): %v", tsTime(st.Atim))
 	}
+	// Read again after a change of its times or of its ctime alone, each
+	// of which makes atime due again (Conquest: the kernel's cached target
+	// must be dropped).
+	setTimes(t, l, before, st.Mtim)
+	_, err = unix.Readlink(l, buf)
+	ok(t, err, "readlink")
+	st = lstat(t, l)
+	if !tsAfter(st.Atim, before) {
+		t.Fatalf("readlink after utimensat did not update the symlink's atime")
+	}
+	tickSleep()
+	ok(t, unix.Lchown(l, -1, -1), "lchown") // ctime only
+	if c := lstat(t, l).Ctim; !tsAfter(c, st.Atim) {
+		t.Skipf("lchown(-1, -1) left ctime %v at or before atime %v", tsTime(c), tsTime(st.Atim))
+	}
+	_, err = unix.Readlink(l, buf)
+	ok(t, err, "readlink")
+	if st2 := lstat(t, l); !tsAfter(st2.Atim, st.Atim) {
+		t.Fatalf("readlink after a ctime change did not update the symlink's atime (%v)", tsTime(st2.Atim))
+	}
 }
 
 // testTimesOnFallocate: every fallocate mode marks mtime and ctime, also
