@@ -34,6 +34,16 @@ func (fs *FS) lookupLocked(d inode, name string) (inode, uint8, error) {
 // Lookup finds name in parent and returns its attributes, taking one kernel
 // reference on success. "." and ".." are resolved too.
 func (fs *FS) Lookup(parent Ino, name string) (Attr, error) {
+	return fs.lookup(parent, name, true)
+}
+
+// Peek is Lookup without the kernel reference: the attributes of what a
+// name is now (fusefs, after a rename).
+func (fs *FS) Peek(parent Ino, name string) (Attr, error) {
+	return fs.lookup(parent, name, false)
+}
+
+func (fs *FS) lookup(parent Ino, name string, ref bool) (Attr, error) {
 	var at Attr
 	err := fs.read(func() error {
 		d, err := fs.dirInode(parent)
@@ -57,7 +67,9 @@ func (fs *FS) Lookup(parent Ino, name string) (Attr, error) {
 			}
 		}
 		at = in.attr()
-		fs.vol.ref(in.ino)
+		if ref {
+			fs.vol.ref(in.ino)
+		}
 		return nil
 	})
 	return at, err

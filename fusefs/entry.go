@@ -110,6 +110,7 @@ func (s *Server) rename(r *fuse.RenameRequest) {
 		s.respondError(r, err)
 		return
 	}
+	s.retargetRenamed(ino(r.NewDir), r.NewName)
 	r.Respond()
 }
 
@@ -136,6 +137,14 @@ func (s *Server) retargetLink(node conquest.Ino, mode uint32) {
 func (s *Server) retargetLinkIno(node conquest.Ino) {
 	if a, err := s.fs.GetAttr(node); err == nil {
 		s.retargetLink(node, a.Mode)
+	}
+}
+
+// retargetRenamed is retargetLink for what a rename moved to dir/name
+// (whose ctime it marked).
+func (s *Server) retargetRenamed(dir conquest.Ino, name string) {
+	if a, err := s.fs.Peek(dir, name); err == nil {
+		s.retargetLink(a.Ino, a.Mode)
 	}
 }
 

@@ -108,5 +108,9 @@ func (s *Server) rename2(r *fuse.UnrecognizedRequest) {
 		s.respondError(r, err)
 		return
 	}
+	s.retargetRenamed(ino(rr.NewDir), in.newName)
+	if in.flags&conquest.RenameExchange != 0 {
+		s.retargetRenamed(ino(r.Node), in.oldName)
+	}
 	rr.Respond()
 }

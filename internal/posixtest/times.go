@@ -408,8 +408,24 @@ func testTimesReadlink(t *testing.T, dir string) {
 	}
 	_, err = unix.Readlink(l, buf)
 	ok(t, err, "readlink")
-	if st2 := lstat(t, l); !tsAfter(st2.Atim, st.Atim) {
+	st2 := lstat(t, l)
+	if !tsAfter(st2.Atim, st.Atim) {
 		t.Fatalf("readlink after a ctime change did not update the symlink's atime (%v)", tsTime(st2.Atim))
+	}
+	// A rename marks the moved symlink's ctime too.
+	tickSleep()
+	l2 := join(dir, "l2")
+	ok(t, unix.Rename(l, l2), "rename")
+	if c := lstat(t, l2).Ctim; !tsAfter(c, st2.Atim) {
+		t.Skipf("rename left the symlink's ctime %v at or before its atime %v", tsTime(c), tsTime(st2.Atim))
+	}
+	n, err = unix.Readlink(l2, buf)
+	ok(t, err, "readlink")
+	if string(buf[:n]) != "target" {
+		t.Fatalf("readlink after rename %q", buf[:n])
+	}
+	if st3 := lstat(t, l2); !tsAfter(st3.Atim, st2.Atim) {
+		t.Fatalf("readlink after a rename did not update the symlink's atime (%v)", tsTime(st3.Atim))
 	}
 }
 
