@@ -497,15 +497,37 @@ func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch
 // size. With durable it also syncs the device (fsync: Store.Flush); else it
 // only writes back what is gathered (Store.Writeback: the last close, where
 // no durability is promised, spares a device sync). With trim it drops the
-// preallocation past the end of the file.
+// preallocation past the end of the file, and then, in a transaction of its
+// own whose failure only keeps disk space, the preallocation inside it
+// that the file did not write (Store.DropPrealloc).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) flushDiskLocked(ino Ino, durable, trim bool) error {
+	var seg pram.Off // the file's segment list, if it has one
+	err := fs.flushDiskTx(ino, durable, trim, &seg)
+	if err != nil || !trim || seg == 0 || !fs.ds.HasPrealloc(seg) {
+		return err
+	}
+	err = fs.update(func(tx *pram.Tx) error {
+		in, err := fs.inode(ino)
+		if err != nil || !in.isReg() || !in.onDisk() || in.seg() != seg {
+			return nil
+		}
+		return fs.ds.DropPrealloc(tx, seg, int64(in.size()))
+	})
+	if err != nil && !errors.Is(err, ErrNoSpace) {
+		fs.logf("%s: inode %d keeps disk blocks it did not write: %v", fs.diskPath, ino, err)
+	}
+	return nil
+}
+
+func (fs *FS) flushDiskTx(ino Ino, durable, trim bool, segp *pram.Off) error {
 	return fs.update(func(tx *pram.Tx) error {
 		in, err := fs.inode(ino)
 		if err != nil || !in.isReg() || !in.onDisk() {
 			return nil // gone or moved back: nothing to flush
 		}
 		seg := in.seg()
+		*segp = seg
 		if durable {
 			err = fs.ds.Flush(tx, seg)
 		} else {

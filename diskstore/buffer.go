@@ -18,9 +18,10 @@ func (r run) end() int64 { return r.off + int64(len(r.data)) }
 // gathered writes) and the generation that readahead caches are checked
 // against. Guarded by Store.mu.
 type fileState struct {
-	runs  []run  // sorted, disjoint and not adjacent
-	bytes int    // total length of runs
-	gen   uint64 // changes whenever the file's mapping or checksums change
+	runs  []run     // sorted, disjoint and not adjacent
+	bytes int       // total length of runs
+	gen   uint64    // changes whenever the file's mapping or checksums change
+	pre   [2]uint64 // file blocks taken ahead of writes, maybe unused (prealloc.go)
 }
 
 func (f *fileState) empty() bool { return len(f.runs) == 0 }

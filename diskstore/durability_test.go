@@ -125,8 +125,10 @@ func randomFileOp(r *rand.Rand, e *env, files *[]*modelFile, step int, maxFiles 
 		return randomOp{kind: "punch", file: f, off: off, n: n, f: func(tx *pram.Tx) error { return e.s.PunchHole(tx, f.seg, off, n) }, apply: func() {
 			clear(f.data[off : off+n])
 		}}
-	case op < 90:
+	case op < 88:
 		return randomOp{kind: "trim", file: f, f: func(tx *pram.Tx) error { return e.s.Trim(tx, f.seg, int64(len(f.data))) }, apply: func() {}}
+	case op < 90:
+		return randomOp{kind: "dropPrealloc", file: f, f: func(tx *pram.Tx) error { return e.s.DropPrealloc(tx, f.seg, int64(len(f.data))) }, apply: func() {}}
 	case op < 94:
 		return randomOp{kind: "destroy", file: f, f: func(tx *pram.Tx) error { return e.s.Destroy(tx, f.seg) }, apply: func() {
 			for i, x := range *files {

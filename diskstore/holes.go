@@ -66,6 +66,7 @@ func (s *Store) Allocate(tx *pram.Tx, seg pram.Off, off, n int64) error {
 	}
 	bs := s.bs
 	fb, end := uint64(off)/bs, (uint64(off+n)+bs-1)/bs
+	s.forgetPrealloc(seg, fb, end) // what it reserves stays reserved
 	for fb < end {
 		sp, err := s.lookup(seg, fb)
 		if err != nil {

@@ -615,6 +615,12 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 					minGrow = 1
 				}
 				grow := min(max(held, minGrow), max(s.o.MaxExtent/s.bs, 1))
+				// Never more than a quarter of the free blocks: a file that
+				// took all of them ahead would leave none for the
+				// copy-on-write of its own partly written last block after
+				// a sync, and its writes would fail with ENOSPC while it
+				// held unwritten blocks (a 64 MiB disk was full at 38 MiB).
+				grow = min(grow, s.freeBlocks()/4)
 				want = max(count, grow)
 				sp, err := s.lookup(seg, fb+count)
 				if err != nil {
@@ -677,6 +683,9 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 					}
 				}
 			}
+		}
+		if got > count {
+			s.notePrealloc(seg, fb+count, fb+got) // prealloc.go
 		}
 		i = j
 	}

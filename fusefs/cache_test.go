@@ -1,12 +1,14 @@
 package fusefs_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -742,4 +744,69 @@ func testAtimeOfPageFillForWrite(t *testing.T, m *mounttest.Mounted) {
 			t.Errorf("flags %#o: atime %v after a write, %v after a remount", flags, shown[flags].Atim, now.Atim)
 		}
 	}
+}
+
+// Disk blocks a write took ahead of itself inside a file's size, and never
+// wrote, are given back at the last close, so that a sparse file holds
+// about what was written into it (a 1-byte write at offset 0 of a file
+// truncated up to 20 MiB held 1 MiB); blocks fallocate reserved stay.
+func TestSparseBlocksAfterLastClose(t *testing.T) {
+	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
+		for _, c := range []struct {
+			name      string
+			size      int64
+			write     func(f *os.File)
+			min, max  uint64 // bytes of blocks held after the last close
+			firstByte byte
+		}{
+			{"one byte at 0", 20 << 20, func(f *os.File) {
+				_, err := f.WriteAt([]byte{7}, 0)
+				must(t, err)
+			}, 1, 64 << 10, 7},
+			{"3 MiB from 0", 64 << 20, func(f *os.File) {
+				for off := int64(0); off < 3<<20; off += 1 << 20 {
+					_, err := f.WriteAt(bytes.Repeat([]byte{9}, 1<<20), off)
+					must(t, err)
+				}
+			}, 3 << 20, 3<<20 + 64<<10, 9},
+			{"fallocated after the write", 20 << 20, func(f *os.File) {
+				_, err := f.WriteAt([]byte{5}, 0)
+				must(t, err)
+				must(t, f.Sync()) // the write reaches the daemon before the fallocate
+				must(t, unix.Fallocate(int(f.Fd()), 0, 0, 512<<10))
+			}, 512 << 10, 2 << 20, 5},
+		} {
+			p := m.Path(strings.ReplaceAll(c.name, " ", "-"))
+			f, err := os.Create(p)
+			must(t, err)
+			must(t, f.Truncate(c.size))
+			c.write(f)
+			must(t, f.Close())
+			var st unix.Stat_t
+			var held uint64
+			for range 250 { // the RELEASE comes after close returns
+				st = stat(t, p)
+				a, err := m.FS.GetAttr(conquest.Ino(st.Ino))
+				must(t, err)
+				held = a.Blocks * 512
+				if uint64(st.Blocks) == a.Blocks && held <= c.max {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if held < c.min || held > c.max || uint64(st.Blocks)*512 != held {
+				t.Errorf("%s: %d bytes of blocks held after the last close (the kernel says %d), want %d to %d",
+					c.name, held, st.Blocks*512, c.min, c.max)
+			}
+			m.Remount()
+			if now := stat(t, p); now.Blocks != st.Blocks || now.Size != c.size {
+				t.Errorf("%s: %d blocks and size %d after a remount, %d and %d before", c.name, now.Blocks, now.Size, st.Blocks, st.Size)
+			}
+			got, err := os.ReadFile(p)
+			must(t, err)
+			if len(got) != int(c.size) || got[0] != c.firstByte || bytes.Count(got, []byte{0}) < int(c.size)-3<<20 {
+				t.Errorf("%s: the file reads wrong after a remount", c.name)
+			}
+		}
+	})
 }
