@@ -107,6 +107,7 @@ func TestSetCommit(t *testing.T) {
 		t.Fatal("not queued")
 	}
 	mustErr(t, fs.SetCommit(0), ErrInvalid)
+	mustErr(t, fs.SetCommit(time.Nanosecond), ErrInvalid)
 	must(t, fs.SetCommit(20*time.Millisecond))
 	for deadline := time.Now().Add(10 * time.Second); !isLarge(t, fs, x); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {

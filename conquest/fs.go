@@ -105,7 +105,8 @@ func Mkfs(pramPath, diskPath string, o MkfsOptions) error {
 		}
 		if threshold > diskStep*uint64(bs) {
 			// Moving a file to disk writes it in one transaction.
-			return fmt.Errorf("%w: large-file threshold %d above %d blocks of %d bytes", ErrInvalid, threshold, diskStep, bs)
+			return fmt.Errorf("%w: large-file threshold %d above %d blocks of %d bytes (at most %d with this block size)",
+				ErrInvalid, threshold, diskStep, bs, diskStep*uint64(bs))
 		}
 		if dev == nil {
 			var err error

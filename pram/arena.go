@@ -101,6 +101,10 @@ func Format(path string, opts Options) (*Arena, error) {
 	size := opts.Size &^ (PageSize - 1)
 	switch kind {
 	case KindFile:
+		if size == 0 && opts.Size != 0 {
+			f.Close()
+			return nil, fmt.Errorf("%s: arena size %d is too small (under one page of %d bytes)", path, opts.Size, PageSize)
+		}
 		if size == 0 {
 			f.Close()
 			return nil, fmt.Errorf("%s: no arena size given for a new image file", path)

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"conquest/conquest"
 	"conquest/fusefs"
 )
 
@@ -83,6 +84,8 @@ func helperArgs(args []string) ([]string, error) {
 			wbcache = true
 		case name == "disk" && hasVal && val != "":
 			disk = val
+		case name == "disk":
+			return nil, fmt.Errorf("mount option %q: give the disk's path, disk=PATH", o)
 		case name == "commit" && hasVal:
 			d, err := commitOption(val)
 			if err != nil {
@@ -263,8 +266,8 @@ func commitOption(v string) (time.Duration, error) {
 	} else if d, err = time.ParseDuration(v); err != nil {
 		return 0, fmt.Errorf("mount option commit=%s: not a number of seconds or a duration", v)
 	}
-	if d <= 0 {
-		return 0, fmt.Errorf("mount option commit=%s: the interval must be positive", v)
+	if d < conquest.MinCommit {
+		return 0, fmt.Errorf("mount option commit=%s: the interval must be at least %v", v, conquest.MinCommit)
 	}
 	return d, nil
 }

@@ -46,7 +46,9 @@ func TestHelperArgs(t *testing.T) {
 		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,strictatime"}, helper: true, err: "strictatime: not supported"},
 		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,sync"}, helper: true, err: "sync: not supported"},
 		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,nodiratime"}, helper: true, err: "nodiratime: not supported alone"},
-		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,commit=0"}, helper: true, err: "commit=0: the interval must be positive"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,commit=0"}, helper: true, err: "commit=0: the interval must be at least 10ms"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,commit=1ns"}, helper: true, err: "commit=1ns: the interval must be at least 10ms"},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk="}, helper: true, err: `mount option "disk=": give the disk's path`},
 		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,commit=soon"}, helper: true, err: "commit=soon: not a number"},
 		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d", "--bogus"}, helper: true, err: `unexpected argument "--bogus"`},
 		{args: []string{"conquest", "/p", "/mnt", "-o"}, helper: true, err: "-o needs the options"},
@@ -296,7 +298,7 @@ func TestMountHelper(t *testing.T) {
 	}
 	cmd = exec.Command(helper, fsnamePrefix+pram, mp, "-o", "rw,remount,commit=0,user_id=0,group_id=0", "-t", "fuse.conquest")
 	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin"}, env[1:]...)
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "must be positive") {
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "must be at least") {
 		t.Errorf("remount,commit=0: %v %s", err, out)
 	}
 	if err := unix.Setxattr(mp, fusefs.CommitXattr, []byte("soon"), 0); !errors.Is(err, unix.EINVAL) {

@@ -48,6 +48,9 @@ func mkfsCommand() *cli.Command {
 					if *f.dst, err = parseSize(v); err != nil {
 						return fmt.Errorf("--%s: %v", f.name, err)
 					}
+					if *f.dst == 0 {
+						return fmt.Errorf("--%s %s: the size must be positive (leave the flag out for the default)", f.name, v)
+					}
 				}
 			}
 			if err := mkfs(im, o); err != nil {

@@ -83,8 +83,8 @@ func mountCommand() *cli.Command {
 				commit:  c.Duration("commit"),
 				noAtime: c.Bool("noatime"),
 			}
-			if ms.commit <= 0 {
-				return fmt.Errorf("--commit %v: the interval must be positive", ms.commit)
+			if ms.commit < conquest.MinCommit {
+				return fmt.Errorf("--commit %v: the interval must be at least %v", ms.commit, conquest.MinCommit)
 			}
 			if ms.fuse.NoExec && os.Geteuid() != 0 {
 				return errors.New("--noexec needs root (it is set on the mount point after mounting)")

@@ -81,7 +81,27 @@ func resolveImages(c *cli.Context) (images, error) {
 	if im.pram == im.disk {
 		return images{}, fmt.Errorf("%s: --pram and --disk must be different", im.pram)
 	}
+	if sameImage(im.pram, im.disk) {
+		return images{}, fmt.Errorf("%s and %s are the same file (a link, or two nodes of one device): --pram and --disk must be different", im.pram, im.disk)
+	}
 	return im, nil
+}
+
+// sameImage reports whether two existing paths name one file (through a
+// symlink or a hard link) or one block device (two device nodes).
+func sameImage(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	if os.SameFile(sa, sb) {
+		return true
+	}
+	ra, okA := sa.Sys().(*unix.Stat_t)
+	rb, okB := sb.Sys().(*unix.Stat_t)
+	return okA && okB && sa.Mode()&os.ModeDevice != 0 && sb.Mode()&os.ModeDevice != 0 &&
+		sa.Mode()&os.ModeCharDevice == sb.Mode()&os.ModeCharDevice && ra.Rdev == rb.Rdev
 }
 
 // inUse reports whether a daemon (or fsck, or mkfs) holds path's arena lock.

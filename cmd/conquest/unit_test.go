@@ -87,6 +87,17 @@ func TestProbe(t *testing.T) {
 func TestRunErrors(t *testing.T) {
 	t.Setenv("CONQUEST_HOME", t.TempDir())
 	other := otherMount(t)
+	links := t.TempDir()
+	img := filepath.Join(links, "img")
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(img, filepath.Join(links, "sym")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(img, filepath.Join(links, "hard")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -96,6 +107,12 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"umount", other}, "not a Conquest file system"},
 		{[]string{"umount", t.TempDir()}, "not mounted"},
 		{[]string{"mkfs", "--pram", "/tmp/x", "--disk", "/tmp/x"}, "must be different"},
+		{[]string{"mkfs", "--pram", img, "--disk", filepath.Join(links, "sym")}, "are the same file"},
+		{[]string{"mkfs", "--pram", img, "--disk", filepath.Join(links, "hard")}, "are the same file"},
+		{[]string{"mount", "--pram", filepath.Join(links, "sym"), "--disk", img, t.TempDir()}, "are the same file"},
+		{[]string{"mkfs", "--pram", filepath.Join(t.TempDir(), "p"), "--disk", filepath.Join(t.TempDir(), "d"), "--pram-size", "0"}, "must be positive"},
+		{[]string{"mkfs", "--pram", filepath.Join(t.TempDir(), "p"), "--disk", filepath.Join(t.TempDir(), "d"), "--pram-size", "1"}, "is too small"},
+		{[]string{"mount", "--commit", "1ns", t.TempDir()}, "must be at least 10ms"},
 		{[]string{"mkfs", "--pram", "a", "--disk", "b", "--pram-size", "12Q"}, "bad size"},
 		{[]string{"fsck", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p"},
 		{[]string{"df", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p: no such arena"},
