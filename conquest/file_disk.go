@@ -504,8 +504,11 @@ func (fs *FS) diskFallocate(tx *pram.Tx, in inode, start, pos, end uint64, punch
 func (fs *FS) flushDiskLocked(ino Ino, durable, trim bool) error {
 	var seg pram.Off // the file's segment list, if it has one
 	err := fs.flushDiskTx(ino, durable, trim, &seg)
-	if err != nil || !trim || seg == 0 || !fs.ds.HasPrealloc(seg) {
+	if err != nil || !trim || seg == 0 {
 		return err
+	}
+	if in, err := fs.inode(ino); err != nil || !fs.ds.HasPrealloc(seg, int64(in.size())) {
+		return nil
 	}
 	err = fs.update(func(tx *pram.Tx) error {
 		in, err := fs.inode(ino)

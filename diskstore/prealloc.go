@@ -40,13 +40,14 @@ func (s *Store) forgetPrealloc(seg pram.Off, fb, end uint64) {
 	}
 }
 
-// HasPrealloc reports whether a window is remembered for seg: whether
-// DropPrealloc may have something to do.
-func (s *Store) HasPrealloc(seg pram.Off) bool {
+// HasPrealloc reports whether a window is remembered for seg inside its
+// first size bytes: whether DropPrealloc may have something to do. (A file
+// growing from its end has its window past the end: Trim's.)
+func (s *Store) HasPrealloc(seg pram.Off, size int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.files[seg]
-	return f != nil && f.pre[1] > f.pre[0]
+	return f != nil && f.pre[1] > f.pre[0] && size > 0 && f.pre[0] < (uint64(size)+s.bs-1)/s.bs
 }
 
 // DropPrealloc unmaps and frees the blocks taken ahead of writes that the

@@ -17,7 +17,7 @@ func TestDropPrealloc(t *testing.T) {
 	drop := func(seg pram.Off, size int64) {
 		t.Helper()
 		e.must(func(tx *pram.Tx) error { return e.s.DropPrealloc(tx, seg, size) })
-		if e.s.HasPrealloc(seg) {
+		if e.s.HasPrealloc(seg, size) {
 			t.Fatalf("the window is still remembered after DropPrealloc")
 		}
 	}
@@ -28,8 +28,9 @@ func TestDropPrealloc(t *testing.T) {
 	if err := e.write(one, 0, []byte{7}); err != nil {
 		t.Fatal(err)
 	}
-	if h := held(one); h < 2 || !e.s.HasPrealloc(one) {
-		t.Fatalf("a 1-byte write holds %d blocks (window remembered: %v): want a preallocation", h, e.s.HasPrealloc(one))
+	if h := held(one); h < 2 || !e.s.HasPrealloc(one, 20<<20) || e.s.HasPrealloc(one, 1) {
+		t.Fatalf("a 1-byte write holds %d blocks (window remembered inside 20 MiB: %v, inside 1 byte: %v): want a preallocation past the byte",
+			h, e.s.HasPrealloc(one, 20<<20), e.s.HasPrealloc(one, 1))
 	}
 	free := e.s.Stats().FreeBlocks
 	drop(one, 20<<20)
