@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -308,10 +310,26 @@ func TestAbortWithoutFusectl(t *testing.T) {
 		t.Fatal("the serve loop still runs 10 s after Abort")
 	}
 	// Aborting again finds fusectl mounted and stacks no second mount.
-	m.Server.Abort()
+	must(t, m.Server.Abort())
 	if n := strings.Count(mountinfo(t), " "+dir+" "); n != 1 {
 		t.Errorf("fusectl mounted %d times on %s", n, dir)
 	}
+	// Once the mount is gone, so is the connection, and an abort is no
+	// error (a third SIGINT to a daemon said "open .../abort: no such file
+	// or directory" after a clean unmount).
+	srv := m.Server
+	f.Close()
+	m.Unmount()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(dir, srv.ConnID())); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the connection is still listed 5 s after the unmount")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	must(t, srv.Abort())
 }
 
 func mountinfo(t *testing.T) string {

@@ -14,3 +14,6 @@ func SetFusectlDir(dir string) (restore func()) {
 	fusectlDir = dir
 	return func() { fusectlDir = old }
 }
+
+// ConnID is the connection's number in fusectl.
+func (s *Server) ConnID() string { return s.connID }

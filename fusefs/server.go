@@ -209,10 +209,19 @@ func (s *Server) Abort() error {
 		// fusectl was not mounted (a container, or unmounted by hand).
 		err = os.WriteFile(p, []byte("1\n"), 0)
 	}
+	if errors.Is(err, fs.ErrNotExist) && fusectlMounted() {
+		return nil // the connection has ended already (a second abort)
+	}
 	if err != nil {
 		return fmt.Errorf("aborting the FUSE connection: %w", err)
 	}
 	return nil
+}
+
+// fusectlMounted reports whether fusectl is mounted on fusectlDir.
+func fusectlMounted() bool {
+	var st unix.Statfs_t
+	return unix.Statfs(fusectlDir, &st) == nil && st.Type == fusectlMagic
 }
 
 // mountFusectl mounts fusectl on fusectlDir unless it is there already,
