@@ -442,6 +442,16 @@ func TestLargeFiles(t *testing.T) {
 				data = uint64(f.data)
 			}
 			largeRounded += (data + u.DiskBlockSize - 1) / u.DiskBlockSize * u.DiskBlockSize
+			if tail := data % u.DiskBlockSize; f.pat != nil && f.data == 0 && tail != 0 {
+				// A last block whose few bytes are all zeros is a hole
+				// (f1048577's one byte past the threshold is 0): unwritten
+				// blocks are given back at the last close.
+				b := make([]byte, tail)
+				f.pat.fill(b, int64(data-tail))
+				if bytes.Count(b, []byte{0}) == len(b) {
+					largeRounded -= u.DiskBlockSize
+				}
+			}
 		} else {
 			small++
 			smallBytes += uint64(f.size)
