@@ -347,10 +347,50 @@ type simulatedCrash struct{}
 // last checkpoint (held for it: a power loss would bring back the files
 // that had them) fails fn with diskstore.ErrSpaceHeld; update then aborts,
 // syncs the disk, makes a checkpoint, which releases them, and runs fn
-// again, as ext4 commits its journal before it reports ENOSPC. fn runs at
-// most twice, each time in a fresh transaction after a full abort.
+// again, as ext4 commits its journal before it reports ENOSPC. If fn still
+// finds no space and some file holds blocks taken ahead of its writes and
+// not written (preallocation), those are given back (dropPreallocs) and
+// fn runs again. fn runs at most four times, each time in a fresh
+// transaction after a full abort.
 // Preconditions: fs.mu held exclusively (or fs not yet shared).
 func (fs *FS) update(fn func(tx *pram.Tx) error) error {
+	err := fs.updateHeld(fn)
+	if errors.Is(err, ErrNoSpace) && fs.ds != nil && fs.dropPreallocs() {
+		err = fs.updateHeld(fn)
+	}
+	return err
+}
+
+// dropPreallocs gives back, when an operation found no space, the blocks
+// that writes took ahead of themselves and have not written, in every
+// file, open ones too (Store.DropPrealloc over the whole window, past the
+// end included; a write that follows takes what it needs again). Each file
+// is its own transaction. It reports whether any block was freed: only
+// then is the operation worth trying again.
+// Preconditions: fs.mu held exclusively, no Tx open.
+func (fs *FS) dropPreallocs() bool {
+	before := fs.ds.FreeBytes()
+	for _, seg := range fs.ds.PreallocSegs() {
+		owner, err := fs.ds.Owner(seg)
+		if err != nil {
+			continue
+		}
+		err = fs.updateOnce(func(tx *pram.Tx) error {
+			if in, err := fs.inode(Ino(owner)); err != nil || !in.isReg() || !in.onDisk() || in.seg() != seg {
+				return nil
+			}
+			return fs.ds.DropPrealloc(tx, seg, diskstore.MaxFileSize)
+		})
+		if err != nil && !errors.Is(err, diskstore.ErrNoSpace) {
+			fs.logf("%s: giving back preallocated blocks of inode %d: %v", fs.diskPath, owner, err)
+		}
+	}
+	return fs.ds.FreeBytes() > before
+}
+
+// updateHeld is update with the retry after a checkpoint that frees the
+// blocks held for it, and without the one after dropPreallocs.
+func (fs *FS) updateHeld(fn func(tx *pram.Tx) error) error {
 	if fs.ds == nil || !fs.a.Shadowed() {
 		return fs.mapErr(fs.updateOnce(fn))
 	}

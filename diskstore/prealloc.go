@@ -40,6 +40,19 @@ func (s *Store) forgetPrealloc(seg pram.Off, fb, end uint64) {
 	}
 }
 
+// PreallocSegs returns the files for which a window is remembered.
+func (s *Store) PreallocSegs() []pram.Off {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []pram.Off
+	for seg, f := range s.files {
+		if f.pre[1] > f.pre[0] {
+			out = append(out, seg)
+		}
+	}
+	return out
+}
+
 // HasPrealloc reports whether a window is remembered for seg inside its
 // first size bytes: whether DropPrealloc may have something to do. (A file
 // growing from its end has its window past the end: Trim's.)
@@ -52,9 +65,11 @@ func (s *Store) HasPrealloc(seg pram.Off, size int64) bool {
 
 // DropPrealloc unmaps and frees the blocks taken ahead of writes that the
 // file has not written, inside its first size bytes (Trim frees those
-// past it): of the remembered window, each segment's tail of unwritten
-// blocks. Nothing visible changes (unwritten blocks read as zeros, as
-// holes do). It forgets the window. Call it after the last close, in a
+// past it at the last close; MaxFileSize takes them too): of the
+// remembered window, each segment's tail of unwritten blocks. Nothing
+// visible changes (unwritten blocks read as zeros, as holes do, and
+// beyond the end nothing is read). It forgets the window. Call it after
+// the last close, or for every file when the disk is full, in a
 // transaction of its own: it may fail for lack of arena space to record
 // the freed extents, which only keeps the blocks.
 func (s *Store) DropPrealloc(tx *pram.Tx, seg pram.Off, size int64) error {
