@@ -121,7 +121,7 @@ func normTime(t Timespec) Timespec {
 // SetNoAtime switches atime updates off or back on (relatime) while the
 // file system is open: a remount that makes the mount read-only or noatime
 // says so through the adapter (fusefs, NoAtimeXattr).
-func (fs *FS) SetNoAtime(on bool) { fs.noAtime.Store(on) }
+func (fs *FS) SetNoAtime(on bool) { fs.noAtime.Store(on || fs.readOnly) }
 
 // atimeDue applies the relatime rule: update atime if it is not later than
 // mtime or ctime, or is at least 24 hours old.

@@ -25,4 +25,5 @@ var (
 	ErrNotSupported = errors.New("conquest: operation not supported")          // EOPNOTSUPP
 	ErrBusy         = errors.New("conquest: device or resource busy")          // EBUSY
 	ErrXattr2Big    = errors.New("conquest: extended attribute list too long") // E2BIG
+	ErrReadOnly     = errors.New("conquest: read-only file system")            // EROFS
 )

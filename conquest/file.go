@@ -509,6 +509,9 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 // gathered data is written and the disk synced, then its size and segment
 // list are committed, then the arena is persisted.
 func (fs *FS) Fsync(ino Ino, datasync bool) error {
+	if fs.readOnly {
+		return nil // nothing to sync, as on a read-only ext4
+	}
 	disk, diskDirty := false, false
 	err := fs.read(func() error {
 		in, err := fs.inode(ino)

@@ -105,7 +105,7 @@ func (fs *FS) openDisk(diskPath string, o Options) error {
 	}
 	if dev == nil {
 		var err error
-		if dev, err = diskstore.OpenDevice(diskPath, diskstore.DeviceOptions{}); err != nil {
+		if dev, err = diskstore.OpenDevice(diskPath, diskstore.DeviceOptions{ReadOnly: fs.readOnly}); err != nil {
 			return err
 		}
 	}
@@ -620,6 +620,9 @@ func (fs *FS) Sync() error {
 	defer fs.mu.Unlock()
 	if fs.closed {
 		return ErrIO
+	}
+	if fs.readOnly {
+		return nil
 	}
 	if fs.ds != nil {
 		if err := fs.syncDiskLocked(); err != nil {

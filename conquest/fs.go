@@ -38,6 +38,8 @@ type FS struct {
 
 	vol volatile // kernel refs, open counts, handles
 
+	readOnly bool // Options.ReadOnly: nothing is written (readonly.go)
+
 	// The large-file path (file_disk.go); ds is nil without a disk.
 	ds        *diskstore.Store // immutable after Open
 	diskPath  string
@@ -204,11 +206,16 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	if ao.Logf == nil {
 		ao.Logf = o.Logf
 	}
+	if o.ReadOnly {
+		ao.ReadOnly = true
+		o.Disk.ReadOnly = true
+		o.NoAtime = true
+	}
 	a, err := pram.OpenWith(pramPath, ao)
 	if err != nil {
 		return nil, err
 	}
-	fs := &FS{a: a, logf: o.Logf, now: o.Now, diskPath: diskPath, lsize: make(map[Ino]uint64)}
+	fs := &FS{a: a, logf: o.Logf, now: o.Now, diskPath: diskPath, lsize: make(map[Ino]uint64), readOnly: o.ReadOnly}
 	fs.noAtime.Store(o.NoAtime)
 	if fs.logf == nil {
 		fs.logf = func(string, ...any) {}
@@ -242,6 +249,9 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 		if err := fs.crashCheck(o.OnCrashCheck); err != nil {
 			return fail(fmt.Errorf("%s: %w", pramPath, err))
 		}
+	}
+	if fs.readOnly {
+		return fs, nil // the rest changes the file system (readonly.go)
 	}
 	fs.mu.Lock()
 	n, stuck, err := fs.reapOrphansLocked()
@@ -295,6 +305,9 @@ func (fs *FS) Close() error {
 	defer fs.mu.Unlock()
 	if fs.closed {
 		return nil
+	}
+	if fs.readOnly {
+		return fs.closeReadOnlyLocked()
 	}
 	if fs.ds != nil {
 		fs.moveAllLocked()      // errors are logged: the files stay in the arena
@@ -421,6 +434,9 @@ func (fs *FS) checkpointForSpace() {
 // updateOnce is update without the retry; its error is not mapped (update
 // maps it).
 func (fs *FS) updateOnce(fn func(tx *pram.Tx) error) (err error) {
+	if fs.readOnly {
+		return ErrReadOnly
+	}
 	tx := fs.a.Begin()
 	defer func() {
 		r := recover()
@@ -521,7 +537,7 @@ func (fs *FS) mapErr(err error) error {
 
 var sentinels = []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrNameTooLong,
 	ErrNoSpace, ErrInvalid, ErrPerm, ErrAccess, ErrNoData, ErrRange, ErrFileTooBig, ErrTooManyLinks,
-	ErrIO, ErrStale, ErrNotSupported, ErrBusy, ErrXattr2Big}
+	ErrIO, ErrStale, ErrNotSupported, ErrBusy, ErrXattr2Big, ErrReadOnly}
 
 // write runs fn as one mutating operation: exclusive lock, one transaction.
 func (fs *FS) write(fn func(tx *pram.Tx, now Timespec) error) error {

@@ -169,7 +169,7 @@ func (fs *FS) Forget(ino Ino, n uint64) {
 // Open opens a regular file (or any non-directory the kernel asks for) and
 // returns a handle. O_TRUNC truncates to zero, as with atomic_o_trunc.
 func (fs *FS) Open(ino Ino, flags uint32) (Handle, error) {
-	if flags&O_TRUNC != 0 && flags&O_ACCMODE != 0 {
+	if flags&O_TRUNC != 0 && flags&O_ACCMODE != 0 && !fs.readOnly {
 		err := fs.truncateOp(ino)
 		if err != nil {
 			return 0, err
@@ -183,6 +183,9 @@ func (fs *FS) Open(ino Ino, flags uint32) (Handle, error) {
 		}
 		if in.isDir() && flags&O_ACCMODE != 0 {
 			return ErrIsDir
+		}
+		if fs.readOnly && flags&O_ACCMODE != 0 {
+			return ErrReadOnly
 		}
 		if in.nlink() == 0 && !fs.vol.inUse(ino) {
 			return ErrStale
@@ -206,6 +209,9 @@ func (fs *FS) Release(ino Ino, h Handle) (trimmed bool) {
 	ino, unused, flush, ra := fs.vol.release(ino, h)
 	if ra != nil {
 		ra.Close()
+	}
+	if fs.readOnly {
+		return false // nothing was written, nothing can be freed
 	}
 	if flush {
 		fs.releaseDisk(ino)

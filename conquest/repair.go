@@ -941,6 +941,9 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 	if fs.closed {
 		return rep, fmt.Errorf("%w: file system is closed", ErrIO)
 	}
+	if fs.readOnly {
+		return rep, fmt.Errorf("%w: opened read-only: a repair writes the images", ErrReadOnly)
+	}
 	tried := make(map[string]bool)
 	var bad []badBlock
 	var failed []error

@@ -298,4 +298,8 @@ type Options struct {
 	// Arena tunes how the arena is opened (its RAM copy and checkpoints,
 	// pram/shadow.go); its Logf, when nil, is Logf.
 	Arena pram.OpenOptions
+	// ReadOnly opens the file system without ever writing its images
+	// (readonly.go): for images that cannot be written. Only a file system
+	// unmounted cleanly opens so; every change fails with ErrReadOnly.
+	ReadOnly bool
 }

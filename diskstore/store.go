@@ -153,6 +153,11 @@ type Options struct {
 	// it and a repair rebuild it. A mount leaves it false: it refuses the
 	// damage, naming it.
 	ForCheck bool
+	// ReadOnly opens a store whose device was opened read-only, under an
+	// arena opened read-only (pram.OpenOptions.ReadOnly): Open does not
+	// add the superblock's backup copy when it lacks one, and Close does
+	// not sync. The caller makes no changes.
+	ReadOnly bool
 	// CacheBytes is the memory the verified-block cache may use
 	// (blockcache.go): recently read or written blocks, so that small
 	// reads and writes inside one block read and hash it once. Default
@@ -412,8 +417,10 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	if err := checkParams(g, sup); err != nil {
 		return nil, err
 	}
-	if err := writeBackup(dev); err != nil {
-		return nil, err
+	if !o.ReadOnly {
+		if err := writeBackup(dev); err != nil {
+			return nil, err
+		}
 	}
 	fm, st := pram.Off(a.Root(RootFreeMap)), pram.Off(a.Root(RootStats))
 	// fsck (ForCheck) opens a store whose free map or stats record has a
@@ -570,7 +577,7 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	err := s.settle(true)
 	s.bgWG.Wait()
-	if e := s.dev.Sync(); err == nil {
+	if e := s.syncUnlessReadOnly(); err == nil {
 		err = e
 	}
 	if err == nil && dirty {
@@ -583,6 +590,14 @@ func (s *Store) Close() error {
 		err = e
 	}
 	return err
+}
+
+// syncUnlessReadOnly syncs the device, which a read-only store never wrote.
+func (s *Store) syncUnlessReadOnly() error {
+	if s.o.ReadOnly {
+		return nil
+	}
+	return s.dev.Sync()
 }
 
 // Super is the disk's superblock.

@@ -32,6 +32,7 @@ var errnoTable = [...]struct {
 	{conquest.ErrNotSupported, syscall.EOPNOTSUPP},
 	{conquest.ErrBusy, syscall.EBUSY},
 	{conquest.ErrXattr2Big, syscall.E2BIG},
+	{conquest.ErrReadOnly, syscall.EROFS},
 }
 
 // Errno maps an error from the core to the errno the kernel is given. A bare

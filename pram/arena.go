@@ -47,6 +47,8 @@ type Arena struct {
 	storeHook func() // test hook, see SetStoreHook
 
 	res reservation // blocks of an image file, see Reserve
+
+	readOnly bool // opened with OpenOptions.ReadOnly (readonly.go)
 }
 
 // Kind is the type of backing store.
@@ -222,6 +224,10 @@ type OpenOptions struct {
 	// OnCheckpoint, if set, is called once each checkpoint is durable, with
 	// its sequence number, from the goroutine that made it (tests).
 	OnCheckpoint func(seq uint64)
+	// ReadOnly opens the image without writing to it, ever (readonly.go):
+	// for images that cannot be written (a read-only file, device or file
+	// system, an immutable file).
+	ReadOnly bool
 }
 
 // Open maps an existing arena, validates its superblock, rolls back a
@@ -232,6 +238,9 @@ func Open(path string) (*Arena, error) { return OpenWith(path, OpenOptions{}) }
 // OpenWith is Open with options. An image file on a disk is shadowed
 // (shadow.go): the arena is a RAM copy of it, checkpointed back.
 func OpenWith(path string, o OpenOptions) (*Arena, error) {
+	if o.ReadOnly {
+		return openReadOnly(path, o)
+	}
 	f, kind, devSize, err := openBacking(path, false)
 	if err != nil {
 		return nil, err
@@ -368,6 +377,12 @@ const inPlaceSeqGap = 1 << 32
 func (a *Arena) Close() error {
 	if a.m == nil {
 		return nil
+	}
+	if a.readOnly {
+		if a.tx.active {
+			a.tx.Abort()
+		}
+		return a.unmap(false)
 	}
 	if a.tx.active {
 		a.tx.Abort()
@@ -543,6 +558,9 @@ func (a *Arena) Persist(off Off, n uint64) error {
 	if !a.InRange(off, n) {
 		return fmt.Errorf("%s: persist: %w: [%d, +%d) in arena of %d bytes", a.path, ErrOutOfRange, off, n, a.geo.Size)
 	}
+	if a.readOnly {
+		return nil // nothing reaches the image (readonly.go)
+	}
 	if a.sh != nil {
 		if err := a.checkpoint(); err != nil {
 			return fmt.Errorf("%s: checkpoint: %w", a.path, err)
@@ -564,7 +582,12 @@ func (a *Arena) Sync() error { return a.Persist(0, a.geo.Size) }
 // does not exist, and returns its kind and device size (0 for files, whose
 // size is checked against the superblock by Validate through Stat).
 func openBacking(path string, create bool) (*os.File, Kind, uint64, error) {
-	flags := os.O_RDWR
+	return openBackingMode(path, os.O_RDWR, create)
+}
+
+// openBackingMode is openBacking with the access mode (os.O_RDWR or
+// os.O_RDONLY).
+func openBackingMode(path string, flags int, create bool) (*os.File, Kind, uint64, error) {
 	if create {
 		flags |= os.O_CREATE
 	}

@@ -35,7 +35,7 @@ func reserveAhead(size uint64) uint64 {
 // room for that either; nothing is stored to the arena then. A file system
 // without fallocate is trusted as it is.
 func (a *Arena) Reserve(end uint64) error {
-	if a.kind != KindFile && a.sh == nil {
+	if a.readOnly || a.kind != KindFile && a.sh == nil {
 		return nil
 	}
 	r := &a.res
