@@ -64,7 +64,8 @@ func fsckCommand() *cli.Command {
 			var logs []string
 			opts := conquest.Options{Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }}
 			opts.Disk.ForCheck = true // a damaged unsynced list is reported, not refused
-			fsys, err := coreOpen(im, opts)
+			var readOnly string       // why the images were opened read-only
+			fsys, err := openImages(im, opts, !c.Bool("repair"), func(why string) { readOnly = why })
 			var rebuilt []string // fixes made before the file system could be opened
 			for step := 0; err != nil && c.Bool("repair") && step < 3; step++ {
 				if errors.Is(err, pram.ErrSuperBackup) {
@@ -152,6 +153,9 @@ func fsckCommand() *cli.Command {
 			}
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("%s: %v", im.pram, err), fsckOperational)
+			}
+			if readOnly != "" {
+				fmt.Fprintf(out, "%s\n", readOnly)
 			}
 			for _, l := range logs {
 				fmt.Fprintf(out, "%s\n", l)

@@ -257,7 +257,7 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 		return err
 	}
 	defer unlockDisk()
-	fsys, err := coreOpen(im, co)
+	fsys, err := openImages(im, co, o.ReadOnly, func(why string) { rep.infof("%s", why) })
 	if err != nil {
 		return explainOpen(im, err)
 	}

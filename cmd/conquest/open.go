@@ -4,11 +4,37 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"syscall"
 
 	"conquest/conquest"
 	"conquest/diskstore"
 	"conquest/pram"
 )
+
+// openImages opens im's file system. When an image cannot be opened for
+// writing (a read-only file, device or file system, an immutable file) and
+// readOnlyOK is set (fsck without --repair, df, stat, mount --read-only),
+// it opens the file system read-only instead (conquest.Options.ReadOnly:
+// nothing is written to either image) and calls note with why.
+func openImages(im images, o conquest.Options, readOnlyOK bool, note func(string)) (*conquest.FS, error) {
+	fsys, err := coreOpen(im, o)
+	if err == nil || !readOnlyOK || !cannotWrite(err) {
+		return fsys, err
+	}
+	o.ReadOnly = true
+	fsys, rerr := coreOpen(im, o)
+	if rerr != nil {
+		return nil, rerr
+	}
+	note(fmt.Sprintf("%v: opened read-only (nothing is written to the images)", err))
+	return fsys, nil
+}
+
+// cannotWrite reports whether err is an image's refusal to be opened for
+// writing.
+func cannotWrite(err error) bool {
+	return errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission)
+}
 
 // explainOpen turns an error from opening im into a message that says what
 // to do. The core's errors already name the path.
@@ -23,6 +49,10 @@ func explainOpen(im images, err error) error {
 		// whose mount was detached (umount -l) and still serves the
 		// files open on it.
 		return fmt.Errorf("%s: arena is in use by another process, though no mount shows it: a conquest command running on it, or a daemon whose mount was detached (umount -l) that exits when the last file open on it closes", im.pram)
+	case errors.Is(err, pram.ErrNeedsRecovery):
+		return fmt.Errorf("%w: make the images writable and mount the file system (or run `conquest fsck`) once to recover it", err)
+	case cannotWrite(err):
+		return fmt.Errorf("%w: the image cannot be opened for writing; `conquest mount --read-only`, `conquest fsck` without --repair, `df` and `stat` open it read-only", err)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrSuperBackup), errors.Is(err, diskstore.ErrSuperBackup):

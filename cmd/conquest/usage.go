@@ -78,7 +78,7 @@ func report(c *cli.Context, detail bool) error {
 		return err
 	}
 	defer unlockDisk()
-	fsys, err := coreOpen(im, conquest.Options{Logf: func(string, ...any) {}})
+	fsys, err := openImages(im, conquest.Options{Logf: func(string, ...any) {}}, true, func(string) {})
 	if err != nil {
 		return explainOpen(im, err)
 	}
