@@ -31,6 +31,8 @@
 //     (orphan.go), Check (check.go, `conquest fsck`) and Repair (repair.go,
 //     `conquest fsck --repair`: one Tx per fix, unnamed inodes go to
 //     /lost+found).
+//   - Read-only file systems (readonly.go): images that cannot be written,
+//     opened so that nothing reaches them; every change is ErrReadOnly.
 //
 // # Lock order
 //

@@ -34,7 +34,10 @@
 //     its pages are first stored to: a store to a page its file system
 //     cannot back raises SIGBUS and kills the process, so a full file
 //     system must be an error (ErrNoSpace) before that (reserve.go; the
-//     heap calls it as it carves new pages).
+//     heap calls it as it carves new pages);
+//   - read-only opens of images that cannot be written (readonly.go): a
+//     private mapping, so that the stores of the layers above never reach
+//     the image; only a cleanly closed image opens so.
 //
 // What pram must never do: interpret the heap (that is package alloc), hold a
 // Go pointer inside the arena, let any other package import unsafe, or let
