@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"conquest/alloc"
@@ -211,8 +212,24 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 		o.Disk.ReadOnly = true
 		o.NoAtime = true
 	}
+	opened := false // o.Device is ours to close if the arena fails
+	if o.Device == nil && diskPath != "" {
+		// The disk first: one that cannot be opened for writing must be
+		// refused before the arena is, which counts the mount and may
+		// recover it. Other errors come in their usual order (openDisk).
+		dev, err := diskstore.OpenDevice(diskPath, diskstore.DeviceOptions{ReadOnly: o.ReadOnly})
+		switch {
+		case err == nil:
+			o.Device, opened = dev, true
+		case errors.Is(err, syscall.EROFS), errors.Is(err, os.ErrPermission):
+			return nil, err
+		}
+	}
 	a, err := pram.OpenWith(pramPath, ao)
 	if err != nil {
+		if opened {
+			o.Device.Close()
+		}
 		return nil, err
 	}
 	fs := &FS{a: a, logf: o.Logf, now: o.Now, diskPath: diskPath, lsize: make(map[Ino]uint64), readOnly: o.ReadOnly}

@@ -130,6 +130,12 @@ func OpenDevice(path string, o DeviceOptions) (Device, error) {
 			f.Close()
 			return nil, fmt.Errorf("%s: reading device size: %w", path, err)
 		}
+		if ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET); err == nil && ro != 0 && !o.ReadOnly {
+			// A device set read-only (losetup -r, blockdev --setro) opens
+			// for writing all the same and fails every write.
+			f.Close()
+			return nil, &os.PathError{Op: "open", Path: path, Err: unix.EROFS}
+		}
 		d.size = int64(n)
 	} else {
 		d.size = st.Size()

@@ -1,7 +1,9 @@
 package fusefs
 
 import (
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"bazil.org/fuse"
@@ -27,6 +29,30 @@ const NoAtimeXattr = "system.conquest.noatime"
 // helper sets it at a remount with commit=. System namespace, root only,
 // never stored, as NoAtimeXattr.
 const CommitXattr = "system.conquest.commit"
+
+// ReadOnlyXattr, read on the mount's root, is "1" when the daemon opened
+// its images read-only (they could not be written: conquest.FS.ReadOnly),
+// else "0". The helper reads it before a remount that would make the mount
+// writable, and refuses that remount, as ext4 refuses to remount a
+// write-protected device read-write. System namespace, never stored.
+const ReadOnlyXattr = "system.conquest.readonly"
+
+// ErrImagesReadOnly: Remount refused to make a mount of read-only images
+// writable.
+var ErrImagesReadOnly = errors.New("images opened read-only")
+
+// getReadOnly serves a getxattr of ReadOnlyXattr.
+func (s *Server) getReadOnly(r *fuse.GetxattrRequest) {
+	v := []byte("0")
+	if s.fs.ReadOnly() {
+		v = []byte("1")
+	}
+	if r.Size != 0 && uint32(len(v)) > r.Size {
+		r.RespondError(syscall.ERANGE)
+		return
+	}
+	r.Respond(&fuse.GetxattrResponse{Xattr: v})
+}
 
 // setCommit serves a setxattr of CommitXattr.
 func (s *Server) setCommit(r *fuse.SetxattrRequest) {
@@ -92,6 +118,13 @@ func Remount(dir string, set, clear uintptr, commit time.Duration) error {
 		return nil
 	}
 	wasRO := sfs.Flags&unix.ST_RDONLY != 0
+	if wasRO && !ro {
+		buf := make([]byte, 8)
+		n, err := unix.Getxattr(dir, ReadOnlyXattr, buf)
+		if err == nil && string(buf[:n]) == "1" {
+			return fmt.Errorf("%s: cannot remount read-write: its images were opened read-only, as they cannot be written (unmount it, and mount it again once they can): %w", dir, ErrImagesReadOnly)
+		}
+	}
 	setCommit := func() error {
 		if err := unix.Setxattr(dir, CommitXattr, []byte(commit.String()), 0); err != nil {
 			return fmt.Errorf("telling the daemon of %s its commit interval: %w", dir, err)

@@ -19,6 +19,10 @@ func (s *Server) getxattr(r *fuse.GetxattrRequest) {
 		s.getSpace(r)
 		return
 	}
+	if r.Name == ReadOnlyXattr && r.Node == fuse.RootID {
+		s.getReadOnly(r)
+		return
+	}
 	v, err := s.fs.GetXattr(ino(r.Node), r.Name)
 	if err != nil {
 		s.respondError(r, err)

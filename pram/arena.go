@@ -617,6 +617,12 @@ func openBackingMode(path string, flags int, create bool) (*os.File, Kind, uint6
 			f.Close()
 			return nil, 0, 0, fmt.Errorf("%s: reading device size: %w", path, err)
 		}
+		if flags&os.O_RDWR != 0 && ReadOnlyDevice(f) {
+			// Opened for writing all the same; its writes would fail
+			// (and a shared writable mapping of it does).
+			f.Close()
+			return nil, 0, 0, &os.PathError{Op: "open", Path: path, Err: unix.EROFS}
+		}
 		return f, KindBlock, uint64(n), nil
 	}
 	f.Close()

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
 )
 
 // Read-only opens.
@@ -63,7 +64,7 @@ func openReadOnly(path string, o OpenOptions) (*Arena, error) {
 	}
 	if st := binary.LittleEndian.Uint64(page[offState:]); st != StateClean {
 		f.Close()
-		return nil, fmt.Errorf("%s: opened read-only: %w", path, ErrNeedsRecovery)
+		return nil, fmt.Errorf("%s: cannot be opened read-only: %w", path, ErrNeedsRecovery)
 	}
 	m, err := mmap.MapRegion(f, int(g.Size), mmap.COPY, 0, 0)
 	if err != nil {
@@ -86,3 +87,29 @@ func openReadOnly(path string, o OpenOptions) (*Arena, error) {
 // ReadOnly reports whether the arena was opened with OpenOptions.ReadOnly:
 // nothing is ever written to its image.
 func (a *Arena) ReadOnly() bool { return a.readOnly }
+
+// ReadOnlyDevice reports whether f is a block device set read-only
+// (`losetup -r`, `blockdev --setro`): Linux opens one for writing all the
+// same, and fails its writes and writable shared mappings.
+func ReadOnlyDevice(f *os.File) bool {
+	ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET)
+	return err == nil && ro != 0
+}
+
+// LeftOpen reports whether the image at path was not closed cleanly (a
+// crash left it open, or it is open now), reading only its superblock.
+func LeftOpen(path string) (bool, error) {
+	f, kind, devSize, err := openBackingMode(path, os.O_RDONLY, false)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	page := make([]byte, PageSize)
+	if n, err := f.ReadAt(page, 0); n < superDynEnd {
+		return false, fmt.Errorf("%s: %w: cannot read superblock: %v", path, ErrNotConquest, err)
+	}
+	if _, err := validateOn(page, kind, devSize); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return binary.LittleEndian.Uint64(page[offState:]) != StateClean, nil
+}

@@ -173,7 +173,11 @@ func fsckCommand() *cli.Command {
 			}
 			if !c.Bool("repair") {
 				if len(errs) > 0 {
-					return cli.Exit(fmt.Sprintf("%s: %s found (run `conquest fsck --repair` to repair them)", im.pram, plural(len(errs), "error")), fsckUncorrected)
+					how := "run `conquest fsck --repair` to repair them"
+					if readOnly != "" {
+						how += ", once the images can be written"
+					}
+					return cli.Exit(fmt.Sprintf("%s: %s found (%s)", im.pram, plural(len(errs), "error"), how), fsckUncorrected)
 				}
 				fmt.Fprintf(out, "%s: clean\n", im.pram)
 				return exitCode(code)

@@ -90,6 +90,13 @@ func mkfs(im images, o mkfsOptions) error {
 			return fmt.Errorf("%s: holds %s; refusing to overwrite it without --force", p, what)
 		}
 	}
+	// Both must be writable before either is formatted: a disk formatted
+	// before the arena's open failed lost the file system both held.
+	for _, p := range []string{im.pram, im.disk} {
+		if err := checkWritable(p); err != nil {
+			return fmt.Errorf("%w: cannot format it (nothing was changed)", err)
+		}
+	}
 	pramSize := o.pramSize
 	if pramSize == 0 {
 		pramSize = existingOr(im.pram, defaultPramSize)

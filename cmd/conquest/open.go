@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
 	"conquest/diskstore"
@@ -30,6 +34,28 @@ func openImages(im images, o conquest.Options, readOnlyOK bool, note func(string
 	return fsys, nil
 }
 
+// checkWritable reports why path (or, if it does not exist, its directory)
+// cannot be written, or nil. A block device set read-only counts as not
+// writable (Linux opens it for writing all the same).
+func checkWritable(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		dir := filepath.Dir(path)
+		if err := unix.Access(dir, unix.W_OK); err != nil {
+			return &os.PathError{Op: "create in", Path: dir, Err: err}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0 && pram.ReadOnlyDevice(f) {
+		return &os.PathError{Op: "open", Path: path, Err: syscall.EROFS}
+	}
+	return nil
+}
+
 // cannotWrite reports whether err is an image's refusal to be opened for
 // writing.
 func cannotWrite(err error) bool {
@@ -52,7 +78,10 @@ func explainOpen(im images, err error) error {
 	case errors.Is(err, pram.ErrNeedsRecovery):
 		return fmt.Errorf("%w: make the images writable and mount the file system (or run `conquest fsck`) once to recover it", err)
 	case cannotWrite(err):
-		return fmt.Errorf("%w: the image cannot be opened for writing; `conquest mount --read-only`, `conquest fsck` without --repair, `df` and `stat` open it read-only", err)
+		if open, lerr := pram.LeftOpen(im.pram); lerr == nil && open {
+			return fmt.Errorf("%w: the image cannot be opened for writing, and the file system was not unmounted cleanly: make the images writable and mount it (or run `conquest fsck`) once to recover it", err)
+		}
+		return fmt.Errorf("%w: the image cannot be opened for writing; `conquest mount --read-only` (`-o ro` in fstab), `conquest fsck` without --repair, `df` and `stat` open it read-only", err)
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrSuperBackup), errors.Is(err, diskstore.ErrSuperBackup):

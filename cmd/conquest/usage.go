@@ -78,7 +78,9 @@ func report(c *cli.Context, detail bool) error {
 		return err
 	}
 	defer unlockDisk()
-	fsys, err := openImages(im, conquest.Options{Logf: func(string, ...any) {}}, true, func(string) {})
+	fsys, err := openImages(im, conquest.Options{Logf: func(string, ...any) {}}, true, func(why string) {
+		fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", why)
+	})
 	if err != nil {
 		return explainOpen(im, err)
 	}
@@ -104,12 +106,23 @@ func mountOf(arena string) (fusefs.MountInfo, bool) {
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) > 4 && strings.Contains(line, " - fuse.conquest "+fsnamePrefix) {
-			if mi, ok := fusefs.Mounted(unescapeOctal(f[4])); ok && mi.Source == fsnamePrefix+arena {
+			if mi, ok := fusefs.Mounted(unescapeOctal(f[4])); ok && (mi.Source == fsnamePrefix+arena || sameFile(strings.TrimPrefix(mi.Source, fsnamePrefix), arena)) {
 				return mi, true
 			}
 		}
 	}
 	return fusefs.MountInfo{}, false
+}
+
+// sameFile reports whether a and b name one existing file (through another
+// path: a bind mount, a symlink, a hard link).
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }
 
 func unescapeOctal(s string) string {

@@ -37,6 +37,13 @@ func New(t testing.TB, size int64) string {
 		t.Skipf("cannot attach a loop device: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	dev := strings.TrimSpace(string(out))
+	// `blockdev --setro` marks a loop device read-only for good, past its
+	// detach: a device so left by someone else is made writable again.
+	if out, err := exec.Command("blockdev", "--getro", dev).Output(); err == nil && strings.TrimSpace(string(out)) == "1" {
+		if out, err := exec.Command("blockdev", "--setrw", dev).CombinedOutput(); err != nil {
+			t.Logf("%s was left read-only and stays so: %v: %s", dev, err, out)
+		}
+	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
 			t.Errorf("detaching %s: %v: %s", dev, err, out)
