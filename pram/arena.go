@@ -378,14 +378,11 @@ func (a *Arena) Close() error {
 	if a.m == nil {
 		return nil
 	}
-	if a.readOnly {
-		if a.tx.active {
-			a.tx.Abort()
-		}
-		return a.unmap(false)
-	}
 	if a.tx.active {
 		a.tx.Abort()
+	}
+	if a.readOnly {
+		return a.unmap(false) // nothing to write (readonly.go)
 	}
 	if a.sh != nil {
 		a.sh.stopCheckpointer(false)
