@@ -239,28 +239,11 @@ func Open(path string) (*Arena, error) { return OpenWith(path, OpenOptions{}) }
 // (shadow.go): the arena is a RAM copy of it, checkpointed back.
 func OpenWith(path string, o OpenOptions) (*Arena, error) {
 	if o.ReadOnly {
-		return openReadOnly(path, o)
+		return openReadOnly(path)
 	}
-	f, kind, devSize, err := openBacking(path, false)
+	f, kind, devSize, _, g, err := openLocked(path, os.O_RDWR)
 	if err != nil {
 		return nil, err
-	}
-	if err := lockFile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	page := make([]byte, PageSize)
-	if n, err := f.ReadAt(page, 0); n < superDynEnd {
-		f.Close()
-		if err != nil && n == 0 {
-			return nil, fmt.Errorf("%s: %w: cannot read superblock: %v", path, ErrNotConquest, err)
-		}
-		return nil, fmt.Errorf("%s: %w: image is only %d bytes", path, ErrNotConquest, n)
-	}
-	g, err := validateOn(page, kind, devSize)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	a := &Arena{path: path, f: f, geo: g, kind: kind}
 	var img ImageFile = osImage{f: f}
@@ -347,6 +330,34 @@ func OpenWith(path string, o OpenOptions) (*Arena, error) {
 		go a.checkpointer()
 	}
 	return a, nil
+}
+
+// openLocked opens an existing image with the access mode flags (os.O_RDWR
+// or os.O_RDONLY), locks it, and reads and validates its superblock; it
+// returns the superblock's page too. Errors name the path.
+func openLocked(path string, flags int) (f *os.File, kind Kind, devSize uint64, page []byte, g Geometry, err error) {
+	f, kind, devSize, err = openBackingMode(path, flags, false)
+	if err != nil {
+		return nil, 0, 0, nil, g, err
+	}
+	fail := func(err error) (*os.File, Kind, uint64, []byte, Geometry, error) {
+		f.Close()
+		return nil, 0, 0, nil, Geometry{}, err
+	}
+	if err := lockFile(f); err != nil {
+		return fail(fmt.Errorf("%s: %w", path, err))
+	}
+	page = make([]byte, PageSize)
+	if n, err := f.ReadAt(page, 0); n < superDynEnd {
+		if err != nil && n == 0 {
+			return fail(fmt.Errorf("%s: %w: cannot read superblock: %v", path, ErrNotConquest, err))
+		}
+		return fail(fmt.Errorf("%s: %w: image is only %d bytes", path, ErrNotConquest, n))
+	}
+	if g, err = validateOn(page, kind, devSize); err != nil {
+		return fail(fmt.Errorf("%s: %w", path, err))
+	}
+	return f, kind, devSize, page, g, nil
 }
 
 // forgetCheckpoints is for an image that should have been shadowed but is

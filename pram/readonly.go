@@ -36,27 +36,10 @@ import (
 var ErrNeedsRecovery = errors.New("the file system was not unmounted cleanly and needs recovery, which writes the image")
 
 // openReadOnly is OpenWith for OpenOptions.ReadOnly.
-func openReadOnly(path string, o OpenOptions) (*Arena, error) {
-	f, kind, devSize, err := openBackingMode(path, os.O_RDONLY, false)
+func openReadOnly(path string) (*Arena, error) {
+	f, kind, _, page, g, err := openLocked(path, os.O_RDONLY)
 	if err != nil {
 		return nil, err
-	}
-	if err := lockFile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	page := make([]byte, PageSize)
-	if n, err := f.ReadAt(page, 0); n < superDynEnd {
-		f.Close()
-		if err != nil && n == 0 {
-			return nil, fmt.Errorf("%s: %w: cannot read superblock: %v", path, ErrNotConquest, err)
-		}
-		return nil, fmt.Errorf("%s: %w: image is only %d bytes", path, ErrNotConquest, n)
-	}
-	g, err := validateOn(page, kind, devSize)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if kind == KindDAX {
 		f.Close()
