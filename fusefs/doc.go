@@ -24,8 +24,8 @@
 //     attribute lifetimes, negative lookups cached as node-id-0 entries,
 //     KeepCache on open, except that when a read would update atime
 //     (FS.KeepCache false: the first read after a change must reach the
-//     core) a file of up to 128 KiB drops its pages and a larger one only
-//     its first page (file.go, atimeCache), readahead (raised to 1 MiB
+//     core) the file drops only its first page (file.go, atimeCache),
+//     readahead (raised to 1 MiB
 //     through the mount's bdi, bdi.go) and async reads, HANDLE_KILLPRIV_V2, and invalidation of the attributes the
 //     kernel cannot know changed (see invalidate notes in file.go). The
 //     writeback cache is opt-in (Options.WritebackCache): it makes large

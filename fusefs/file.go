@@ -38,20 +38,17 @@ func (s *Server) open(r *fuse.OpenRequest) {
 	r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h), Flags: flags})
 }
 
-// keepWholeMin is the size from which a file opened while its atime is due
-// keeps its page cache (less its first page) instead of dropping it: above
-// one maximal READ, fetching the file again costs more than the
-// invalidation (which also drops the cached attributes, one GETATTR later).
-const keepWholeMin = 128 << 10
-
 // atimeCache decides the open of a file whose atime a read would update
-// (relatime). A small file drops its cached pages (no FOPEN_KEEP_CACHE):
-// its first read comes here and updates atime. A larger one keeps them,
-// all but the first page, which is invalidated now, before the open
-// completes, so that a read from the start reaches the core (which updates
-// atime) while the rest of the file is still served from the cache: a file
-// read again after it was written is not fetched again whole. A read that
-// does not start in the first page does not update atime then. It reports
+// (relatime). The file keeps its cached pages, all but the first page,
+// which is invalidated now, before the open completes, so that a read from
+// the start reaches the core (which updates atime) while the rest of the
+// file is still served from the cache: a file read again after it was
+// written is not fetched again whole. A read that does not start in the
+// first page does not update atime then. Small files (up to 128 KiB) used
+// to drop their whole cache instead (no FOPEN_KEEP_CACHE), and that drop
+// raced an in-place rewrite by another process, leaving pages older than
+// a write that had returned in the kernel's cache
+// (TestNoStalePagesAfterAtimeOpen). It reports
 // whether the cache may be kept. A handle that cannot read (O_WRONLY, or
 // O_TRUNC, which modifies the file anyway) or whose reads leave atime alone
 // (O_NOATIME) keeps the cache as it is.
@@ -60,8 +57,8 @@ func (s *Server) atimeCache(node conquest.Ino, openFlags uint32) bool {
 		return true
 	}
 	a, err := s.fs.GetAttr(node)
-	if err != nil || a.Size <= keepWholeMin {
-		return false
+	if err != nil || a.Size == 0 {
+		return false // nothing cached
 	}
 	// No lock of the kernel's that the OPEN in flight holds is needed to
 	// invalidate pages; a page locked by a READ or WRITE in flight waits for
