@@ -28,6 +28,7 @@ type runner struct {
 	t    *testing.T
 	bin  string
 	home string
+	env  []string // more environment for every command
 }
 
 func newCLI(t *testing.T) *runner {
@@ -43,7 +44,7 @@ func newCLI(t *testing.T) *runner {
 func (c *runner) run(args ...string) (string, string, int) {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, args...)
-	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+c.home)
+	cmd.Env = append(append(os.Environ(), "CONQUEST_HOME="+c.home), c.env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -908,7 +909,12 @@ func TestMountAfterLazyUnmount(t *testing.T) {
 		t.Fatal(err)
 	}
 	mp2 := c.mountpoint()
+	// The mount waits for an arena held while no mount names it
+	// (waitExited), which a lazily detached daemon with files open holds
+	// until they close: shortened here.
+	c.env = []string{"CONQUEST_EXIT_WAIT=300ms"}
 	c.fails(1, "a daemon whose mount was detached (umount -l)", "mount", "--pram", pram, "--disk", disk, mp2)
+	c.env = nil
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

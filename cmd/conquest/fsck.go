@@ -55,7 +55,7 @@ func fsckCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), fsckOperational)
 			}
-			unlockDisk, err := lockDisk(im)
+			unlockDisk, err := lockDisk(im, func(msg string) { fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", msg) })
 			if err != nil {
 				return cli.Exit(err.Error(), fsckOperational)
 			}

@@ -39,7 +39,7 @@ func mkfsCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			o := mkfsOptions{force: c.Bool("force")}
+			o := mkfsOptions{force: c.Bool("force"), note: func(msg string) { fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", msg) }}
 			for _, f := range []struct {
 				name string
 				dst  *uint64
@@ -69,12 +69,13 @@ func mkfsCommand() *cli.Command {
 type mkfsOptions struct {
 	pramSize, diskSize, threshold, blockSize uint64
 	force                                    bool
+	note                                     func(string) // told if mkfs waits for an exiting daemon
 }
 
 // mkfs formats im after checking that it overwrites nothing of value.
 func mkfs(im images, o mkfsOptions) error {
 	for _, p := range []string{im.pram, im.disk} {
-		if inUse(p) {
+		if !waitExited(p, o.note) {
 			return fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", p)
 		}
 		claim, err := claimDevice(p)

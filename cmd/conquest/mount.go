@@ -252,7 +252,7 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 	if gov != nil {
 		co.Disk.OnReadahead = gov.notify
 	}
-	unlockDisk, err := lockDisk(im)
+	unlockDisk, err := lockDisk(im, func(msg string) { rep.infof("%s", msg) })
 	if err != nil {
 		return err
 	}

@@ -124,6 +124,50 @@ func exists(path string) bool {
 	return err == nil
 }
 
+// exitWait is how long a command waits for an arena held by a process while
+// no mount names it ($CONQUEST_EXIT_WAIT, a Go duration, overrides it; tests
+// shorten it).
+const exitWait = 30 * time.Second
+
+// waitExited waits, up to exitWait, while the arena at path is held by a
+// process and no mount names it, and reports whether it is free. That is
+// most often the daemon of a mount just taken down by umount(8) or
+// `fusermount3 -u`: they return once the kernel has detached the mount, while
+// the daemon is still writing back and closing the file system, so an fsck,
+// mount or mkfs run right after them found the arena in use (`conquest
+// umount` waits for the daemon itself). A lazily detached mount whose files
+// are still open, or another command running on the arena, holds it longer:
+// the wait ends at exitWait and the caller refuses as before. A held arena
+// that a mount names is not waited for; note is told once if the wait lasts.
+func waitExited(path string, note func(string)) bool {
+	if !inUse(path) {
+		return true
+	}
+	limit := exitWait
+	if d, err := time.ParseDuration(os.Getenv("CONQUEST_EXIT_WAIT")); err == nil && d >= 0 {
+		limit = d
+	}
+	start := time.Now()
+	noted := false
+	for i := 0; inUse(path); i++ {
+		if i%10 == 0 {
+			if _, ok := mountOf(path); ok {
+				return false
+			}
+		}
+		waited := time.Since(start)
+		if waited >= limit {
+			return false
+		}
+		if !noted && waited >= time.Second && note != nil {
+			note(fmt.Sprintf("%s: waiting (up to %v) for the process holding the arena to let it go: the daemon of a mount just unmounted, still closing the file system?", path, limit))
+			noted = true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
 // diskLockWait is how long lockDisk waits for a disk whose lock is held
 // while no process holds its arena: a daemon releases the disk just after
 // the arena when it exits (see lockDisk).
@@ -142,7 +186,11 @@ const diskLockWait = 300 * time.Millisecond
 // that finds the arena free may still find the disk held for a moment by a
 // daemon that is exiting (`conquest umount` waits for the arena only); a
 // held disk whose arena is free is waited for, up to diskLockWait.
-func lockDisk(im images) (unlock func(), err error) {
+//
+// Before that it waits for an arena held by an exiting daemon (waitExited,
+// note told if that lasts).
+func lockDisk(im images, note func(string)) (unlock func(), err error) {
+	waitExited(im.pram, note)
 	f, err := os.Open(im.disk)
 	if errors.Is(err, fs.ErrNotExist) {
 		return func() {}, nil

@@ -67,13 +67,14 @@ func report(c *cli.Context, detail bool) error {
 	if !exists(im.pram) {
 		return fmt.Errorf("%s: no such arena (format it with `conquest mkfs`, or `conquest mount` the embedded default)", im.pram)
 	}
-	if inUse(im.pram) {
+	note := func(msg string) { fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", msg) }
+	if !waitExited(im.pram, note) {
 		if mi, ok := mountOf(im.pram); ok {
 			return reportMounted(out, mi)
 		}
 		return fmt.Errorf("%s: arena is in use by another process", im.pram)
 	}
-	unlockDisk, err := lockDisk(im)
+	unlockDisk, err := lockDisk(im, note)
 	if err != nil {
 		return err
 	}
