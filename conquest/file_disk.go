@@ -547,20 +547,42 @@ func (fs *FS) flushDiskTx(ino Ino, durable, trim bool, segp *pram.Off) error {
 	})
 }
 
-// trimRecoveredLocked trims the preallocation past the end of the files
-// that were being written when the last run ended without a sync (a crash):
-// the trim at their last close never came, and the mark that asks for it
-// (vol.dirty) did not outlive the crash. Failures are logged: they only keep
-// disk space.
+// trimRecoveredLocked trims the preallocation past the end of files after
+// a crash: the trim at their last close never came, and the mark that asks
+// for it (vol.dirty) did not outlive the crash. Those are the files that
+// recovery found written since the last sync and, when the arena was not
+// closed cleanly, every file on the disk that maps blocks past its end and
+// its KEEP_SIZE reservation (iKeepEnd): a file synced (fsync, or the idle
+// sync) while it was growing has no unsynced records left, and kept up to
+// 64 MiB past its end. Finding those walks every inode, so only after a
+// crash. Failures are logged: they only keep disk space.
 // Preconditions: fs.mu held exclusively; nothing is open yet (Open).
 func (fs *FS) trimRecoveredLocked() {
+	trim := make(map[Ino]bool)
 	for _, seg := range fs.ds.RecoveredFiles() {
-		owner, err := fs.ds.Owner(seg)
-		if err != nil {
-			continue
+		if owner, err := fs.ds.Owner(seg); err == nil {
+			trim[Ino(owner)] = true
 		}
-		ino := Ino(owner)
-		if in, err := fs.inode(ino); err != nil || !in.isReg() || !in.onDisk() || in.seg() != seg {
+	}
+	if fs.a.WasDirty() {
+		err := func() (err error) {
+			defer fs.guard(&err) // a damaged arena: fsck's business
+			return fs.eachInodeLocked(func(in inode) {
+				if !in.isReg() || !in.onDisk() || trim[in.ino] {
+					return
+				}
+				end, err := fs.ds.MappedEnd(in.seg())
+				if err == nil && uint64(end) > fs.roundUp(max(in.size(), in.u64(iKeepEnd))) {
+					trim[in.ino] = true
+				}
+			})
+		}()
+		if err != nil {
+			fs.logf("%s: looking for preallocation left by the crash: %v", fs.diskPath, err)
+		}
+	}
+	for ino := range trim {
+		if in, err := fs.inode(ino); err != nil || !in.isReg() || !in.onDisk() {
 			continue
 		}
 		if err := fs.flushDiskLocked(ino, false, true); err != nil {

@@ -1,9 +1,6 @@
 package conquest
 
-import (
-	"conquest/dirhash"
-	"conquest/pram"
-)
+import "conquest/pram"
 
 // StatFS reports block and inode counts: blocks are 4 KiB of the arena heap
 // (free = the allocator's free bytes) plus the disk's data blocks counted
@@ -85,12 +82,7 @@ func (fs *FS) Usage() Usage {
 			u.DiskChecksumErrors = ds.ChecksumErrors
 			u.DiskIOErrors = ds.IOErrors
 		}
-		seen := make(map[Ino]bool)
-		count := func(in inode) {
-			if seen[in.ino] {
-				return
-			}
-			seen[in.ino] = true
+		_ = fs.eachInodeLocked(func(in inode) {
 			switch in.typ() {
 			case S_IFREG:
 				u.Files++
@@ -111,31 +103,7 @@ func (fs *FS) Usage() Usage {
 			default:
 				u.Specials++
 			}
-		}
-		root, err := fs.inode(RootIno)
-		if err != nil {
-			return err
-		}
-		count(root)
-		queue := []inode{root}
-		for len(queue) > 0 {
-			d := queue[0]
-			queue = queue[1:]
-			if d.data() == 0 {
-				continue
-			}
-			_ = fs.dir(d).Scan(0, func(e dirhash.Entry, next uint64) bool {
-				in, err := fs.inode(Ino(e.Ino))
-				if err != nil || seen[in.ino] {
-					return true
-				}
-				count(in)
-				if in.isDir() {
-					queue = append(queue, in)
-				}
-				return true
-			})
-		}
+		})
 		for off := fs.a.Root(slotOrphans); off != 0 && u.Orphans < 1<<26; u.Orphans++ {
 			in, err := fs.inodeAt(pram.Off(off))
 			if err != nil {
