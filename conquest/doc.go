@@ -62,7 +62,9 @@
 // waiting to move, once per file to copy its data and once per file to
 // switch it to its blocks: the batch's disk writes and device sync run
 // without FS.mu (move.go, diskstore.WriteStaged). Close stops it and waits
-// for it before taking FS.mu.
+// for it before taking FS.mu. After a batch it calls the SetMovedHook
+// function for each file moved, with FS.mu not held (the FUSE adapter
+// writes an invalidation to the kernel there).
 //
 // fs.lsize (the unpublished sizes of large files, see file_disk.go),
 // fs.moving (the files waiting to move, move.go), fs.moveHeld (files

@@ -78,6 +78,8 @@ type FS struct {
 	// staged data is written and synced, before any file is switched, with
 	// FS.mu not held by the tick.
 	stagedHook func()
+	// onMoved: SetMovedHook's function, or nil.
+	onMoved atomic.Pointer[func(Ino)]
 }
 
 // Mkfs formats pramPath as an empty Conquest file system: a pram arena, the

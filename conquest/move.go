@@ -216,9 +216,20 @@ func (fs *FS) moveBatch(locked bool, tried map[Ino]struct{}) (more bool) {
 		unlock()
 		return false
 	}
+	var moved []Ino // switched to the disk: their st_blocks changed
+	defer func() {
+		if fn := fs.onMoved.Load(); fn != nil && !locked {
+			for _, ino := range moved {
+				(*fn)(ino)
+			}
+		}
+	}()
 	for i, m := range batch {
 		lock()
-		err := fs.adoptLocked(m, i+1)
+		ok, err := fs.adoptLocked(m, i+1)
+		if ok {
+			moved = append(moved, m.ino)
+		}
 		fs.ds.Unstage(m.st)
 		if err != nil && !errors.Is(err, errMoveFull) {
 			for _, rest := range batch[i+1:] {
@@ -305,15 +316,15 @@ func (fs *FS) moveCandidate(ino Ino) (inode, bool) {
 }
 
 // adoptLocked switches m's file to its staged blocks, in one transaction,
-// if it still needs the move and its data is still what was staged; n is
-// its place in the batch (moveHook). A file whose switch overflows the
+// if it still needs the move and its data is still what was staged (moved
+// reports that it did); n is its place in the batch (moveHook). A file whose switch overflows the
 // journal alone stays in the arena, held (holdMove: an open does not queue
 // it again, findMove; a write does), with errMoveFull.
 // Preconditions: fs.mu held exclusively; m.st written (WriteStaged).
-func (fs *FS) adoptLocked(m stagedMove, n int) error {
+func (fs *FS) adoptLocked(m stagedMove, n int) (moved bool, err error) {
 	var in inode
 	same := false
-	err := func() (err error) {
+	err = func() (err error) {
 		defer fs.guard(&err) // a damaged arena: ErrIO, as in a transaction
 		var ok bool
 		if in, ok = fs.moveCandidate(m.ino); ok {
@@ -322,7 +333,7 @@ func (fs *FS) adoptLocked(m stagedMove, n int) error {
 		return nil
 	}()
 	if err != nil || !same {
-		return err // gone, or changed: queued still, for the next tick
+		return false, err // gone, or changed: queued still, for the next tick
 	}
 	shrink := false
 	err = fs.update(func(tx *pram.Tx) (err error) {
@@ -340,17 +351,17 @@ func (fs *FS) adoptLocked(m stagedMove, n int) error {
 	if errors.Is(err, errMoveFull) {
 		fs.holdMove(m.ino)
 		delete(fs.moving, m.ino)
-		return err
+		return false, err
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	delete(fs.moving, m.ino)
 	delete(fs.moveHeld, m.ino)
 	if shrink {
-		return fs.finishShrinkLocked(m.ino)
+		return true, fs.finishShrinkLocked(m.ino)
 	}
-	return nil
+	return true, nil
 }
 
 // memEqual reports whether an arena file holds exactly data.
@@ -424,4 +435,19 @@ func overflowAs(err *error, as func() error) {
 		}
 	}
 	panic(r)
+}
+
+// SetMovedHook sets fn (nil: none) to be told of each file the periodic
+// disk commit has moved to the disk, after the move, from the commit's
+// goroutine and without FS.mu held: its data now lives on the disk, so its
+// st_blocks changed (the FUSE adapter drops the kernel's cached
+// attributes, which would otherwise show the arena's count until they were
+// fetched again). fn must not call back into the move. Moves made by Close
+// are not told.
+func (fs *FS) SetMovedHook(fn func(Ino)) {
+	if fn == nil {
+		fs.onMoved.Store(nil)
+		return
+	}
+	fs.onMoved.Store(&fn)
 }

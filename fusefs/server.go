@@ -91,8 +91,12 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 	for range o.Readers {
 		go s.reader()
 	}
+	// A file the disk commit moves to the disk changes st_blocks, which
+	// the kernel caches with the attributes.
+	fsys.SetMovedHook(s.invalidateAttr)
 	go func() {
 		s.wg.Wait()
+		fsys.SetMovedHook(nil)
 		if err := s.conn.Close(); err != nil {
 			s.fail(fmt.Errorf("closing FUSE device: %w", err))
 		}
