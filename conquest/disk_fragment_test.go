@@ -197,7 +197,7 @@ func TestPreallocationTrimmedAfterCrash(t *testing.T) {
 			fs, env := newTestFSOpt(t, fsOpt{disk: true, threshold: 64 << 10, diskSize: 256 << 20})
 			at, h, err := fs.Create(RootIno, "b", 0o644, O_CREAT|O_RDWR, user)
 			must(t, err)
-			const size = 40 << 20
+			const size = 12 << 20
 			for off := 0; off < size; off += 128 << 10 {
 				_, err := fs.Write(at.Ino, h, int64(off), pattern(128<<10, 1), false)
 				must(t, err)
