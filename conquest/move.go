@@ -317,9 +317,10 @@ func (fs *FS) moveCandidate(ino Ino) (inode, bool) {
 
 // adoptLocked switches m's file to its staged blocks, in one transaction,
 // if it still needs the move and its data is still what was staged (moved
-// reports that it did); n is its place in the batch (moveHook). A file whose switch overflows the
-// journal alone stays in the arena, held (holdMove: an open does not queue
-// it again, findMove; a write does), with errMoveFull.
+// reports that it did); n is its place in the batch (moveHook). A file
+// whose switch overflows the journal alone stays in the arena, held
+// (holdMove: an open does not queue it again, findMove; a write does),
+// with errMoveFull.
 // Preconditions: fs.mu held exclusively; m.st written (WriteStaged).
 func (fs *FS) adoptLocked(m stagedMove, n int) (moved bool, err error) {
 	var in inode
