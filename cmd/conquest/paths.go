@@ -138,7 +138,9 @@ const exitWait = 30 * time.Second
 // umount` waits for the daemon itself). A lazily detached mount whose files
 // are still open, or another command running on the arena, holds it longer:
 // the wait ends at exitWait and the caller refuses as before. A held arena
-// that a mount names is not waited for; note is told once if the wait lasts.
+// that a mount names is not waited for, nor a held disk whose holder holds
+// such an arena (heldByMount: mkfs given a mounted file system's disk with
+// another arena); note is told once if the wait lasts.
 func waitExited(path string, note func(string)) bool {
 	if !inUse(path) {
 		return true
@@ -151,7 +153,7 @@ func waitExited(path string, note func(string)) bool {
 	noted := false
 	for i := 0; inUse(path); i++ {
 		if i%10 == 0 {
-			if _, ok := mountOf(path); ok {
+			if _, ok := mountOf(path); ok || heldByMount(path) {
 				return false
 			}
 		}

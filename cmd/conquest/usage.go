@@ -100,19 +100,30 @@ func report(c *cli.Context, detail bool) error {
 
 // mountOf finds the mount whose source names the arena path.
 func mountOf(arena string) (fusefs.MountInfo, bool) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return fusefs.MountInfo{}, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.Contains(line, " - fuse.conquest "+fsnamePrefix) {
-			if mi, ok := fusefs.Mounted(unescapeOctal(f[4])); ok && (mi.Source == fsnamePrefix+arena || sameFile(strings.TrimPrefix(mi.Source, fsnamePrefix), arena)) {
-				return mi, true
-			}
+	for _, mi := range conquestMounts() {
+		if mi.Source == fsnamePrefix+arena || sameFile(strings.TrimPrefix(mi.Source, fsnamePrefix), arena) {
+			return mi, true
 		}
 	}
 	return fusefs.MountInfo{}, false
+}
+
+// conquestMounts lists the mounted Conquest file systems.
+func conquestMounts() []fusefs.MountInfo {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var ms []fusefs.MountInfo
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.Contains(line, " - fuse.conquest "+fsnamePrefix) {
+			if mi, ok := fusefs.Mounted(unescapeOctal(f[4])); ok {
+				ms = append(ms, mi)
+			}
+		}
+	}
+	return ms
 }
 
 // sameFile reports whether a and b name one existing file (through another

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Who holds an image's lock, from /proc/locks.
+//
+// The daemon locks its arena and its disk (flock) for as long as it has the
+// file system open. A mount names its arena (the source "conquest:ARENA"),
+// never its disk, so a held disk says nothing by itself about whether a
+// mounted file system holds it or a daemon that is exiting does. The lock
+// table does: the process holding the disk is a mounted file system's
+// daemon when it also holds the arena some mount names.
+
+// lockID is how /proc/locks names a file: its device as major:minor in hex
+// and its inode number in decimal.
+func lockID(path string) (string, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino), true
+}
+
+// lockHolders returns the processes /proc/locks shows holding a lock on
+// path (nil when it cannot tell).
+func lockHolders(path string) map[int]bool {
+	id, ok := lockID(path)
+	if !ok {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return nil
+	}
+	var pids map[int]bool
+	for _, line := range strings.Split(string(b), "\n") {
+		// "1: FLOCK  ADVISORY  WRITE 12090 fe:00:9978073 0 EOF"; a
+		// waiter's line has "->" after the number.
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] == "->" || f[5] != id {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[4]); err == nil {
+			if pids == nil {
+				pids = map[int]bool{}
+			}
+			pids[pid] = true
+		}
+	}
+	return pids
+}
+
+// heldByMount reports whether a process holding path's lock also holds the
+// arena of a mounted Conquest file system: path is then in use by that
+// mount, not by a daemon that is closing.
+func heldByMount(path string) bool {
+	holders := lockHolders(path)
+	if len(holders) == 0 {
+		return false
+	}
+	for _, mi := range conquestMounts() {
+		for pid := range lockHolders(strings.TrimPrefix(mi.Source, fsnamePrefix)) {
+			if holders[pid] {
+				return true
+			}
+		}
+	}
+	return false
+}
