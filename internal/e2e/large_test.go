@@ -220,6 +220,7 @@ type largeFile struct {
 // checks the arena/disk usage in the images, remounts and compares every
 // file.
 func TestLargeFiles(t *testing.T) {
+	t.Parallel() // see doc.go, "Time"
 	m := mount(t, largeImages(t, 1<<30))
 	files := map[string]*largeFile{}
 	seed := uint64(1)
@@ -539,6 +540,7 @@ func raceEnabled() bool {
 // is in-process, so FUSE runs at about 22 MiB/s: 1 GiB took 46 s to write
 // and 20 s to read) the file is 256 MiB.
 func TestLargeGiB(t *testing.T) {
+	t.Parallel() // see doc.go, "Time"
 	if testing.Short() {
 		t.Skip("writes 1 GiB (-short)")
 	}

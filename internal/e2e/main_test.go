@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"conquest/conquest"
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
 	"conquest/internal/posixtest"
@@ -73,6 +74,15 @@ func writeAll(fd int, data []byte) error {
 // check runs the full consistency walk on a live in-process mount.
 func check(t *testing.T, m *mounttest.Mounted, when string) {
 	t.Helper()
+	checkWith(t, m, when, conquest.CheckOptions{VerifyData: true})
+}
+
+// checkWith is check with options: VerifyData off walks the metadata and
+// accounts for every disk block without reading the data, for checks
+// repeated between the steps of a test whose files all stay until the
+// full check at unmount (mounttest) reads them.
+func checkWith(t *testing.T, m *mounttest.Mounted, when string, o conquest.CheckOptions) {
+	t.Helper()
 	if m.FS == nil {
 		return
 	}
@@ -82,7 +92,7 @@ func check(t *testing.T, m *mounttest.Mounted, when string) {
 	// leaked. Only errors that persist count.
 	var errs []error
 	for try := 0; try < 20; try++ {
-		if errs = m.FS.Check(); len(errs) == 0 {
+		if errs = m.FS.CheckWith(o); len(errs) == 0 {
 			if try > 0 {
 				t.Logf("FS.Check %s: clean after %d retries", when, try)
 			}

@@ -24,6 +24,7 @@ import (
 // own bytes, and freeing space must make room again. The mount's cleanup
 // runs the full consistency check on the images.
 func TestNoSpaceThroughMount(t *testing.T) {
+	t.Parallel() // see doc.go, "Time"
 	cacheModes(t, func(t *testing.T, wb bool) {
 		dir := t.TempDir()
 		m := mountNew(t, filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img"), 16<<20, wb)

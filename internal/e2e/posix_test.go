@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"conquest/conquest"
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
 	"conquest/internal/posixtest"
@@ -18,6 +19,7 @@ var knownGaps = map[string]string{}
 // TestPosix runs the conformance suite against one Conquest mount, each test
 // in its own directory, checking the file system after each.
 func TestPosix(t *testing.T) {
+	t.Parallel() // see doc.go, "Time"
 	runSuite(t, mount(t), knownGaps, false)
 }
 
@@ -32,6 +34,7 @@ var knownGapsWriteback = map[string]string{
 // TestPosixWriteback runs the suite with the kernel writeback cache on
 // (fusefs.Options.WritebackCache, `conquest mount --writeback-cache`).
 func TestPosixWriteback(t *testing.T) {
+	t.Parallel() // see doc.go, "Time"
 	if testing.Short() {
 		t.Skip("-short")
 	}
@@ -52,6 +55,7 @@ func TestPosixWriteback(t *testing.T) {
 // Each test's directory is removed after it, so that what the suite
 // leaves does not use up the reserve.
 func TestPosixSpill(t *testing.T) {
+	t.Parallel() // see doc.go, "Time"
 	if testing.Short() {
 		t.Skip("-short")
 	}
@@ -106,7 +110,10 @@ func runSuite(t *testing.T, m *mounttest.Mounted, gaps map[string]string, cleanu
 		if skipped && !gap && os.Geteuid() == 0 {
 			t.Errorf("%s skipped on Conquest: a feature it supports was not detected", name)
 		}
-		check(t, m, "after "+name)
+		// Between tests whose files stay, the metadata and the disk's
+		// accounting; the data of every file is verified at unmount (and
+		// before each removal when the suite cleans up).
+		checkWith(t, m, "after "+name, conquest.CheckOptions{VerifyData: cleanup})
 		if cleanup {
 			if err := os.RemoveAll(m.Path(name)); err != nil {
 				t.Fatalf("removing %s: %v", name, err)

@@ -41,6 +41,7 @@ const stressMetricsUntrustworthy = 7
 // and the file system must check clean after each group. (It found STATFS
 // waiting up to 50 ms a call while other processes deleted files.)
 func TestStressNG(t *testing.T) {
+	t.Parallel() // see doc.go, "Time"
 	if testing.Short() {
 		t.Skip("-short")
 	}
