@@ -101,8 +101,28 @@ func open(t testing.TB, path string, flags int, mode uint32) int {
 	t.Helper()
 	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, mode)
 	ok(t, err, "open "+path)
-	t.Cleanup(func() { unix.Close(fd) })
+	closeAtCleanup(t, fd)
 	return fd
+}
+
+// closeAtCleanup closes fd when the test ends unless the test closed it
+// itself. Tests may close what open gave them, and the number is then free
+// for any descriptor the process opens: with tests running in parallel
+// (e2e), a blind second close took another test's file away (its next
+// write failed with EBADF). So the cleanup closes fd only if it still
+// names the file it named at open (device and inode; every test has a
+// mount of its own).
+func closeAtCleanup(t testing.TB, fd int) {
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return
+	}
+	t.Cleanup(func() {
+		var now unix.Stat_t
+		if unix.Fstat(fd, &now) == nil && now.Dev == st.Dev && now.Ino == st.Ino {
+			unix.Close(fd)
+		}
+	})
 }
 
 func pwrite(t testing.TB, fd int, data []byte, off int64) {

@@ -533,6 +533,6 @@ func openDir(t testing.TB, dir string) int {
 	if err != nil {
 		t.Fatalf("open %s: %v", dir, err)
 	}
-	t.Cleanup(func() { unix.Close(fd) })
+	closeAtCleanup(t, fd)
 	return fd
 }
