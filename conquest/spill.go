@@ -62,7 +62,7 @@ func (fs *FS) mapReserve(st alloc.Stats) uint64 {
 	if fs.ds == nil {
 		return 0
 	}
-	return min(fs.ds.FreeBytes()/fs.ds.BlockSize()*spillPerBlock, st.TotalBytes/2)
+	return min(fs.ds.AvailBytes()/fs.ds.BlockSize()*spillPerBlock, st.TotalBytes/2)
 }
 
 // spill reports whether an arena file about to store bytes [off, end)
@@ -86,7 +86,7 @@ func (fs *FS) spill(in inode, off, end uint64) bool {
 	if st.AvailBytes >= fs.spillReserve(st)+need || fs.memCovered(in, off, end) {
 		return false
 	}
-	if fs.ds.FreeBytes() < fs.roundUp(max(fs.fileSize(in), end))+fs.ds.BlockSize() {
+	if fs.ds.AvailBytes() < fs.roundUp(max(fs.fileSize(in), end))+fs.ds.BlockSize() {
 		return false
 	}
 	if fs.spills == 0 {

@@ -191,8 +191,8 @@ func TestSpillDiskFull(t *testing.T) {
 	if n*size < 18<<20 {
 		t.Fatalf("only %d files of %d bytes fit in a 16 MiB arena and a 4 MiB disk", n, size)
 	}
-	if sp := fs.Space(); sp.DiskFree > 64<<10 {
-		t.Fatalf("ENOSPC with %d bytes free on the disk", sp.DiskFree)
+	if sp := fs.Space(); sp.DiskAvail > 64<<10 {
+		t.Fatalf("ENOSPC with %d bytes available on the disk", sp.DiskAvail)
 	}
 	fs = env.reopen(fs)
 	for i := 0; i < n; i++ {

@@ -27,7 +27,8 @@ func (fs *FS) StatFS() StatFS {
 		ds := fs.ds.Stats()
 		blocks += ds.DataBlocks * ds.BlockSize / BlockSize
 		free += ds.FreeBlocks * ds.BlockSize / BlockSize
-		avail += ds.FreeBlocks * ds.BlockSize / BlockSize
+		// The disk's overwrite reserve is free but not available too.
+		avail += ds.AvailBlocks * ds.BlockSize / BlockSize
 	}
 	// New inodes may not take the arena's mapReserve (spill.go).
 	ffree := (st.AvailBytes + st.SlackBytes - min(fs.mapReserve(st), st.AvailBytes+st.SlackBytes)) / inodeSize
@@ -59,6 +60,7 @@ func (fs *FS) spaceLocked() Space {
 		sp.DiskBytes = ds.DataBlocks * ds.BlockSize
 		sp.DiskUsed = (ds.UsedBlocks - min(ds.QuarantinedBlocks, ds.UsedBlocks)) * ds.BlockSize
 		sp.DiskFree = ds.FreeBlocks * ds.BlockSize
+		sp.DiskAvail = ds.AvailBlocks * ds.BlockSize
 	}
 	return sp
 }

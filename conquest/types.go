@@ -175,6 +175,7 @@ type Space struct {
 	DiskBytes  uint64 // bytes of the disk's data blocks (0 without a disk)
 	DiskUsed   uint64 // bytes of disk blocks held by large files
 	DiskFree   uint64 // bytes of free disk blocks
+	DiskAvail  uint64 // DiskFree less the disk's overwrite reserve (statfs's f_bavail): what files may grow into
 }
 
 type Usage struct {

@@ -271,8 +271,11 @@
 // leaves: about a million free extents, about 700,000 segments per file (11
 // GiB even if every 16 KiB block of a file were its own segment, far more in
 // practice); beyond, allocation fails with ErrNoSpace or ErrFileTooBig.
-// Overwrites need free space (copy-on-write): on a full disk they fail with
-// ErrNoSpace and change nothing. Quarantined blocks count as used (Stats
+// Overwrites need free space (copy-on-write): growth stops short of the last
+// overwriteReserve blocks (1/256 of the disk, 1 MiB to 64 MiB, at most an
+// eighth), which only copy-on-write takes, so overwrites on a disk that
+// growth filled go on at the pace of the syncs that free the old copies
+// (freemap.go). Quarantined blocks count as used (Stats
 // reports them) until the next sync; an allocation that finds no free block
 // syncs first to release them. Records and quarantine are bounded by
 // Options.SyncBytes (4096 blocks of 16 KiB by default); the release after a

@@ -490,9 +490,10 @@ func TestQuarantineUntilSync(t *testing.T) {
 	st = e.s.Stats()
 	da, _ := e.s.DiskBytes(a)
 	db, _ := e.s.DiskBytes(b)
-	// Full: fewer blocks free than the next write takes (preallocation
-	// leaves some: it takes at most a quarter of what is free).
-	if st.Syncs == syncs || st.QuarantinedBlocks != 0 || st.FreeBlocks >= 16 || uint64(da+db)/4096+st.FreeBlocks != st.DataBlocks {
+	// Full: fewer blocks available than the next write takes (preallocation
+	// leaves some: it takes at most a quarter of what is free; the
+	// overwrite reserve stays free).
+	if st.Syncs == syncs || st.QuarantinedBlocks != 0 || st.AvailBlocks >= 16 || st.FreeBlocks > e.s.overwriteReserve()+16 || uint64(da+db)/4096+st.FreeBlocks != st.DataBlocks {
 		t.Fatalf("disk full at %d bytes of b, files hold %d+%d bytes: %+v (syncs before %d)", size, da, db, st, syncs)
 	}
 	if got, err := e.read(a, 0, 256<<10); err != nil || !bytes.Equal(got, newA) {

@@ -147,18 +147,74 @@ func TestDiskFull(t *testing.T) {
 	if !errors.Is(full, ErrNoSpace) {
 		t.Fatalf("filling the disk: %v, want ErrNoSpace", full)
 	}
-	if st := e.s.Stats(); st.FreeBlocks != 0 && st.FreeBlocks > 4 {
-		t.Fatalf("disk full but %d blocks free", st.FreeBlocks)
+	if st := e.s.Stats(); st.AvailBlocks != 0 || st.FreeBlocks > e.s.overwriteReserve()+4 {
+		t.Fatalf("disk full but %d blocks free, %d available (%d kept for overwrites)", st.FreeBlocks, st.AvailBlocks, e.s.overwriteReserve())
 	}
 	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, a, size) })
 	e.check(map[pram.Off]int64{a: size, b: 0})
 	if got, err := e.read(a, 0, int(size)); err != nil || !bytes.Equal(got, pattern(1, 0, int(size))) {
 		t.Fatalf("full disk: file damaged: %v", err)
 	}
-	// An overwrite needs room (copy-on-write): it fails cleanly on a full disk.
 	e.must(func(tx *pram.Tx) error { return e.s.Destroy(tx, a) })
 	if err := e.do(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, b, 0, pattern(2, 0, 1<<20)) }); err != nil {
 		t.Fatalf("after delete: %v", err)
 	}
 	e.check(map[pram.Off]int64{b: 1 << 20})
+}
+
+// TestOverwriteFullDisk: a file that filled the disk is overwritten whole,
+// in writes of 4 blocks and of a part of one block, which are copy-on-write:
+// growth stops overwriteReserve blocks short of the end, the overwrites take
+// those, and each sync gives the old copies back. Growing the file still
+// fails with ErrNoSpace, and so does a second file. Without the reserve the
+// first overwrite failed with ErrNoSpace.
+func TestOverwriteFullDisk(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 64 << 10, dev: NewMemDevice(8 << 20)})
+	a, b := e.newFile(1), e.newFile(2)
+	keep := e.s.overwriteReserve()
+	if keep < 2 {
+		t.Fatalf("overwrite reserve of %d blocks", keep)
+	}
+	var size int64
+	var full error
+	for full == nil {
+		if full = e.do(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, size, pattern(1, size, 256<<10)) }); full == nil {
+			size += 256 << 10
+		}
+	}
+	if !errors.Is(full, ErrNoSpace) {
+		t.Fatalf("filling the disk: %v, want ErrNoSpace", full)
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, a, size) })
+	e.must(func(tx *pram.Tx) error { return e.s.Flush(tx, a) })
+	if st := e.s.Stats(); st.AvailBlocks != 0 || st.FreeBlocks < keep {
+		t.Fatalf("full disk: %d blocks free, %d available, want at least %d free and none available", st.FreeBlocks, st.AvailBlocks, keep)
+	}
+	want := pattern(1, 0, int(size))
+	for off := int64(0); off < size; off += 256 << 10 {
+		n := min(256<<10, size-off)
+		data := pattern(3, off, int(n))
+		if err := e.do(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, off, data) }); err != nil {
+			t.Fatalf("overwriting [%d, +%d) of a file that filled the disk: %v", off, n, err)
+		}
+		copy(want[off:], data)
+	}
+	// Part of a block, in the middle of the file.
+	mid := size/2 + 1000
+	part := pattern(4, mid, 5000)
+	if err := e.do(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, mid, part) }); err != nil {
+		t.Fatalf("overwriting 5000 bytes at %d: %v", mid, err)
+	}
+	copy(want[mid:], part)
+	if err := e.do(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, a, size, pattern(1, size, 64<<10)) }); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("growing the file on the full disk: %v, want ErrNoSpace", err)
+	}
+	if err := e.do(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, b, 0, pattern(2, 0, 64<<10)) }); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("a new file on the full disk: %v, want ErrNoSpace", err)
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.Flush(tx, a) })
+	e.check(map[pram.Off]int64{a: size, b: 0})
+	if got, err := e.read(a, 0, int(size)); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the overwritten file reads back wrong: %v", err)
+	}
 }

@@ -248,7 +248,19 @@ func (s *Store) runsLocked(f extent, fn func(run extent) bool) {
 // quarantine (see unsynced.go), lets the held blocks be reused, and tries
 // again.
 func (s *Store) allocExtent(tx *pram.Tx, want uint64, goal Block) (extent, error) {
-	x, err := s.allocFree(tx, want, goal)
+	return s.allocKeeping(tx, want, goal, 0)
+}
+
+// allocGrowth is allocExtent for blocks that add to what files hold (a
+// write into a hole or past the end, fallocate) rather than replace written
+// ones: it leaves the overwrite reserve free.
+func (s *Store) allocGrowth(tx *pram.Tx, want uint64, goal Block) (extent, error) {
+	return s.allocKeeping(tx, want, goal, s.growthKeep())
+}
+
+// allocKeeping is allocExtent leaving keep free blocks.
+func (s *Store) allocKeeping(tx *pram.Tx, want uint64, goal Block, keep uint64) (extent, error) {
+	x, err := s.allocAbove(tx, want, goal, keep)
 	if err == nil || !errors.Is(err, ErrNoSpace) || s.quarantined() == 0 && s.HeldBlocks() == 0 {
 		return x, err
 	}
@@ -259,7 +271,58 @@ func (s *Store) allocExtent(tx *pram.Tx, want uint64, goal Block) (extent, error
 	if err := s.syncAllForSpace(tx); err != nil {
 		return extent{}, err
 	}
+	return s.allocAbove(tx, want, goal, keep)
+}
+
+// allocAbove is allocFree taking at most what lies above keep free blocks.
+func (s *Store) allocAbove(tx *pram.Tx, want uint64, goal Block, keep uint64) (extent, error) {
+	if keep > 0 {
+		free := s.freeBlocks()
+		if free <= keep {
+			return extent{}, fmt.Errorf("%w: the last %d free blocks are kept for overwrites and moves", ErrNoSpace, free)
+		}
+		want = min(want, free-keep)
+	}
 	return s.allocFree(tx, want, goal)
+}
+
+// The overwrite reserve.
+//
+// Written blocks are never overwritten in place: a rewrite goes to a new
+// block (copy-on-write) and the old one is freed once the device has synced
+// (unsynced.go). So on a disk that growth had filled to the last block, an
+// overwrite of a file's existing data failed with ENOSPC, where ext4
+// overwrites in place. Growth (writes into holes or past the end,
+// fallocate, files moved to the disk) therefore stops overwriteReserve
+// blocks short of the end, and only copy-on-write takes those. Each
+// rewrite gives back as many blocks as it takes once the next sync lands,
+// and an allocation that finds the reserve used up syncs first
+// (allocKeeping), so overwrites on a full disk go on at the pace of the
+// syncs. statfs counts the reserve as free but not available, as ext4
+// counts its reserved blocks. The reserve is not recorded anywhere: it
+// follows from the disk's size.
+
+// overwriteReserve is the number of free blocks kept for copy-on-write:
+// 1/256 of the disk, at least 1 MiB and a block (a 128 KiB FUSE write, and
+// more for the store's own buffers), at most 64 MiB, and never more than an
+// eighth of a small disk.
+func (s *Store) overwriteReserve() uint64 {
+	n := s.super.DataBlocks()
+	r := max(n/256, (1<<20+s.bs-1)/s.bs+1)
+	return min(r, max((64<<20)/s.bs, 1), n/8)
+}
+
+// growthKeep is how many free blocks growth leaves: the overwrite reserve
+// and the blocks staged for moves (stage.go), which are free until adopted.
+func (s *Store) growthKeep() uint64 { return s.overwriteReserve() + s.StagedBlocks() }
+
+// availBlocks is the free blocks that growth may take.
+func (s *Store) availBlocks() uint64 {
+	free, keep := s.freeBlocks(), s.growthKeep()
+	if free <= keep {
+		return 0
+	}
+	return free - keep
 }
 
 // firstFitNear bounds allocFree's first scan from its goal.

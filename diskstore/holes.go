@@ -82,7 +82,7 @@ func (s *Store) Allocate(tx *pram.Tx, seg pram.Off, off, n int64) error {
 			return err
 		}
 		for got := uint64(0); got < k; {
-			x, err := s.allocExtent(tx, k-got, goal)
+			x, err := s.allocGrowth(tx, k-got, goal)
 			if err != nil {
 				return err
 			}

@@ -133,7 +133,7 @@ func TestAppendsFillSmallDisk(t *testing.T) {
 		t.Fatalf("appends to a 64 MiB disk ended at %d bytes with %v, want ErrNoSpace", off, err)
 	}
 	st := e.s.Stats()
-	if full := int64(st.DataBlocks) * int64(st.BlockSize); off < full-2*int64(st.BlockSize) {
+	if full := int64(st.DataBlocks-e.s.overwriteReserve()) * int64(st.BlockSize); off < full-2*int64(st.BlockSize) {
 		t.Fatalf("ENOSPC after %d bytes of a disk of %d (%d blocks free, the file holds %d)",
 			off, full, st.FreeBlocks, e.s.a.U64(seg+slOffBlocks))
 	}

@@ -89,8 +89,8 @@ func (s *Store) Stage(owner, size uint64, fill func(dst []byte)) (*Staged, error
 // reserve finds need usable free blocks, from where the last reservation
 // ended on (wrapping), and adds them to s.staged.
 func (s *Store) reserve(need uint64) ([]extent, error) {
-	if s.freeBlocks() < need {
-		return nil, fmt.Errorf("%w: %d blocks to stage, %d free", ErrNoSpace, need, s.freeBlocks())
+	if s.availBlocks() < need { // a move adds to the disk's use (overwriteReserve)
+		return nil, fmt.Errorf("%w: %d blocks to stage, %d free, %d of them kept for overwrites and moves", ErrNoSpace, need, s.freeBlocks(), s.growthKeep())
 	}
 	l := s.freeList()
 	from := s.stageRover

@@ -145,11 +145,16 @@ func TestStagedNotAdopted(t *testing.T) {
 	}
 	e.check(nil)
 
-	// Staged then dropped: the blocks are allocatable again.
-	st = e.stage(2, pattern(2, 0, int(free0-1)*16<<10))
+	// Staged then dropped: the blocks are allocatable again. A stage
+	// adds to the disk's use, so it leaves the overwrite reserve.
+	avail0 := e.s.Stats().AvailBlocks
+	if _, err := e.s.Stage(2, (avail0+1)*16<<10, func(dst []byte) { copy(dst, pattern(2, 0, len(dst))) }); !isErr(err, ErrNoSpace) {
+		t.Fatalf("staging one block more than is available: %v, want ErrNoSpace", err)
+	}
+	st = e.stage(2, pattern(2, 0, int(avail0-1)*16<<10))
 	seg := e.newFile(3)
 	if err := e.write(seg, 0, pattern(3, 0, 64<<10)); !isErr(err, ErrNoSpace) {
-		t.Fatalf("write with all but one block staged: %v, want ErrNoSpace", err)
+		t.Fatalf("write with all but one available block staged: %v, want ErrNoSpace", err)
 	}
 	e.s.Unstage(st)
 	if err := e.write(seg, 0, pattern(3, 0, 64<<10)); err != nil {

@@ -610,6 +610,10 @@ func (s *Store) BlockSize() uint64 { return s.bs }
 // Preconditions: the caller's lock, as for Write.
 func (s *Store) FreeBytes() uint64 { return s.freeBlocks() * s.bs }
 
+// AvailBytes is FreeBytes less the blocks kept for overwrites: what files
+// may grow into (overwriteReserve).
+func (s *Store) AvailBytes() uint64 { return s.availBlocks() * s.bs }
+
 // Device is the store's device.
 func (s *Store) Device() Device { return s.dev }
 
@@ -710,6 +714,7 @@ type Stats struct {
 	Blocks         uint64 // on the disk, superblock included
 	DataBlocks     uint64 // Blocks - 1
 	FreeBlocks     uint64
+	AvailBlocks    uint64 // FreeBlocks less the overwrite reserve: what growth may take
 	UsedBlocks     uint64 // DataBlocks - FreeBlocks
 	FreeExtents    uint64 // fragmentation of the free space
 	Files          uint64 // segment lists alive
@@ -738,7 +743,7 @@ func (s *Store) Stats() Stats {
 	buf, uns := s.buffered, s.unsynced+s.syncing
 	s.mu.Unlock()
 	st := Stats{
-		BlockSize: s.bs, Blocks: s.super.Blocks, DataBlocks: s.super.DataBlocks(), FreeBlocks: free,
+		BlockSize: s.bs, Blocks: s.super.Blocks, DataBlocks: s.super.DataBlocks(), FreeBlocks: free, AvailBlocks: s.availBlocks(),
 		FreeExtents: ext, Files: s.a.U64(s.st + stOffFiles),
 		ChecksumErrors: s.a.U64(s.st + stOffChecksumEr), IOErrors: s.a.U64(s.st + stOffIOErr),
 		BufferedBytes: uint64(buf), UnsyncedBytes: uint64(uns),

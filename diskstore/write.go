@@ -620,7 +620,7 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 				// copy-on-write of its own partly written last block after
 				// a sync, and its writes would fail with ENOSPC while it
 				// held unwritten blocks (a 64 MiB disk was full at 38 MiB).
-				grow = min(grow, s.freeBlocks()/4)
+				grow = min(grow, s.availBlocks()/4)
 				want = max(count, grow)
 				sp, err := s.lookup(seg, fb+count)
 				if err != nil {
@@ -657,9 +657,13 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			goal = x.e
 			return nil
 		}
+		alloc, keep := s.allocExtent, uint64(0)
+		if !plan[i].cow {
+			alloc, keep = s.allocGrowth, s.growthKeep()
+		}
 		for got < count {
 			asked := want - got
-			x, err := s.allocExtent(tx, asked, goal)
+			x, err := alloc(tx, asked, goal)
 			if err != nil {
 				return allocs, err
 			}
@@ -673,7 +677,11 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			if asked == count-(got-x.len()) {
 				// No free run holds what is left: take the whole free
 				// extents that follow x at once (takeRun).
-				xs, err := s.takeRun(tx, x.e, count-got)
+				need := count - got
+				if free := s.freeBlocks(); keep > 0 {
+					need = min(need, free-min(free, keep))
+				}
+				xs, err := s.takeRun(tx, x.e, need)
 				if err != nil {
 					return allocs, err
 				}

@@ -279,7 +279,8 @@ func noSpaceDisk(t *testing.T, m *mounttest.Mounted, wb bool) {
 	// Write-through: every byte whose write returned is there, and nothing
 	// more. Writeback: everything fsync'd, then the file's own bytes or zeros.
 	p.size = written
-	checkPrefix(t, path, p, !wb, synced)
+	size := checkPrefix(t, path, p, !wb, synced)
+	overwriteFull(t, m, path, p, size, synced, wb)
 	if err := unix.Unlink(path); err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +299,68 @@ func noSpaceDisk(t *testing.T, m *mounttest.Mounted, wb bool) {
 	}
 	m.Remount()
 	checkPrefix(t, m.Path("again"), q, true, q.size)
+}
+
+// overwriteFull rewrites up to 8 MiB of the fsync'd part of the file at
+// path, which filled the disk (written with p, size bytes now, synced of them fsync'd: all of
+// them write-through), with other data in 128 KiB writes, as ext4
+// overwrites in place: the disk keeps blocks that only copy-on-write may
+// take, and each sync gives the old copies back (diskstore's overwrite
+// reserve). Growing the file still fails with ENOSPC. After a remount the
+// file holds the new data, then what it held. (With the writeback cache,
+// what follows the fsync'd part may be zeros, holes whose writing is
+// growth.)
+func overwriteFull(t *testing.T, m *mounttest.Mounted, path string, p pattern, size, synced int64, wb bool) {
+	t.Helper()
+	// 8 MiB: 8 times the reserve of this 32 MiB disk, so the overwrite
+	// lives on the syncs that give blocks back.
+	over := min(synced, 8<<20)
+	q := pattern{seed: 9999, size: over}
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 128<<10)
+	for off := int64(0); off < over; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), over-off)]
+		q.fill(b, off)
+		if _, err := unix.Pwrite(fd, b, off); err != nil {
+			unix.Close(fd)
+			t.Fatalf("overwriting %d bytes at %d of a file that filled the disk: %v", len(b), off, err)
+		}
+	}
+	if err := unix.Fsync(fd); err != nil {
+		unix.Close(fd)
+		t.Fatalf("fsync after overwriting %d bytes of the file that filled the disk: %v", over, err)
+	}
+	// Growth may not take the blocks kept for overwrites. With the
+	// writeback cache the write lands in the page cache and its fsync says
+	// ENOSPC.
+	_, err = unix.Pwrite(fd, buf, size)
+	if err == nil && wb {
+		err = unix.Fsync(fd)
+	}
+	isNoSpace(t, "growing the file that filled the disk", err)
+	if err := unix.Close(fd); err != nil {
+		isNoSpace(t, "close after ENOSPC", err)
+	}
+	if err := unix.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+	m.Remount()
+	data, err := readAllRaw(path)
+	if err != nil || int64(len(data)) != size {
+		t.Fatalf("after the overwrite: %d bytes (%v), want %d", len(data), err, size)
+	}
+	want := make([]byte, size)
+	p.fill(want, 0)
+	q.fill(want[:over], 0)
+	for i := range want {
+		if data[i] != want[i] && (int64(i) < synced || data[i] != 0) {
+			t.Fatalf("after the overwrite: byte %d is %#x, want %#x (%d overwritten, %d fsync'd before)", i, data[i], want[i], over, synced)
+		}
+	}
+	t.Logf("overwrote %d bytes of a %d-byte file that filled the disk", over, size)
 }
 
 // TestArenaBackingFull: the arena image is a sparse file on a file system
