@@ -72,7 +72,7 @@ func (fs *FS) Usage() Usage {
 		sp := fs.spaceLocked()
 		u = Usage{ArenaBytes: sp.ArenaBytes, HeapBytes: sp.HeapBytes, HeapUsed: sp.HeapUsed,
 			HeapFree: sp.HeapFree, HeapObjects: fs.h.Stats().Objects, Inodes: sp.Inodes,
-			DiskBytes: sp.DiskBytes, DiskUsed: sp.DiskUsed, DiskFree: sp.DiskFree}
+			DiskBytes: sp.DiskBytes, DiskUsed: sp.DiskUsed, DiskFree: sp.DiskFree, DiskAvail: sp.DiskAvail}
 		if fs.ds != nil {
 			ds := fs.ds.Stats()
 			u.LargeFileThreshold = fs.threshold

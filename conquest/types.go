@@ -203,6 +203,7 @@ type Usage struct {
 	LargeFileBytes     uint64 // sum of their sizes
 	DiskBlockSize      uint64
 	DiskFree           uint64 // bytes of free disk blocks
+	DiskAvail          uint64 // as Space.DiskAvail
 	DiskFreeExtents    uint64 // fragmentation of the free disk space
 	DiskBuffered       uint64 // bytes written but not yet on disk (diskstore.GatherInMemory)
 	DiskUnsynced       uint64 // bytes written to the disk since its last sync (a power failure may lose them)

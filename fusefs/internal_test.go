@@ -3,6 +3,7 @@ package fusefs
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -566,11 +567,17 @@ func TestWhyNoFUSE(t *testing.T) {
 // add, and refuses a value that lacks a field or has a bad number.
 func TestSpaceFormat(t *testing.T) {
 	sp := conquest.Space{ArenaBytes: 1 << 30, HeapBytes: 1<<30 - 4096, HeapUsed: 12345, HeapFree: 999,
-		Inodes: 7, DiskBytes: 4 << 30, DiskUsed: 3 << 20, DiskFree: 4<<30 - 3<<20}
+		Inodes: 7, DiskBytes: 4 << 30, DiskUsed: 3 << 20, DiskFree: 4<<30 - 3<<20, DiskAvail: 4<<30 - 3<<20 - 16<<20}
 	v := FormatSpace(sp)
 	got, err := ParseSpace(append(v, "future_field 1\n"...))
 	if err != nil || got != sp {
 		t.Fatalf("round trip of %q: %+v %v", v, got, err)
+	}
+	// A daemon from before the disk's overwrite reserve sends no
+	// disk_avail: all of disk_free is available.
+	old := strings.Replace(string(v), fmt.Sprintf("disk_avail %d\n", sp.DiskAvail), "", 1)
+	if got, err := ParseSpace([]byte(old)); err != nil || got.DiskAvail != sp.DiskFree {
+		t.Fatalf("value without disk_avail %q: %+v %v", old, got, err)
 	}
 	for _, bad := range []string{"", "arena_bytes 1\n", strings.Replace(string(v), "inodes 7", "inodes x", 1), "junk"} {
 		if _, err := ParseSpace([]byte(bad)); err == nil {

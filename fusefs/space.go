@@ -21,17 +21,19 @@ const SpaceXattr = "system.conquest.space"
 
 // spaceFields name the lines of the SpaceXattr value, "name value\n" each.
 var spaceFields = []struct {
-	name string
-	get  func(*conquest.Space) *uint64
+	name     string
+	get      func(*conquest.Space) *uint64
+	optional bool // a daemon before session 36 does not send it
 }{
-	{"arena_bytes", func(s *conquest.Space) *uint64 { return &s.ArenaBytes }},
-	{"heap_bytes", func(s *conquest.Space) *uint64 { return &s.HeapBytes }},
-	{"heap_used", func(s *conquest.Space) *uint64 { return &s.HeapUsed }},
-	{"heap_free", func(s *conquest.Space) *uint64 { return &s.HeapFree }},
-	{"inodes", func(s *conquest.Space) *uint64 { return &s.Inodes }},
-	{"disk_bytes", func(s *conquest.Space) *uint64 { return &s.DiskBytes }},
-	{"disk_used", func(s *conquest.Space) *uint64 { return &s.DiskUsed }},
-	{"disk_free", func(s *conquest.Space) *uint64 { return &s.DiskFree }},
+	{"arena_bytes", func(s *conquest.Space) *uint64 { return &s.ArenaBytes }, false},
+	{"heap_bytes", func(s *conquest.Space) *uint64 { return &s.HeapBytes }, false},
+	{"heap_used", func(s *conquest.Space) *uint64 { return &s.HeapUsed }, false},
+	{"heap_free", func(s *conquest.Space) *uint64 { return &s.HeapFree }, false},
+	{"inodes", func(s *conquest.Space) *uint64 { return &s.Inodes }, false},
+	{"disk_bytes", func(s *conquest.Space) *uint64 { return &s.DiskBytes }, false},
+	{"disk_used", func(s *conquest.Space) *uint64 { return &s.DiskUsed }, false},
+	{"disk_free", func(s *conquest.Space) *uint64 { return &s.DiskFree }, false},
+	{"disk_avail", func(s *conquest.Space) *uint64 { return &s.DiskAvail }, true},
 }
 
 // FormatSpace encodes sp as the SpaceXattr value.
@@ -44,10 +46,17 @@ func FormatSpace(sp conquest.Space) []byte {
 }
 
 // ParseSpace decodes a SpaceXattr value; unknown lines are skipped (a newer
-// daemon may add some), missing ones are an error.
+// daemon may add some), missing ones are an error except disk_avail, which
+// is then disk_free (an older daemon's disk had no overwrite reserve).
 func ParseSpace(v []byte) (conquest.Space, error) {
 	var sp conquest.Space
-	seen := 0
+	sp.DiskAvail = ^uint64(0)
+	seen, required := 0, 0
+	for _, f := range spaceFields {
+		if !f.optional {
+			required++
+		}
+	}
 	for _, line := range strings.Split(strings.TrimSpace(string(v)), "\n") {
 		name, val, ok := strings.Cut(line, " ")
 		if !ok {
@@ -60,12 +69,17 @@ func ParseSpace(v []byte) (conquest.Space, error) {
 					return sp, fmt.Errorf("%s: %v", name, err)
 				}
 				*f.get(&sp) = n
-				seen++
+				if !f.optional {
+					seen++
+				}
 			}
 		}
 	}
-	if seen != len(spaceFields) {
-		return sp, fmt.Errorf("%d of %d fields", seen, len(spaceFields))
+	if seen != required {
+		return sp, fmt.Errorf("%d of %d fields", seen, required)
+	}
+	if sp.DiskAvail == ^uint64(0) {
+		sp.DiskAvail = sp.DiskFree
 	}
 	return sp, nil
 }

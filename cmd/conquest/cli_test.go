@@ -217,7 +217,8 @@ func TestMountLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s %q: %v", fusefs.SpaceXattr, buf[:n], err)
 	}
-	if live.DiskUsed < 3<<20 || live.DiskFree+live.DiskUsed > live.DiskBytes || live.HeapUsed == 0 || live.Inodes != 3 {
+	if live.DiskUsed < 3<<20 || live.DiskFree+live.DiskUsed > live.DiskBytes || live.HeapUsed == 0 || live.Inodes != 3 ||
+		live.DiskAvail == 0 || live.DiskAvail >= live.DiskFree { // the overwrite reserve is free, not available
 		t.Errorf("space of a mount with a 3 MiB file and a small one: %+v", live)
 	}
 	out, _ = c.ok("df", "--pram", pram, "--disk", disk)

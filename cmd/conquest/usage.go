@@ -151,7 +151,7 @@ func pct(used, total uint64) string {
 
 func printDF(out io.Writer, name string, u conquest.Usage) {
 	printSpace(out, conquest.Space{ArenaBytes: u.ArenaBytes, HeapBytes: u.HeapBytes, HeapUsed: u.HeapUsed, HeapFree: u.HeapFree,
-		Inodes: u.Inodes, DiskBytes: u.DiskBytes, DiskUsed: u.DiskUsed, DiskFree: u.DiskFree})
+		Inodes: u.Inodes, DiskBytes: u.DiskBytes, DiskUsed: u.DiskUsed, DiskFree: u.DiskFree, DiskAvail: u.DiskAvail})
 	fmt.Fprintf(out, "%s: %s: %d files (%s of data), %d directories, %d symlinks, %d special, %d orphans\n",
 		name, plural(int(u.Inodes), "inode"), u.Files, formatSize(u.FileBytes), u.Dirs, u.Symlinks, u.Specials, u.Orphans)
 }
@@ -211,7 +211,8 @@ func printSpace(out io.Writer, sp conquest.Space) {
 	fmt.Fprintf(tw, "\tSize\tUsed\tAvail\tUse%%\t\n")
 	fmt.Fprintf(tw, "arena\t%s\t%s\t%s\t%s\t\n", formatSize(sp.ArenaBytes), formatSize(sp.HeapUsed), formatSize(sp.HeapFree), pct(sp.HeapUsed, sp.HeapBytes))
 	if sp.DiskBytes > 0 {
-		fmt.Fprintf(tw, "disk\t%s\t%s\t%s\t%s\t\n", formatSize(sp.DiskBytes), formatSize(sp.DiskUsed), formatSize(sp.DiskFree), pct(sp.DiskUsed, sp.DiskBytes))
+		// Avail leaves out the disk's overwrite reserve, as statfs does.
+		fmt.Fprintf(tw, "disk\t%s\t%s\t%s\t%s\t\n", formatSize(sp.DiskBytes), formatSize(sp.DiskUsed), formatSize(sp.DiskAvail), pct(sp.DiskUsed, sp.DiskBytes))
 	} else {
 		fmt.Fprintf(tw, "disk\t-\t-\t-\t-\t\n")
 	}
