@@ -237,8 +237,17 @@ func (m *Mounted) unmount() error {
 	case <-m.Server.Done():
 	case <-time.After(unmountWait):
 		errs = append(errs, fmt.Errorf("%s: serve loop still running %v after unmount (a file left open?)", m.Dir, unmountWait))
-		abortConnection(m.Dir)
-		<-m.Server.Done()
+		// The mount was detached (a failed test left a file open), so
+		// its directory no longer names the connection: abort it by
+		// the number the server noted at mount.
+		if err := m.Server.Abort(); err != nil {
+			abortConnection(m.Dir)
+		}
+		select {
+		case <-m.Server.Done():
+		case <-time.After(unmountWait):
+			return errors.Join(append(errs, fmt.Errorf("%s: serve loop still running after the connection's abort", m.Dir))...)
+		}
 	}
 	if err := m.Server.Wait(); err != nil {
 		errs = append(errs, err)
