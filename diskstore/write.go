@@ -598,6 +598,13 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 		}
 		fb, count := fb0+uint64(i), uint64(j-i)
 		want := count
+		// What the run leaves free: nothing for copy-on-write, the
+		// overwrite reserve and the staged blocks for growth (freemap.go).
+		keep := uint64(0)
+		if !plan[i].cow {
+			keep = s.growthKeep()
+		}
+		avail := func() uint64 { free := s.freeBlocks(); return free - min(free, keep) }
 		if !plan[i].cow {
 			end, err := s.mappedEnd(seg)
 			if err != nil {
@@ -620,7 +627,7 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 				// copy-on-write of its own partly written last block after
 				// a sync, and its writes would fail with ENOSPC while it
 				// held unwritten blocks (a 64 MiB disk was full at 38 MiB).
-				grow = min(grow, s.availBlocks()/4)
+				grow = min(grow, avail()/4)
 				want = max(count, grow)
 				sp, err := s.lookup(seg, fb+count)
 				if err != nil {
@@ -657,13 +664,9 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			goal = x.e
 			return nil
 		}
-		alloc, keep := s.allocExtent, uint64(0)
-		if !plan[i].cow {
-			alloc, keep = s.allocGrowth, s.growthKeep()
-		}
 		for got < count {
 			asked := want - got
-			x, err := alloc(tx, asked, goal)
+			x, err := s.allocKeeping(tx, asked, goal, keep)
 			if err != nil {
 				return allocs, err
 			}
@@ -677,11 +680,7 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			if asked == count-(got-x.len()) {
 				// No free run holds what is left: take the whole free
 				// extents that follow x at once (takeRun).
-				need := count - got
-				if free := s.freeBlocks(); keep > 0 {
-					need = min(need, free-min(free, keep))
-				}
-				xs, err := s.takeRun(tx, x.e, need)
+				xs, err := s.takeRun(tx, x.e, min(count-got, avail()))
 				if err != nil {
 					return allocs, err
 				}
