@@ -39,6 +39,7 @@ func (fs *FS) startDiskCommit(every time.Duration) {
 	fs.commit.done.Add(1)
 	go func() {
 		defer fs.commit.done.Done()
+		pram.GuardFaults() // a fault on the arena ends the ticker (lost.go)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
@@ -48,7 +49,9 @@ func (fs *FS) startDiskCommit(every time.Duration) {
 			case d := <-fs.commit.reset:
 				t.Reset(d)
 			case <-t.C:
-				fs.diskTick()
+				if !fs.guardedTick() {
+					return
+				}
 			}
 		}
 	}()

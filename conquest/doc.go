@@ -75,6 +75,11 @@
 // ReadDir calls its callback with FS.mu held shared: the callback must not
 // call back into the FS (a queued writer would deadlock it).
 //
+// A fault on the arena's mapping (lost.go) may leave any of these held for
+// good. Once the arena is lost, nothing takes them again: operations fail
+// with ErrIO before their lock (the FUSE adapter checks Lost first), and
+// Close takes none.
+//
 // # Durability contract
 //
 // Every metadata operation runs in one pram.Tx (undo journal) and is atomic

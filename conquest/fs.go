@@ -33,9 +33,12 @@ type FS struct {
 
 	logf    func(format string, args ...any)
 	now     func() Timespec
-	noAtime atomic.Bool  // Options.NoAtime, or SetNoAtime
-	stacked atomic.Bool  // a damaged-arena panic was logged with its stack (damageLog)
-	badSize atomic.Int32 // reads refused for an impossible file size, logged (file.go)
+	noAtime atomic.Bool // Options.NoAtime, or SetNoAtime
+	stacked atomic.Bool // a damaged-arena panic was logged with its stack (damageLog)
+
+	lostOnce   sync.Once    // the first fault on the arena was logged (lost.go)
+	lostClosed atomic.Bool  // Close of a lost arena ran (lost.go)
+	badSize    atomic.Int32 // reads refused for an impossible file size, logged (file.go)
 
 	vol volatile // kernel refs, open counts, handles
 
@@ -319,6 +322,9 @@ func (fs *FS) checkRoot() (err error) {
 // Close frees the orphans (nothing is open any more), marks the arena clean
 // and unmaps it. The FS must not be used afterwards.
 func (fs *FS) Close() error {
+	if fs.a.Lost() != nil {
+		return fs.closeLost() // takes no lock (lost.go)
+	}
 	fs.stopDiskCommit() // before the lock: a tick takes it
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -456,6 +462,9 @@ func (fs *FS) updateOnce(fn func(tx *pram.Tx) error) (err error) {
 	if fs.readOnly {
 		return ErrReadOnly
 	}
+	if fs.a.Lost() != nil {
+		return ErrIO // nothing touches a lost arena (lost.go)
+	}
 	tx := fs.a.Begin()
 	defer func() {
 		r := recover()
@@ -464,6 +473,10 @@ func (fs *FS) updateOnce(fn func(tx *pram.Tx) error) (err error) {
 		}
 		if _, ok := r.(simulatedCrash); ok {
 			panic(r)
+		}
+		if fs.NoteFault(r) {
+			err = ErrIO // no Abort: its stores would fault too (lost.go)
+			return
 		}
 		fs.abortTx(tx)
 		fs.damageLog("operation aborted", r)
@@ -508,6 +521,10 @@ func (fs *FS) guard(err *error) {
 	}
 	if _, ok := r.(simulatedCrash); ok {
 		panic(r)
+	}
+	if fs.NoteFault(r) {
+		*err = ErrIO
+		return
 	}
 	fs.damageLog("read operation failed", r)
 	*err = ErrIO

@@ -765,3 +765,12 @@ func freshBytes(h *alloc.Heap, a *pram.Arena, base pram.Off, at, n uint64) []byt
 	}
 	return a.Bytes(base+pram.Off(at), n)
 }
+
+// Release syncs and closes the device without taking the store's lock,
+// reading the arena or waiting for readahead and background syncs: Close
+// for a file system whose arena is lost (pram/fault.go), where a fault may
+// have left the lock held and the store's state can no longer be read or
+// recorded. The store must not be used afterwards.
+func (s *Store) Release() error {
+	return errors.Join(s.syncUnlessReadOnly(), s.dev.Close())
+}

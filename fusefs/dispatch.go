@@ -101,7 +101,12 @@ func (s *Server) serve(req fuse.Request) {
 	answered := false
 	defer func() {
 		if v := recover(); v != nil {
-			s.opt.Logf("fusefs: panic serving %v: %v\n%s", req, v, debug.Stack())
+			// A fault on the arena's mapping (its file truncated under
+			// the mount) is logged once by the core, which then answers
+			// nothing but EIO (conquest/lost.go).
+			if !s.fs.NoteFault(v) {
+				s.opt.Logf("fusefs: panic serving %v: %v\n%s", req, v, debug.Stack())
+			}
 			if !answered {
 				req.RespondError(syscall.EIO)
 			}
@@ -110,7 +115,30 @@ func (s *Server) serve(req fuse.Request) {
 	if h := testHookServe.Load(); h != nil {
 		(*h)(req)
 	}
+	if s.fs.Lost() != nil {
+		refuseLost(req)
+		return
+	}
 	answered = s.dispatch(req)
+}
+
+// refuseLost answers req when the arena is lost (conquest/lost.go): EIO,
+// without calling the core, whose locks a fault may have left held.
+// Requests that take no error are acknowledged.
+func refuseLost(req fuse.Request) {
+	switch r := req.(type) {
+	case *fuse.ForgetRequest:
+		r.Respond()
+	case *fuse.BatchForgetRequest:
+		r.Respond()
+	case *fuse.InterruptRequest:
+		r.Respond()
+	case *fuse.DestroyRequest:
+		r.Respond()
+	case *fuse.NotifyReply:
+	default:
+		req.RespondError(syscall.EIO)
+	}
 }
 
 // freesInode reports whether req may free an unlinked inode: the last

@@ -10,11 +10,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"bazil.org/fuse"
 	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
+	"conquest/pram"
 )
 
 // Server is one mounted Conquest file system and its serve loop.
@@ -36,7 +38,9 @@ type Server struct {
 	idle    int        // readers waiting in ReadRequest
 	wg      sync.WaitGroup
 
-	done        chan struct{} // closed when the loop has ended and the device is closed
+	done        chan struct{} // closed when the loop has ended and the device is closed (finish)
+	doneOnce    sync.Once
+	endOnce     sync.Once // connEnded's timer
 	errMu       sync.Mutex
 	err         error // first fatal error of the loop
 	unmapped    atomic.Int32
@@ -100,7 +104,7 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		if err := s.conn.Close(); err != nil {
 			s.fail(fmt.Errorf("closing FUSE device: %w", err))
 		}
-		close(s.done)
+		s.finish()
 	}()
 	if mi, ok := Mounted(dir); ok {
 		// The device number of a FUSE mount is 0:N, N the connection's
@@ -255,6 +259,9 @@ func (s *Server) fail(err error) {
 // exactly one reader.
 func (s *Server) reader() {
 	defer s.wg.Done()
+	// A fault on the arena's mapping becomes a panic that serve recovers
+	// (conquest/lost.go), not the end of the daemon.
+	pram.GuardFaults()
 	for {
 		s.mu.Lock()
 		if s.idle >= s.opt.Readers {
@@ -285,6 +292,7 @@ func (s *Server) reader() {
 			case err == io.EOF:
 				// Unmounted: the kernel closed the connection.
 				s.retire()
+				s.connEnded()
 				return
 			case errors.As(err, &errno) && (errno == syscall.EINTR || errno == syscall.EAGAIN):
 				continue
@@ -296,6 +304,7 @@ func (s *Server) reader() {
 				// committed: an end, not a failure of the daemon.
 				s.opt.Logf("fusefs: connection aborted by the kernel; serving ends")
 				s.retire()
+				s.connEnded()
 				return
 			case errors.As(err, &errno):
 				s.fail(fmt.Errorf("reading FUSE device: %w", err))
@@ -309,6 +318,25 @@ func (s *Server) reader() {
 		}
 		s.serve(req)
 	}
+}
+
+// finish marks the loop ended (Done, Wait).
+func (s *Server) finish() { s.doneOnce.Do(func() { close(s.done) }) }
+
+// lostWait is how long the loop waits, once the connection has ended, for
+// readers still in the core of a lost arena before it counts as ended.
+const lostWait = 2 * time.Second
+
+// connEnded notes that the kernel ended the connection. A reader still in
+// the core then finishes its request at once, unless the arena is lost
+// (conquest/lost.go): a fault may have left a lock held that it waits for
+// for ever. Then the loop counts as ended lostWait later without it (its
+// device closes when the process exits), so that the daemon can exit.
+func (s *Server) connEnded() {
+	if s.fs.Lost() == nil {
+		return
+	}
+	s.endOnce.Do(func() { time.AfterFunc(lostWait, s.finish) })
 }
 
 func (s *Server) retire() {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mmap "github.com/edsrzf/mmap-go"
@@ -49,6 +50,8 @@ type Arena struct {
 	res reservation // blocks of an image file, see Reserve
 
 	readOnly bool // opened with OpenOptions.ReadOnly (readonly.go)
+
+	lost atomic.Pointer[LostError] // the first fault on the mapping (fault.go)
 }
 
 // Kind is the type of backing store.
@@ -389,6 +392,9 @@ func (a *Arena) Close() error {
 	if a.m == nil {
 		return nil
 	}
+	if a.Lost() != nil {
+		return a.release()
+	}
 	if a.tx.active {
 		a.tx.Abort()
 	}
@@ -568,6 +574,9 @@ func (a *Arena) Persist(off Off, n uint64) error {
 	}
 	if a.readOnly {
 		return nil // nothing reaches the image (readonly.go)
+	}
+	if err := a.Lost(); err != nil {
+		return err
 	}
 	if a.sh != nil {
 		if err := a.checkpoint(); err != nil {

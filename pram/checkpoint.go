@@ -1,6 +1,7 @@
 package pram
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -164,6 +165,9 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 	sh := a.sh
 	sh.ckptMu.Lock()
 	defer sh.ckptMu.Unlock()
+	if err := a.Lost(); err != nil {
+		return err // nothing from a lost arena reaches the image (fault.go)
+	}
 	if c := sh.cur.Load().count(); c == 0 || c < n || n > 0 && time.Since(sh.failedAt) < time.Second {
 		return nil
 	}
@@ -400,6 +404,7 @@ func (sh *shadow) note(err error, pages uint64) {
 func (a *Arena) checkpointer() {
 	sh := a.sh
 	defer close(sh.done)
+	GuardFaults()
 	t := time.NewTicker(sh.interval) // started only with an interval
 	defer t.Stop()
 	for {
@@ -417,10 +422,28 @@ func (a *Arena) checkpointer() {
 			return
 		default:
 		}
-		if sh.cur.Load().count() > 0 {
-			_ = a.checkpoint() // logged; Sync reports its own
+		if sh.cur.Load().count() > 0 && !a.backgroundCheckpoint() {
+			return
 		}
 	}
+}
+
+// backgroundCheckpoint is one checkpoint of the checkpointer, which
+// reports false when a fault on the mapping made the arena lost (its RAM
+// copy truncated under the mount, fault.go): the checkpointer then ends.
+// Other panics are not expected and are not recovered.
+func (a *Arena) backgroundCheckpoint() (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if !a.Fault(r) {
+				panic(r)
+			}
+			a.sh.logf("pram: %v; no more checkpoints", a.Lost())
+			ok = false
+		}
+	}()
+	err := a.checkpoint() // logged; Sync reports its own
+	return !errors.Is(err, ErrLost)
 }
 
 // Phases of a checkpoint (shadow.phase).

@@ -32,9 +32,16 @@
 //     shadowed one;
 //   - Reserve, which gives a sparse image file blocks (fallocate) before
 //     its pages are first stored to: a store to a page its file system
-//     cannot back raises SIGBUS and kills the process, so a full file
-//     system must be an error (ErrNoSpace) before that (reserve.go; the
-//     heap calls it as it carves new pages);
+//     cannot back raises SIGBUS, so a full file system must be an error
+//     (ErrNoSpace) before that (reserve.go; the heap calls it as it carves
+//     new pages);
+//   - faults on the mapping (fault.go): a file truncated under the mount
+//     or a memory error raises SIGBUS; goroutines that call GuardFaults
+//     get a panic instead, which the layers above recover and hand to
+//     Fault. The first fault makes the arena lost: Persist and
+//     checkpoints refuse, and Close only releases the mapping (removing a
+//     RAM copy, so that the next Open starts from the image's last
+//     checkpoint);
 //   - read-only opens of images that cannot be written (readonly.go): a
 //     private mapping, so that the stores of the layers above never reach
 //     the image; only a cleanly closed image opens so.

@@ -13,7 +13,9 @@ import (
 // An image file is sparse: its pages get blocks when first stored to. If the
 // file system under it is full then (a tmpfs at its size limit, a full
 // disk), the store through the mapping faults with SIGBUS, which kills the
-// process: no error reaches anyone, and the mount dies. Reserve allocates the
+// process, or, where the goroutine guards faults (fault.go), makes the whole
+// arena lost: no error reaches the one operation, and the mount is done
+// for. Reserve allocates the
 // blocks with fallocate(2) before the arena hands the pages out, so a full
 // file system is an error (ErrNoSpace) at the allocation that needed them.
 type reservation struct {

@@ -16,3 +16,17 @@ func store64(b []byte, v uint64) { atomic.StoreUint64(word(b), v) }
 
 // load64 reads an 8-byte word written by store64.
 func load64(b []byte) uint64 { return atomic.LoadUint64(word(b)) }
+
+// offsetOf returns the arena offset of addr, an address a fault reported,
+// and whether it lies inside the mapping.
+func (a *Arena) offsetOf(addr uintptr) (uint64, bool) {
+	m := a.m
+	if len(m) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+	if addr < base || addr-base >= uintptr(len(m)) {
+		return 0, false
+	}
+	return uint64(addr - base), true
+}

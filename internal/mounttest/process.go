@@ -220,9 +220,21 @@ func (m *Mounted) Terminate() {
 	}
 }
 
-func (m *Mounted) terminate() error {
+// Stop sends SIGTERM and waits for the daemon to exit, and returns its
+// exit status whatever it is (for tests of a daemon that must fail); a
+// mount it leaves is removed. The error is for a daemon that did not exit
+// in time (it is then killed).
+func (m *Mounted) Stop() (*os.ProcessState, error) {
+	m.t.Helper()
+	st, err := m.stop()
+	m.unmountDead()
+	return st, err
+}
+
+// stop is Stop without the removal of a mount left.
+func (m *Mounted) stop() (*os.ProcessState, error) {
 	if m.Cmd == nil {
-		return nil
+		return nil, nil
 	}
 	cmd := m.Cmd
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -238,12 +250,23 @@ func (m *Mounted) terminate() error {
 			// pipes are stuck): remove the mount anyway.
 		}
 		m.unmountDead()
-		return fmt.Errorf("daemon did not exit %v after SIGTERM\n%s", unmountWait, m.Output())
+		return nil, fmt.Errorf("daemon did not exit %v after SIGTERM\n%s", unmountWait, m.Output())
 	}
 	m.Cmd = nil
-	if !cmd.ProcessState.Success() {
+	return cmd.ProcessState, nil
+}
+
+func (m *Mounted) terminate() error {
+	if m.Cmd == nil {
+		return nil
+	}
+	st, err := m.stop()
+	if err != nil {
+		return err
+	}
+	if !st.Success() {
 		m.unmountDead()
-		return fmt.Errorf("daemon exited with %v after SIGTERM\n%s", cmd.ProcessState, m.Output())
+		return fmt.Errorf("daemon exited with %v after SIGTERM\n%s", st, m.Output())
 	}
 	if mi, ok := fusefs.Mounted(m.Dir); ok && mi.FSType == "fuse.conquest" {
 		m.unmountDead()
