@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
+	"conquest/fusefs"
 	"conquest/internal/mounttest"
 	"conquest/internal/posixtest"
 )
@@ -53,6 +54,22 @@ func isNoSpace(t *testing.T, what string, err error) {
 	if !errors.Is(err, unix.ENOSPC) {
 		t.Fatalf("%s on a full file system: %v, want ENOSPC", what, err)
 	}
+}
+
+// spaceReport is the mount's space as the daemon counts it (the space
+// xattr that `conquest df` reads) and, for an in-process mount, the core's
+// usage: what a failure on a full file system logs.
+func spaceReport(m *mounttest.Mounted) string {
+	buf := make([]byte, 4096)
+	n, err := unix.Getxattr(m.Dir, fusefs.SpaceXattr, buf)
+	if err != nil {
+		return fmt.Sprintf("space: %v", err)
+	}
+	r := "space:\n" + string(buf[:n])
+	if m.FS != nil {
+		r += fmt.Sprintf("usage: %+v\nheld for a checkpoint: %d blocks", m.FS.Usage(), m.FS.Disk().HeldBlocks())
+	}
+	return r
 }
 
 // writeSynced opens path with flags (and O_WRONLY|O_CREAT), writes data,
@@ -329,7 +346,7 @@ func overwriteFull(t *testing.T, m *mounttest.Mounted, path string, p pattern, s
 		q.fill(b, off)
 		if _, err := unix.Pwrite(fd, b, off); err != nil {
 			unix.Close(fd)
-			t.Fatalf("overwriting %d bytes at %d of a file that filled the disk: %v", len(b), off, err)
+			t.Fatalf("overwriting %d bytes at %d of a file that filled the disk: %v\n%s", len(b), off, err, spaceReport(m))
 		}
 	}
 	if err := unix.Fsync(fd); err != nil {
