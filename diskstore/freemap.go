@@ -259,9 +259,17 @@ func (s *Store) allocGrowth(tx *pram.Tx, want uint64, goal Block) (extent, error
 }
 
 // allocKeeping is allocExtent leaving keep free blocks.
+//
+// The blocks a sync or a checkpoint could make usable: the quarantine,
+// the hold, and what this transaction's own tidy has just freed and holds
+// for the checkpoint (a background sync completed since the last
+// transaction, and the write's tidy freed the old copies of the rewrites
+// before it: until session 37 those were not counted, and a rewrite on a
+// full disk failed with ErrNoSpace, with 61 of 61 free blocks "freed by
+// this operation").
 func (s *Store) allocKeeping(tx *pram.Tx, want uint64, goal Block, keep uint64) (extent, error) {
 	x, err := s.allocAbove(tx, want, goal, keep)
-	if err == nil || !errors.Is(err, ErrNoSpace) || s.quarantined() == 0 && s.HeldBlocks() == 0 {
+	if err == nil || !errors.Is(err, ErrNoSpace) || s.quarantined() == 0 && s.HeldBlocks() == 0 && !s.tidyHeldAny() {
 		return x, err
 	}
 	if s.shadowed && s.ckptRetry.Load() {

@@ -245,6 +245,7 @@ type Store struct {
 	quarantine []extent                // freed in the open Tx: not reused before it commits
 	undo       []func()                // volatile changes of the open Tx, undone by Abort
 	heldInTx   []extent                // put into the (persistent) quarantine by the open Tx
+	tidyHeld   []extent                // freed by the open Tx's tidy, held only for the checkpoint (allocKeeping)
 	intents    []intentRec             // in-place writes of the open Tx, by intent slot
 	unsynced   int64                   // bytes written to the device since its last sync
 	kicked     int64                   // bytes written since writeback was last started (kickBytes)
@@ -628,6 +629,7 @@ func (s *Store) Commit(tx *pram.Tx) {
 	s.holdFreedLocked()
 	s.quarantine = s.quarantine[:0]
 	s.heldInTx = s.heldInTx[:0]
+	s.tidyHeld = s.tidyHeld[:0]
 	s.clearIntentsLocked()
 	s.mu.Unlock()
 }
@@ -667,6 +669,7 @@ func (s *Store) Abort(tx *pram.Tx) {
 	s.undo = s.undo[:0]
 	s.quarantine = s.quarantine[:0]
 	s.heldInTx = s.heldInTx[:0]
+	s.tidyHeld = s.tidyHeld[:0]
 	s.mu.Unlock()
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"conquest/pram"
 )
@@ -384,6 +385,7 @@ func (s *Store) syncAllForSpace(tx *pram.Tx) error {
 		s.o.Logf("diskstore: the disk is full: reusing %d extents freed since the last checkpoint", len(s.hold))
 	}
 	s.hold = s.hold[:0]
+	s.reuseTidyHeldLocked()
 	s.forSpace = true
 	s.mu.Unlock()
 	defer func() {
@@ -512,15 +514,19 @@ func (s *Store) tidySome(tx *pram.Tx, room uint64) (bool, error) {
 			// stale). Blocks this transaction took out of a file go back
 			// into it on abort: not before this transaction ends.
 			s.mu.Lock()
-			held := s.shadowed && !s.forSpace // watchCheckpoints
+			forCkpt := s.shadowed && !s.forSpace // watchCheckpoints
+			inTx := false
 			for _, h := range s.heldInTx {
 				if h.b < x.e && x.b < h.e {
-					held = true
+					inTx = true
 					break
 				}
 			}
-			if held {
+			if forCkpt || inTx {
 				s.quarantineLocked(x)
+			}
+			if forCkpt && !inTx {
+				s.tidyHeld = append(s.tidyHeld, x)
 			}
 			s.mu.Unlock()
 		}
@@ -629,4 +635,26 @@ func (s *Store) tidyFile(tx *pram.Tx, seg pram.Off, cur, room uint64) (bool, err
 		return true, s.unregisterUnsynced(tx, seg)
 	}
 	return true, nil
+}
+
+// tidyHeldAny reports whether the open transaction's tidy holds freed
+// blocks for the next checkpoint (Store.tidyHeld).
+func (s *Store) tidyHeldAny() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tidyHeld) > 0
+}
+
+// reuseTidyHeldLocked lets the open transaction reuse the blocks its tidy
+// freed and held only for the next checkpoint (syncAllForSpace gives up
+// that hold for the disk's sake). Those blocks belonged to no file when the
+// transaction began, so an abort that puts them back into the quarantine
+// needs nothing of them. Preconditions: s.mu held.
+func (s *Store) reuseTidyHeldLocked() {
+	for _, x := range s.tidyHeld {
+		if i := slices.Index(s.quarantine, x); i >= 0 {
+			s.quarantine = slices.Delete(s.quarantine, i, i+1)
+		}
+	}
+	s.tidyHeld = s.tidyHeld[:0]
 }
