@@ -33,12 +33,12 @@ type FS struct {
 
 	logf    func(format string, args ...any)
 	now     func() Timespec
-	noAtime atomic.Bool // Options.NoAtime, or SetNoAtime
-	stacked atomic.Bool // a damaged-arena panic was logged with its stack (damageLog)
+	noAtime atomic.Bool  // Options.NoAtime, or SetNoAtime
+	stacked atomic.Bool  // a damaged-arena panic was logged with its stack (damageLog)
+	badSize atomic.Int32 // reads refused for an impossible file size, logged (file.go)
 
-	lostOnce   sync.Once    // the first fault on the arena was logged (lost.go)
-	lostClosed atomic.Bool  // Close of a lost arena ran (lost.go)
-	badSize    atomic.Int32 // reads refused for an impossible file size, logged (file.go)
+	lostOnce   sync.Once   // the first fault on the arena was logged (lost.go)
+	lostClosed atomic.Bool // Close of a lost arena ran (lost.go)
 
 	vol volatile // kernel refs, open counts, handles
 

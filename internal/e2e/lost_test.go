@@ -92,17 +92,9 @@ func populateSynced(t *testing.T, m *mounttest.Mounted) map[string][]byte {
 	rand.Read(big)
 	want["big"] = big
 	for name, data := range want {
-		f, err := os.Create(m.Path(name))
-		if err != nil {
+		if err := writeSynced(m.Path(name), unix.O_EXCL, data); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Write(data); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
 	}
 	for _, d := range []string{m.Dir, m.Path("d")} {
 		f, err := os.Open(d)
