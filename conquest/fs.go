@@ -37,8 +37,9 @@ type FS struct {
 	stacked atomic.Bool  // a damaged-arena panic was logged with its stack (damageLog)
 	badSize atomic.Int32 // reads refused for an impossible file size, logged (file.go)
 
-	lostOnce   sync.Once   // the first fault on the arena was logged (lost.go)
-	lostClosed atomic.Bool // Close of a lost arena ran (lost.go)
+	lostOnce   sync.Once                        // the first fault on the arena was logged (lost.go)
+	lostLogf   func(format string, args ...any) // logf that still logs once the arena is lost (lost.go)
+	lostClosed atomic.Bool                      // Close of a lost arena ran (lost.go)
 
 	vol volatile // kernel refs, open counts, handles
 
@@ -242,6 +243,7 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	if fs.logf == nil {
 		fs.logf = func(string, ...any) {}
 	}
+	fs.lostLogf, fs.logf = fs.logf, quietWhenLost(a, fs.logf)
 	if fs.now == nil {
 		fs.now = wallClock
 	}

@@ -3,6 +3,8 @@ package conquest
 import (
 	"errors"
 	"time"
+
+	"conquest/pram"
 )
 
 // A lost arena. A fault on the arena's mapping (its file truncated under
@@ -28,9 +30,22 @@ func (fs *FS) NoteFault(r any) bool {
 		return false
 	}
 	fs.lostOnce.Do(func() {
-		fs.logf("%v: every request now fails with EIO; unmount, then run `conquest fsck`", fs.a.Lost())
+		fs.lostLogf("%v: every request now fails with EIO; unmount, then run `conquest fsck`", fs.a.Lost())
 	})
 	return true
+}
+
+// quietWhenLost wraps logf so that nothing more is logged once the arena
+// is lost (after the one message NoteFault writes through the unwrapped
+// logf): every operation fails with ErrIO from then on, and the moves,
+// writebacks and ticks that would log each failure say nothing the first
+// message has not said.
+func quietWhenLost(a *pram.Arena, logf func(format string, args ...any)) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		if a.Lost() == nil {
+			logf(format, args...)
+		}
+	}
 }
 
 // closeLost is Close for a lost arena: the disk commit is stopped (waited
