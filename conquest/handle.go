@@ -14,6 +14,7 @@ type volatile struct {
 	mu      sync.Mutex // taken after FS.mu, or alone; never held across a Tx
 	refs    map[Ino]uint64
 	opens   map[Ino]uint32
+	writers map[Ino]uint32 // handles open for writing (O_WRONLY, O_RDWR), by inode
 	handles map[Handle]*openFile
 	dirty   map[Ino]bool // disk files to flush and trim at the last close
 	next    Handle
@@ -29,6 +30,7 @@ type openFile struct {
 func (v *volatile) init() {
 	v.refs = make(map[Ino]uint64)
 	v.opens = make(map[Ino]uint32)
+	v.writers = make(map[Ino]uint32)
 	v.handles = make(map[Handle]*openFile)
 	v.dirty = make(map[Ino]bool)
 }
@@ -54,6 +56,9 @@ func (v *volatile) open(ino Ino, flags uint32, dir bool) Handle {
 	h := v.next
 	v.handles[h] = &openFile{ino: ino, flags: flags, dir: dir}
 	v.opens[ino]++
+	if !dir && flags&O_ACCMODE != 0 {
+		v.writers[ino]++
+	}
 	return h
 }
 
@@ -147,6 +152,13 @@ func (v *volatile) release(ino Ino, h Handle) (_ Ino, unused, flush bool, ra *di
 	}
 	delete(v.handles, h)
 	ino, ra = f.ino, f.ra
+	if !f.dir && f.flags&O_ACCMODE != 0 {
+		if v.writers[ino] <= 1 {
+			delete(v.writers, ino)
+		} else {
+			v.writers[ino]--
+		}
+	}
 	if v.opens[ino] <= 1 {
 		delete(v.opens, ino)
 		flush = v.dirty[ino]
@@ -155,6 +167,24 @@ func (v *volatile) release(ino Ino, h Handle) (_ Ino, unused, flush bool, ra *di
 	}
 	v.opens[ino]--
 	return ino, false, false, ra
+}
+
+// OpenForWrite reports whether ino has a handle open for writing other
+// than except (0: none excepted). The FUSE adapter asks it before it drops
+// a page of ino's from the kernel's cache: in write-through mode the
+// kernel copies a write into its cached pages before the WRITE reaches
+// the core, so a page dropped in between and read back from the core
+// would hold the data from before that write, and keep it after the
+// write returns.
+func (fs *FS) OpenForWrite(ino Ino, except Handle) bool {
+	v := &fs.vol
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := v.writers[ino]
+	if f, ok := v.handles[except]; ok && f.ino == ino && !f.dir && f.flags&O_ACCMODE != 0 {
+		n--
+	}
+	return n > 0
 }
 
 // Forget drops n kernel references to ino (FUSE FORGET). When an unlinked

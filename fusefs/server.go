@@ -49,6 +49,7 @@ type Server struct {
 	capRemoved  sync.Map      // conquest.Ino → capRemoval (killpriv.go)
 	statfsWaits atomic.Uint64 // STATFS requests that waited in awaitFrees
 	stats       counters
+	dropMu      [64]sync.Mutex // dropLock's stripes (file.go)
 }
 
 // Mount mounts fsys on the directory dir and starts serving it. When Mount
