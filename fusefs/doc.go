@@ -74,6 +74,13 @@
 // waits on anything but the core's own short locks, so there is nothing to
 // cancel.
 //
+// An OPEN whose read would update atime drops the file's first cached page
+// unless another handle has it open for writing; the check and the drop
+// hold a striped mutex (dropLock, file.go) that a writer's OPEN waits on,
+// taken with no core lock held (the core's locks are taken inside it). A
+// fault on the arena's mapping makes every later request EIO without a
+// call into the core (conquest/lost.go).
+//
 // What fusefs must never do: keep file-system state of its own (names,
 // attributes, data: all of it is the core's), interpret the arena, hold a
 // request's buffers after responding, or let a panic in one request take the
