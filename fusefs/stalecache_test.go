@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"conquest/conquest"
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
 )
@@ -143,6 +144,13 @@ func TestAtimeOpenSparesWrittenFile(t *testing.T) {
 	}
 	if err := unix.Close(w); err != nil {
 		t.Fatal(err)
+	}
+	// The kernel sends the RELEASE after close returns: until the daemon
+	// has it, the file still counts as open for writing.
+	for deadline := time.Now().Add(10 * time.Second); m.FS.OpenForWrite(conquest.Ino(st.Ino), 0); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer's RELEASE did not arrive in 10 s")
+		}
 	}
 	reads = m.Server.Stats()["READ"]
 	readPage()
