@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -138,7 +139,13 @@ func powerLossThroughMount(t *testing.T, m *mounttest.Mounted) {
 			t.Fatal(err)
 		}
 		m.Remount() // and the check of the images at the end
-		if out := m.Output(); !strings.Contains(out, "recovered from the last checkpoint") {
+		// The daemon's log reaches the test through a pipe, apart from
+		// its readiness: the line may come just after the mount is ready.
+		const recovered = "recovered from the last checkpoint"
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(m.Output(), recovered) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if out := m.Output(); !strings.Contains(out, recovered) {
 			t.Errorf("the mount after the power loss said %q", out)
 		}
 		for name, want := range synced {
