@@ -93,10 +93,11 @@ func cred(h *fuse.Header) conquest.Cred {
 }
 
 // serve answers one request. A panic in the core is recovered here: the
-// request gets EIO and the daemon goes on serving.
-func (s *Server) serve(req fuse.Request) {
-	if frees, release := freesInode(req); frees {
-		defer s.frees.end(s.frees.begin(release)) // see frees.go
+// request gets EIO and the daemon goes on serving. ticket is the request's
+// registration in s.frees (0: none), ended once it is served.
+func (s *Server) serve(req fuse.Request, ticket uint64) {
+	if ticket != 0 {
+		defer s.frees.end(ticket)
 	}
 	answered := false
 	defer func() {

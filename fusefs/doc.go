@@ -12,7 +12,10 @@
 //     Options.MaxReaders; readers beyond the idle target retire when they
 //     find nothing to do. Two waiting readers measured faster than four,
 //     most likely because the kernel wakes the one that has waited longest,
-//     so each extra one is one more cold thread in the rotation;
+//     so each extra one is one more cold thread in the rotation. One reader
+//     at a time reads (Server.readMu, since session 38), and registers a
+//     RELEASE or FORGET before the next read, so a request read later finds
+//     every free the kernel queued before it (frees.go);
 //   - the mapping of FUSE node ids to inodes, which is the identity: a node id
 //     is the inode number (root = 1) and the generation is the inode's, so
 //     hard links share one node and no node map exists. Kernel references

@@ -77,7 +77,10 @@ func (s *Server) dropLock(node conquest.Ino) *sync.Mutex {
 // write returned (TestNoStalePagesAfterAtimeOpen saw 1 of 9,181 reads
 // stale in a CI run). dropLock makes the check and the invalidation one
 // step against the open of a writer, which cannot write before its open
-// completes. An empty file keeps its cache too: not keeping it would have
+// completes. The last writer's close counts once its RELEASE is served,
+// so the open of a reader that follows that close first waits for the
+// RELEASEs in progress (frees.awaitReleases). An empty file keeps its
+// cache too: not keeping it would have
 // the kernel drop every page after this open, outside that lock. With the
 // writeback cache there is no such window (a write stays in the kernel's
 // dirty pages, which the invalidation writes back before it drops them),
@@ -88,6 +91,15 @@ func (s *Server) dropLock(node conquest.Ino) *sync.Mutex {
 func (s *Server) atimeCache(node conquest.Ino, h conquest.Handle, openFlags uint32) bool {
 	if openFlags&conquest.O_ACCMODE == conquest.O_WRONLY || openFlags&(conquest.O_TRUNC|conquest.O_NOATIME) != 0 {
 		return true
+	}
+	if !s.opt.WritebackCache && s.fs.OpenForWrite(node, h) {
+		// Perhaps only until a RELEASE already queued is served: the
+		// kernel sends it once close(2) has returned, so the last
+		// writer's RELEASE comes before the open of a reader that
+		// followed that close, but another reader may still be serving
+		// it. Waiting for it here, outside dropLock, keeps such a read
+		// updating atime.
+		s.frees.awaitReleases()
 	}
 	mu := s.dropLock(node)
 	mu.Lock()

@@ -1,9 +1,10 @@
 package fusefs
 
 import (
-	"runtime"
 	"sync"
 	"time"
+
+	"bazil.org/fuse"
 )
 
 // STATFS and the requests that free inodes.
@@ -13,11 +14,11 @@ import (
 // file and not yet show its space free, where ext4 frees it before unlink
 // returns. So STATFS waits for the RELEASEs and FORGETs in progress when it
 // arrives. Those the kernel has queued before it are read before it (FORGETs
-// go first, the rest in order), possibly by another reader that has not
-// registered one yet: with one P that reader waits for the P the STATFS
-// holds, hence STATFS first yields for freeSpin. A reader descheduled for
-// longer between reading a RELEASE and registering it (a loaded machine) is
-// missed: the wait is best effort (TestStatfsWaitsForRelease measures it).
+// go first, the rest in order), and a reader registers each one here before
+// the next request is read (Server.readMu), so a STATFS always finds them.
+// (Before session 38 the registration came after the read, and STATFS
+// yielded 20 µs to readers that might still hold one unregistered; a
+// reader descheduled for longer was missed.)
 //
 // One free is queued after the STATFS: the FORGET of an unlinked file whose
 // RELEASE was still being served when it was unlinked, which the kernel
@@ -28,11 +29,15 @@ import (
 // nothing else: a statfs among other processes' mkdirs and rmdirs answers
 // as soon as the frees it found have ended, and on a mount that frees
 // nothing it answers at once.
+//
+// An OPEN whose read would update atime waits in the same way for the
+// RELEASEs in progress when it finds the file open for writing (atimeCache,
+// file.go): the RELEASE of a writer's close(2) comes before the OPEN of a
+// reader that followed that close.
 
 const (
 	freeWait  = 50 * time.Millisecond // the longest a STATFS waits
 	freeQuiet = time.Millisecond      // how long after a RELEASE its FORGET is expected
-	freeSpin  = 20 * time.Microsecond // yielding to readers before looking
 )
 
 // frees tracks the requests being served that may free an inode.
@@ -47,6 +52,16 @@ type frees struct {
 type freeing struct {
 	start   time.Time
 	release bool
+}
+
+// register registers req if it may free an inode (a RELEASE of a file, a
+// FORGET) and returns its ticket for end, or 0. The reader calls it before
+// the next request is read.
+func (f *frees) register(req fuse.Request) uint64 {
+	if frees, release := freesInode(req); frees {
+		return f.begin(release)
+	}
+	return 0
 }
 
 func (f *frees) begin(release bool) uint64 {
@@ -103,13 +118,14 @@ func (f *frees) ended(tickets []uint64) ([]uint64, time.Time) {
 	return left, f.lastRelease
 }
 
-// startedBefore reports whether a free that started before t is still in
-// progress, and if so returns a channel closed when the next one ends.
-func (f *frees) startedBefore(t time.Time) (bool, <-chan struct{}) {
+// startedBefore reports whether a free (only a RELEASE, if releases) that
+// started before t is still in progress, and if so returns a channel
+// closed when the next one ends.
+func (f *frees) startedBefore(t time.Time, releases bool) (bool, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, fr := range f.started {
-		if fr.start.Before(t) {
+		if fr.start.Before(t) && (fr.release || !releases) {
 			if f.changed == nil {
 				f.changed = make(chan struct{})
 			}
@@ -122,9 +138,6 @@ func (f *frees) startedBefore(t time.Time) (bool, <-chan struct{}) {
 // await returns once the frees STATFS must wait for (see above) have
 // ended, or after freeWait (timedOut). It reports whether it had to wait.
 func (f *frees) await() (waited, timedOut bool) {
-	for start := time.Now(); time.Since(start) < freeSpin; {
-		runtime.Gosched()
-	}
 	now := time.Now()
 	releases, busy, recent := f.inProgress(now)
 	if !busy && !recent {
@@ -141,7 +154,7 @@ func (f *frees) await() (waited, timedOut bool) {
 		if releases, last = f.ended(releases); !last.IsZero() && last.Add(freeQuiet).After(cutoff) {
 			cutoff = last.Add(freeQuiet) // its FORGET may follow
 		}
-		busy, changed := f.startedBefore(cutoff)
+		busy, changed := f.startedBefore(cutoff, false)
 		wait := time.Until(cutoff)
 		if !busy && wait <= 0 {
 			return waited, false
@@ -160,6 +173,27 @@ func (f *frees) await() (waited, timedOut bool) {
 		quiet.Stop()
 		if timedOut {
 			return waited, true
+		}
+	}
+}
+
+// awaitReleases returns once the RELEASEs in progress when it is called
+// have ended, or after freeWait: an open whose read would update atime
+// waits so for the RELEASE of a writer's close that the kernel queued
+// before it (atimeCache).
+func (f *frees) awaitReleases() {
+	now := time.Now()
+	deadline := time.NewTimer(freeWait)
+	defer deadline.Stop()
+	for {
+		busy, changed := f.startedBefore(now, true)
+		if !busy {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return
 		}
 	}
 }

@@ -33,9 +33,10 @@ type Server struct {
 	// for Abort; "" when the mount could not be found.
 	connID string
 
+	readMu  sync.Mutex // held across ReadRequest and frees.register (reader)
 	mu      sync.Mutex // protects readers, idle
 	readers int        // reader goroutines running
-	idle    int        // readers waiting in ReadRequest
+	idle    int        // readers waiting in ReadRequest (or for readMu)
 	wg      sync.WaitGroup
 
 	done        chan struct{} // closed when the loop has ended and the device is closed (finish)
@@ -274,7 +275,16 @@ func (s *Server) reader() {
 		s.idle++
 		s.mu.Unlock()
 
+		// readMu: a request that may free an inode is registered before
+		// the next request is read (frees.go), so one read after it
+		// (STATFS, an OPEN) finds it.
+		s.readMu.Lock()
 		req, err := s.conn.ReadRequest()
+		var ticket uint64
+		if err == nil {
+			ticket = s.frees.register(req)
+		}
+		s.readMu.Unlock()
 
 		s.mu.Lock()
 		s.idle--
@@ -317,7 +327,7 @@ func (s *Server) reader() {
 				continue
 			}
 		}
-		s.serve(req)
+		s.serve(req, ticket)
 	}
 }
 
