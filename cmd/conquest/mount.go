@@ -54,7 +54,7 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "read-only", Aliases: []string{"ro"}, Usage: "mount read-only: every change fails with EROFS, and reads leave atime alone"},
 			&cli.BoolFlag{Name: "noatime", Usage: "never update access times (the default is relatime, as on ext4)"},
 			&cli.BoolFlag{Name: "noexec", Usage: "programs on the mount cannot be executed (needs root)"},
-			&cli.DurationFlag{Name: "commit", Value: pram.DefaultCheckpointInterval, Usage: "how long a change may stay only in the arena's RAM copy before it is checkpointed to the image, and large-file data unsynced on the disk before a background sync starts (what a power loss can lose; fsync makes everything durable at once)"},
+			&cli.DurationFlag{Name: "commit", Value: pram.DefaultCheckpointInterval, Usage: "how long a change may stay only in the arena's RAM copy before it is checkpointed to the image, and large-file data unsynced on the disk before a background sync starts (what a power loss can lose; fsync makes everything durable at once; at least 10ms)"},
 			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
 		),
 		Action: func(c *cli.Context) error {
