@@ -159,6 +159,10 @@ func freesInode(req fuse.Request) (frees, release bool) {
 // to make operations slow).
 var testHookServe atomic.Pointer[func(fuse.Request)]
 
+// testHookRead, when set, runs right after a reader has read a request,
+// before it registers it (tests use it to widen that window).
+var testHookRead atomic.Pointer[func(fuse.Request)]
+
 // dispatch serves req and returns true; handlers respond exactly once.
 func (s *Server) dispatch(req fuse.Request) bool {
 	if req.Hdr().Node == pollNode {

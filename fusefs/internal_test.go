@@ -384,9 +384,11 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 
 // A read right after a writer's close updates atime (relatime), though the
 // kernel sends that close's RELEASE in the background and another reader
-// may still be serving it when the reader's OPEN arrives: the open waits
-// for the RELEASEs in progress before it decides that the file is still
-// open for writing and keeps its cached first page (atimeCache).
+// may still be serving it, or not even have registered it, when the
+// reader's OPEN arrives: the open waits for the RELEASEs in progress before
+// it decides that the file is still open for writing and keeps its cached
+// first page (atimeCache), and readers register a RELEASE before the next
+// read (readMu).
 func TestAtimeReadRightAfterWriterClose(t *testing.T) {
 	srv, mnt := mountHere(t, Options{})
 	p := filepath.Join(mnt, "f")
@@ -394,16 +396,42 @@ func TestAtimeReadRightAfterWriterClose(t *testing.T) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The writer's RELEASE is slow to serve, and slow to register: the
+	// reader that has it registers it 5 ms after its read returns (in a
+	// run of this test one came back from read(2) 160 µs after another
+	// reader had the OPEN that followed it), and no other reader reads
+	// meanwhile (readMu), so the OPEN still finds it.
+	writerRelease := func(req fuse.Request) bool {
+		r, ok := req.(*fuse.ReleaseRequest)
+		return ok && !r.Dir && r.Flags&fuse.OpenAccessModeMask == fuse.OpenWriteOnly
+	}
 	h := func(req fuse.Request) {
-		if r, ok := req.(*fuse.ReleaseRequest); ok && !r.Dir {
+		if writerRelease(req) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	testHookServe.Store(&h)
 	t.Cleanup(func() { testHookServe.Store(nil) })
+	hr := func(req fuse.Request) {
+		if writerRelease(req) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	testHookRead.Store(&hr)
+	t.Cleanup(func() { testHookRead.Store(nil) })
 	page := make([]byte, 4096)
 	for round := range 40 {
 		time.Sleep(2 * time.Millisecond)
+		// The reader's RELEASE of the round before has been served: the
+		// OPEN below has no other RELEASE to wait for.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+			if releases, _, _ := srv.frees.inProgress(time.Now()); len(releases) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a RELEASE still in progress after 10 s")
+			}
+		}
 		w, err := syscall.Open(p, syscall.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)

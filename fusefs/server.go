@@ -282,6 +282,9 @@ func (s *Server) reader() {
 		req, err := s.conn.ReadRequest()
 		var ticket uint64
 		if err == nil {
+			if h := testHookRead.Load(); h != nil {
+				(*h)(req)
+			}
 			ticket = s.frees.register(req)
 		}
 		s.readMu.Unlock()
