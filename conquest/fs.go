@@ -34,7 +34,7 @@ type FS struct {
 	logf    func(format string, args ...any)
 	now     func() Timespec
 	noAtime atomic.Bool  // Options.NoAtime, or SetNoAtime
-	stacked atomic.Bool  // a damaged-arena panic was logged with its stack (damageLog)
+	stacked atomic.Bool  // a panic was logged with its stack (damageLog)
 	badSize atomic.Int32 // reads refused for an impossible file size, logged (file.go)
 
 	lostOnce   sync.Once                        // the first fault on the arena was logged (lost.go)
@@ -533,9 +533,16 @@ func (fs *FS) guard(err *error) {
 }
 
 // damageLog logs an operation that a panic stopped (a damaged arena, or a
-// bug): the first with its stack, the others in one line each, so that a
-// damaged file read over and over does not flood the log.
+// bug) in one line. An offset out of the arena's range is damage that the
+// arena's bounds checks caught, which the line names; any other panic may be
+// a bug, and the first of those is logged with its stack. (Every damaged
+// read used to log the first with its stack, which looked like a crash of
+// the daemon to an outside corruption test that grepped its log.)
 func (fs *FS) damageLog(what string, r any) {
+	if err, ok := r.(error); ok && errors.Is(err, pram.ErrOutOfRange) {
+		fs.logf("%s: %s: the arena is damaged: %v (run `conquest fsck`)", fs.a.Path(), what, r)
+		return
+	}
 	if fs.stacked.CompareAndSwap(false, true) {
 		fs.logf("%s: %s: %v (run `conquest fsck`)\n%s", fs.a.Path(), what, r, debug.Stack())
 		return

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"bazil.org/fuse"
 
 	"conquest/conquest"
+	"conquest/pram"
 )
 
 // op names the request kinds the server counts (Stats).
@@ -105,7 +107,12 @@ func (s *Server) serve(req fuse.Request, ticket uint64) {
 			// A fault on the arena's mapping (its file truncated under
 			// the mount) is logged once by the core, which then answers
 			// nothing but EIO (conquest/lost.go).
-			if !s.fs.NoteFault(v) {
+			// An offset out of the arena's range is damage its bounds
+			// checks caught (the core's guards log it so, in one line);
+			// anything else may be a bug, and keeps its stack.
+			if err, ok := v.(error); ok && errors.Is(err, pram.ErrOutOfRange) {
+				s.opt.Logf("fusefs: serving %v: the arena is damaged: %v (run `conquest fsck`)", req, v)
+			} else if !s.fs.NoteFault(v) {
 				s.opt.Logf("fusefs: panic serving %v: %v\n%s", req, v, debug.Stack())
 			}
 			if !answered {

@@ -16,6 +16,7 @@ import (
 	"bazil.org/fuse"
 
 	"conquest/conquest"
+	"conquest/pram"
 )
 
 // mountHere mounts a fresh file system in-process (package-internal tests
@@ -41,7 +42,9 @@ func mountHere(t *testing.T, o Options) (*Server, string) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	o.Logf = t.Logf
+	if o.Logf == nil {
+		o.Logf = t.Logf
+	}
 	s, err := Mount(fsys, mnt, o)
 	if err != nil {
 		fsys.Close()
@@ -665,5 +668,56 @@ func TestSpaceFormat(t *testing.T) {
 		if _, err := ParseSpace([]byte(bad)); err == nil {
 			t.Errorf("ParseSpace(%q) accepted", bad)
 		}
+	}
+}
+
+// A request that a damaged arena stops with a panic the core's guards did
+// not catch (an offset out of the arena's range) gets EIO and one log line
+// that names the damage, without a stack that would look like a crash;
+// any other panic, which may be a bug, is logged with its stack.
+func TestPanicServingLogged(t *testing.T) {
+	var mu sync.Mutex
+	var logs []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}
+	_, mnt := mountHere(t, Options{Logf: logf})
+	h := func(req fuse.Request) {
+		if r, ok := req.(*fuse.LookupRequest); ok {
+			switch r.Name {
+			case "damaged":
+				panic(fmt.Errorf("%w: [8, +4096) in arena of 4096 bytes", pram.ErrOutOfRange))
+			case "bug":
+				var s []int
+				_ = s[len(r.Name)]
+			}
+		}
+	}
+	testHookServe.Store(&h)
+	t.Cleanup(func() { testHookServe.Store(nil) })
+	for _, name := range []string{"damaged", "bug"} {
+		if _, err := os.Lstat(filepath.Join(mnt, name)); !errors.Is(err, syscall.EIO) {
+			t.Errorf("lstat %s: %v, want EIO", name, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var damaged, bug []string
+	for _, l := range logs {
+		switch {
+		case strings.Contains(l, `"damaged"`):
+			damaged = append(damaged, l)
+		case strings.Contains(l, `"bug"`):
+			bug = append(bug, l)
+		}
+	}
+	if len(damaged) != 1 || !strings.Contains(damaged[0], "the arena is damaged") ||
+		strings.Contains(damaged[0], "goroutine ") || strings.Contains(damaged[0], "panic") {
+		t.Errorf("logs of the damaged lookup: %q, want one line naming the damage, no stack", damaged)
+	}
+	if len(bug) != 1 || !strings.Contains(bug[0], "index out of range") || !strings.Contains(bug[0], "goroutine ") {
+		t.Errorf("logs of the other panic: %q, want one with its stack", bug)
 	}
 }
