@@ -28,7 +28,7 @@ func fsckCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "fsck",
 		Usage:     "check (and repair) a Conquest file system (not while mounted)",
-		UsageText: "conquest fsck [--repair [--zero-bad-blocks]] [--pram PATH --disk PATH]",
+		UsageText: "conquest fsck [--repair [--zero-bad-blocks] | --no-write] [--pram PATH --disk PATH]",
 		Description: "Opening the arena performs the recovery a mount would (rolling back an interrupted\n" +
 			"transaction, freeing orphaned inodes); fsck then walks every structure and verifies\n" +
 			"the checksum of every disk block. With --repair it fixes what it can, each fix in its\n" +
@@ -38,11 +38,14 @@ func fsckCommand() *cli.Command {
 			"failing its checksum, or whose checksums were lost with a damaged record, is reported\n" +
 			"(--zero-bad-blocks replaces such blocks by zeros, and empties a large file's damaged list of\n" +
 			"segments or checksums: the file reads as zeros). The disk's free map and its other lists are\n" +
-			"rebuilt from the files. Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left\n" +
+			"rebuilt from the files. With --no-write (-n, as e2fsck -n) nothing is written to either\n" +
+			"image, not even the mount counter; an image that needs recovery is then refused.\n" +
+			"Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left\n" +
 			"uncorrected, 8 operational error (missing image, in use).",
 		Flags: append(deviceFlags(),
 			&cli.BoolFlag{Name: "repair", Aliases: []string{"y"}, Usage: "repair what can be repaired"},
 			&cli.BoolFlag{Name: "zero-bad-blocks", Usage: "with --repair: replace disk blocks failing their checksum, or whose checksums or block map are lost, by zeros (their data is lost)"},
+			&cli.BoolFlag{Name: "no-write", Aliases: []string{"n"}, Usage: "check without writing anything to the images (no recovery, no mount counter)"},
 		),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -50,6 +53,10 @@ func fsckCommand() *cli.Command {
 			}
 			if c.Bool("zero-bad-blocks") && !c.Bool("repair") {
 				return cli.Exit("--zero-bad-blocks needs --repair", fsckOperational)
+			}
+			noWrite := c.Bool("no-write")
+			if noWrite && c.Bool("repair") {
+				return cli.Exit("--no-write and --repair exclude each other", fsckOperational)
 			}
 			im, err := resolveImages(c)
 			if err != nil {
@@ -65,7 +72,16 @@ func fsckCommand() *cli.Command {
 			opts := conquest.Options{Logf: func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }}
 			opts.Disk.ForCheck = true // a damaged unsynced list is reported, not refused
 			var readOnly string       // why the images were opened read-only
-			fsys, err := openImages(im, opts, !c.Bool("repair"), func(why string) { readOnly = why })
+			var fsys *conquest.FS
+			if noWrite {
+				opts.ReadOnly = true
+				fsys, err = coreOpen(im, opts)
+				if errors.Is(err, pram.ErrNeedsRecovery) {
+					return cli.Exit(fmt.Sprintf("%v: run `conquest fsck` without --no-write (or mount the file system) once to recover it", err), fsckUncorrected)
+				}
+			} else {
+				fsys, err = openImages(im, opts, !c.Bool("repair"), func(why string) { readOnly = why })
+			}
 			var rebuilt []string // fixes made before the file system could be opened
 			for step := 0; err != nil && c.Bool("repair") && step < 3; step++ {
 				if errors.Is(err, pram.ErrSuperBackup) {
@@ -142,7 +158,7 @@ func fsckCommand() *cli.Command {
 			}
 			bar.done()
 			due := fsys.Arena().CheckDue()
-			if due && err == nil && len(rep.Remaining) == 0 && (c.Bool("repair") || len(errs) == 0) {
+			if due && !noWrite && err == nil && len(rep.Remaining) == 0 && (c.Bool("repair") || len(errs) == 0) {
 				// Consistent now: a mount need not walk it again.
 				if e := fsys.Arena().ClearCheckDue(); e != nil {
 					err = fmt.Errorf("recording the check: %w", e)

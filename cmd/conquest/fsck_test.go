@@ -45,7 +45,19 @@ func TestFsckRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, errs, code := c.run("fsck", "--pram", img, "--disk", disk)
+	// --no-write finds the same and writes nothing, not even the mount
+	// counter a plain fsck writes.
+	before := sumFiles(t, img, disk)
+	out, errs, code := c.run("fsck", "-n", "--pram", img, "--disk", disk)
+	if code != 4 || !strings.Contains(out, "leak") || !strings.Contains(out, "inode count is 42") || !strings.Contains(errs, "--repair") {
+		t.Errorf("fsck -n of the damaged image: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	if sumFiles(t, img, disk) != before {
+		t.Error("fsck --no-write changed the images")
+	}
+	c.fails(8, "exclude each other", "fsck", "--no-write", "--repair", "--pram", img, "--disk", disk)
+
+	out, errs, code = c.run("fsck", "--pram", img, "--disk", disk)
 	if code != 4 || !strings.Contains(out, "leak") || !strings.Contains(out, "inode count is 42") || !strings.Contains(errs, "--repair") {
 		t.Errorf("fsck of the damaged image: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 	}
@@ -58,6 +70,13 @@ func TestFsckRepair(t *testing.T) {
 	out, _ = c.ok("fsck", "--pram", img, "--disk", disk)
 	if !strings.Contains(out, "clean") {
 		t.Errorf("fsck after repair: %s", out)
+	}
+	before = sumFiles(t, img, disk)
+	if out, _ = c.ok("fsck", "--no-write", "--pram", img, "--disk", disk); !strings.HasSuffix(out, img+": clean\n") {
+		t.Errorf("fsck --no-write after repair: %s", out)
+	}
+	if sumFiles(t, img, disk) != before {
+		t.Error("fsck --no-write of a clean image changed it")
 	}
 	out, _ = c.ok("fsck", "--repair", "--pram", img, "--disk", disk)
 	if !strings.Contains(out, "clean") || strings.Contains(out, "fixed") {

@@ -141,9 +141,10 @@ func TestReadOnlyImages(t *testing.T) {
 	m.Kill()
 	crashed := sumFiles(t, pram, disk)
 	c.fails(fsckOperational, "needs recovery", "fsck", "--pram", rp, "--disk", rd)
+	c.fails(fsckUncorrected, "without --no-write", "fsck", "-n", "--pram", pram, "--disk", disk)
 	c.fails(1, "needs recovery", "mount", "--read-only", "--pram", rp, "--disk", rd, mp)
 	if after := sumFiles(t, pram, disk); after != crashed {
-		t.Fatal("refused read-only opens changed the images")
+		t.Fatal("refused read-only opens (and fsck --no-write) changed the images")
 	}
 	if _, _, code := c.run("fsck", "--pram", pram, "--disk", disk); code != 1 {
 		t.Errorf("fsck of the crashed images: exit %d, want 1 (recovered)", code)
