@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"conquest/pram"
@@ -258,7 +259,21 @@ func (s *Store) Truncate(tx *pram.Tx, seg pram.Off, size int64) error {
 		return err
 	}
 	if sum[0] != 0 {
-		if err := s.writeRuns(tx, seg, []run{{size, make([]byte, int64(nb*s.bs)-size)}}); err != nil {
+		err := s.writeRuns(tx, seg, []run{{size, make([]byte, int64(nb*s.bs)-size)}})
+		if errors.Is(err, ErrDataChecksum) {
+			// The last block fails its checksum (found before the
+			// write changed anything): its bytes below size are lost
+			// already, and zeroing its tail would make the checksum
+			// vouch for damaged data. The cut goes on without it: the
+			// block keeps failing (EIO, reported by fsck, a hole after
+			// fsck --repair --zero-bad-blocks), and a truncate whose
+			// last step ended here no longer fails for good, leaving
+			// its file an orphan no close or fsck could finish.
+			s.o.Logf("diskstore: inode %d, offset %d, disk block %d: truncated to %d with its damaged last block left as it is",
+				s.owner(seg), last*s.bs, sp.disk, size)
+			err = nil
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"conquest/conquest"
@@ -97,4 +101,84 @@ func TestFsckRepair(t *testing.T) {
 	if err != nil || !bytes.Equal(buf[:n], data) {
 		t.Fatalf("f after repair: %d bytes, %v", n, err)
 	}
+}
+
+// TestTruncateIntoDamagedDiskBlock is an outside corruption test's case: a
+// truncate of a large file whose cut falls inside a disk block that fails
+// its checksum. It used to fail with EIO after its first step had already
+// published the new size, and leave an orphan that every close ("freeing
+// orphans at close: input/output error"), fsck and fsck --repair failed to
+// finish. Now the truncate succeeds, the damaged block stays damaged (EIO,
+// reported by fsck as the one error), and fsck --repair --zero-bad-blocks
+// makes the file system clean.
+func TestTruncateIntoDamagedDiskBlock(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "32M", "--disk-size", "64M", "--disk-block-size", "16K")
+	mp := c.mountpoint()
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	const bs, bad = 16 << 10, 100 // the cut falls in file block 100
+	data := make([]byte, 20<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	for b := 0; b < len(data)/bs; b++ {
+		copy(data[b*bs:], fmt.Sprintf("<block %06d>", b))
+	}
+	p := filepath.Join(mp, "big")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("umount", mp)
+	img, err := os.ReadFile(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(img, []byte(fmt.Sprintf("<block %06d>", bad)))
+	if at < 0 || at%bs != 0 {
+		t.Fatalf("file block %d not found at a block boundary of the disk image (%d)", bad, at)
+	}
+	f, err := os.OpenFile(disk, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt([]byte{^img[at+3000]}, int64(at+3000))
+	if err := errors.Join(err, f.Close()); err != nil {
+		t.Fatal(err)
+	}
+
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	size := int64(bad*bs + 6000)
+	if err := os.Truncate(p, size); err != nil {
+		t.Errorf("truncate into the damaged block: %v", err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Size() != size {
+		t.Errorf("after the truncate: %v, %v; want size %d", st, err, size)
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, bad*bs)
+	n, err := r.ReadAt(head, 0)
+	if err != nil || n != len(head) || !bytes.Equal(head, data[:bad*bs]) {
+		t.Errorf("reading before the damaged block: %d bytes, %v", n, err)
+	}
+	if _, err := r.ReadAt(make([]byte, 100), bad*bs); !errors.Is(err, syscall.EIO) {
+		t.Errorf("reading the damaged block: %v, want EIO", err)
+	}
+	r.Close()
+	c.ok("umount", mp)
+	if log, err := os.ReadFile(filepath.Join(c.home, "conquest.log")); err != nil || strings.Contains(string(log), "orphan") {
+		t.Errorf("the daemon's log: %v\n%s", err, log)
+	}
+	out, _, code := c.run("fsck", "--pram", pram, "--disk", disk)
+	if code != 4 || !strings.Contains(out, fmt.Sprintf("offset %d", bad*bs)) || strings.Contains(out, "orphan") {
+		t.Errorf("fsck: exit %d, want 4 for the damaged block only\n%s", code, out)
+	}
+	if _, _, code := c.run("fsck", "--repair", "--zero-bad-blocks", "--pram", pram, "--disk", disk); code != 1 {
+		t.Errorf("fsck --repair --zero-bad-blocks: exit %d, want 1", code)
+	}
+	c.ok("fsck", "--pram", pram, "--disk", disk)
 }
