@@ -517,6 +517,9 @@ func TestRepairSegBlocks(t *testing.T) {
 	wantContent(t, fs, "/large", data)
 }
 
+// zeroIt, as TestRepairStoreHeaders's xor, zeroes the word.
+const zeroIt = ^uint64(0)
+
 // TestRepairStoreHeaders: the free map keeps a copy of the disk's block
 // count (+16) and block size (+8), and the free map and the stats record
 // each start with a magic. Damaged, a mount refuses the pair; fsck opens
@@ -543,13 +546,25 @@ func TestRepairStoreHeaders(t *testing.T) {
 		// good: "no free map at root slot 5 (576460752304472064)".
 		{"free map root slot", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootFreeMap) }, 1 << 59, diskstore.ErrCorrupt},
 		{"stats root slot byte", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootStats) }, 0x5a << 16, diskstore.ErrCorrupt},
+		// Damaged in two bytes or zeroed (an outside corruption test's 8
+		// zero bytes at slot 6), no pointer a byte away finds the record:
+		// fsck finds it in the heap (its magic and the geometry the disk
+		// superblock gives).
+		{"free map root slot two bytes", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootFreeMap) }, 0x4242 << 24, diskstore.ErrCorrupt},
+		{"stats root slot two bytes", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootStats) }, 0x1111 << 16, diskstore.ErrCorrupt},
+		{"free map root slot zeroed", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootFreeMap) }, zeroIt, diskstore.ErrCorrupt},
+		{"stats root slot zeroed", func(fs *FS) pram.Off { return pram.RootOff(diskstore.RootStats) }, zeroIt, diskstore.ErrCorrupt},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs, env := newTestFSOpt(t, fsOpt{disk: true})
 			data := pattern(300<<10, 8)
 			makeFile(t, fs, "large", data)
 			off := c.off(fs)
-			corrupt(fs, func(tx *pram.Tx) { tx.Set64(off, fs.a.U64(off)^c.xor) })
+			xor := c.xor
+			if xor == zeroIt {
+				xor = fs.a.U64(off)
+			}
+			corrupt(fs, func(tx *pram.Tx) { tx.Set64(off, fs.a.U64(off)^xor) })
 			must(t, fs.Close())
 			if _, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now}); !errors.Is(err, c.mount) {
 				t.Fatalf("mount of the damaged pair: %v, want %v", err, c.mount)
