@@ -329,6 +329,25 @@ func TestCorruptImageRefused(t *testing.T) {
 	other := filepath.Join(dir, "other")
 	os.WriteFile(other, make([]byte, 1<<20), 0o600)
 	c.fails(1, "not a Conquest arena", "mount", "--pram", other, "--disk", disk, mp)
+	// A disk whose first 4 KiB (the superblock and its copy) are zeros, or
+	// a wrong file given as the disk: refused, and the message does not
+	// advise mkfs, which would lose the arena's files.
+	for _, d := range []string{other, d2} {
+		if d == d2 {
+			f, err := os.OpenFile(d2, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WriteAt(make([]byte, 4096), 0)
+			if err := errors.Join(err, f.Close()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs := c.fails(1, "not the disk formatted with this arena, or both copies of its superblock", "mount", "--pram", p2, "--disk", d, mp)
+		if !strings.Contains(errs, "would format both images anew, losing every file") {
+			t.Errorf("the refusal of %s does not warn against mkfs: %s", d, errs)
+		}
+	}
 }
 
 // fsck exit codes after a crash: 1 (recovered), then 0.

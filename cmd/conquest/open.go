@@ -93,7 +93,9 @@ func explainOpen(im images, err error) error {
 	case errors.Is(err, diskstore.ErrUUIDMismatch):
 		return fmt.Errorf("%w: %s and %s were not formatted together; refusing to mount a mismatched pair", err, im.pram, im.disk)
 	case errors.Is(err, diskstore.ErrNotConquestDisk):
-		return fmt.Errorf("%w (%s; format the pair with `conquest mkfs`)", err, im.disk)
+		// Not "format the pair": a wrong --disk, or a disk whose first
+		// block was overwritten, would lose the arena's files to mkfs.
+		return fmt.Errorf("%w: not the disk formatted with this arena, or both copies of its superblock (its first 4 KiB) are damaged; refusing to use it (`conquest mkfs` would format both images anew, losing every file)", err)
 	case errors.As(err, &crash):
 		return fmt.Errorf("%w; refusing to mount it: run `conquest fsck --repair --pram %s --disk %s`", err, im.pram, im.disk)
 	case isDamage(err):
