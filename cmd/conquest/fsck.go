@@ -97,6 +97,15 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: restoring the disk superblock failed: %v", explainOpen(im, err), im.disk, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("disk superblock: %v: wrote the backup copy back", err))
+				} else if (errors.Is(err, diskstore.ErrNotConquestDisk) || errors.Is(err, diskstore.ErrChecksum)) && !errors.Is(err, diskstore.ErrSuperBackup) {
+					// The disk's superblock and its copy are both lost
+					// (one damaged page holds both): rebuild it from the
+					// arena, once the disk's data has verified against it.
+					did, rerr := rebuildDiskSuper(im, opts)
+					if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%v", explainOpen(im, err), rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, did)
 				} else if errors.Is(err, conquest.ErrRootSlot) {
 					// Root slot 1 does not lead to the root directory:
 					// find its one inode record in the heap.

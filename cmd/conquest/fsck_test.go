@@ -182,3 +182,89 @@ func TestTruncateIntoDamagedDiskBlock(t *testing.T) {
 	}
 	c.ok("fsck", "--pram", pram, "--disk", disk)
 }
+
+// TestFsckRebuildsLostDiskSuper: the disk keeps its superblock and the copy
+// in its first 4 KiB, so one damaged page loses both (an outside corruption
+// test zeroed it, and the pair was refused for good, with advice to mkfs).
+// fsck --repair rebuilds the superblock from the arena once the disk's data
+// verifies against the arena's checksums; another pair's disk fails that
+// check and is left as it is, and so is a disk with no data to check when
+// its first page is not zeros.
+func TestFsckRebuildsLostDiskSuper(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	mp := c.mountpoint()
+	pair := func(name string, withData bool) (string, string, []byte) {
+		p, d := filepath.Join(dir, name+".pram"), filepath.Join(dir, name+".disk")
+		c.ok("mkfs", "--pram", p, "--disk", d, "--pram-size", "32M", "--disk-size", "64M")
+		var data []byte
+		if withData {
+			c.ok("mount", "--pram", p, "--disk", d, mp)
+			data = make([]byte, 3<<20+99)
+			for i := range data {
+				data[i] = byte(i*31 + int(name[0]) + i>>12)
+			}
+			if err := os.WriteFile(filepath.Join(mp, "large"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c.ok("umount", mp)
+		}
+		return p, d, data
+	}
+	overwrite := func(path string, page []byte) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt(page, 0)
+		if err := errors.Join(err, f.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	garbage := bytes.Repeat([]byte("not a superblock"), 256)
+
+	p, d, data := pair("a", true)
+	overwrite(d, make([]byte, 4096))
+	c.fails(8, "conquest fsck --repair` rebuilds the superblock", "fsck", "--pram", p, "--disk", d)
+	out, errs, code := c.run("fsck", "--repair", "--pram", p, "--disk", d)
+	if code != 1 || !strings.Contains(out, "rebuilt from the arena") || !strings.Contains(out, "clean now") {
+		t.Fatalf("fsck --repair of a zeroed disk superblock: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	c.ok("fsck", "--pram", p, "--disk", d)
+	c.ok("mount", "--pram", p, "--disk", d, mp)
+	if got, err := os.ReadFile(filepath.Join(mp, "large")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("after the rebuild: %d bytes, %v", len(got), err)
+	}
+	c.ok("umount", mp)
+	// Garbage over the page, not zeros: the same, the data vouching.
+	overwrite(d, garbage)
+	if _, _, code := c.run("fsck", "--repair", "--pram", p, "--disk", d); code != 1 {
+		t.Errorf("fsck --repair of a disk superblock overwritten with garbage: exit %d, want 1", code)
+	}
+	c.ok("fsck", "--pram", p, "--disk", d)
+
+	// Another pair's disk, its first page lost too: its data fails the
+	// arena's checksums, and it is left as it is.
+	_, d2, _ := pair("b", true)
+	overwrite(d2, make([]byte, 4096))
+	before := sumFiles(t, d2)
+	c.fails(4, "fail their checksums: not the arena's disk", "fsck", "--repair", "--pram", p, "--disk", d2)
+	if sumFiles(t, d2) != before {
+		t.Error("fsck --repair wrote to another pair's disk")
+	}
+
+	// No data on the disk to check against: only a first page of zeros
+	// is taken for the lost superblock.
+	p3, d3, _ := pair("c", false)
+	overwrite(d3, garbage)
+	before = sumFiles(t, d3)
+	c.fails(4, "no data on a disk to check it against", "fsck", "--repair", "--pram", p3, "--disk", d3)
+	if sumFiles(t, d3) != before {
+		t.Error("fsck --repair wrote a superblock over a first page it could not vouch for")
+	}
+	overwrite(d3, make([]byte, 4096))
+	if _, _, code := c.run("fsck", "--repair", "--pram", p3, "--disk", d3); code != 1 {
+		t.Errorf("fsck --repair of an empty pair's zeroed disk superblock: exit %d, want 1", code)
+	}
+	c.ok("fsck", "--pram", p3, "--disk", d3)
+}

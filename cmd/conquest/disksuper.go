@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"conquest/conquest"
+	"conquest/diskstore"
+	"conquest/pram"
+)
+
+// rebuildDiskSuper is fsck --repair's answer to a disk whose superblock
+// and its copy (both in the first 4 KiB) are lost: it builds the
+// superblock from the arena (its UUID, the disk's block size and count),
+// opens the pair read-only with that superblock shown in place of the
+// lost one (diskstore.SuperOverlay), verifies every written block against
+// the arena's checksums, and only if none fails, and some data or nothing
+// but zeros was there, writes it (diskstore.RebuildSuper). A disk of
+// another file system given by mistake fails that check and is left as it
+// is. It returns what it did, for fsck's list of fixes.
+func rebuildDiskSuper(im images, opts conquest.Options) (string, error) {
+	g, err := arenaGeometry(im.pram)
+	if err != nil {
+		return "", err
+	}
+	bs, blocks := g.Params[diskstore.ParamBlockSize], g.Params[diskstore.ParamDiskBlocks]
+	if g.Features&pram.FeatureDisk == 0 || !diskstore.ValidBlockSize(bs) || blocks < diskstore.MinBlocks || bs > 1<<32 {
+		return "", fmt.Errorf("%s: the arena records no usable disk geometry (%d blocks of %d bytes)", im.pram, blocks, bs)
+	}
+	dev, err := diskstore.OpenDevice(im.disk, diskstore.DeviceOptions{})
+	if err != nil {
+		return "", err
+	}
+	defer dev.Close()
+	if n := diskstore.BlockCount(dev.Size(), uint32(bs)); n != blocks {
+		return "", fmt.Errorf("%s: holds %d blocks of %d bytes, the arena's disk had %d: not its disk, not rebuilding its superblock", im.disk, n, bs, blocks)
+	}
+	sup := diskstore.Super{Version: diskstore.DiskVersion, BlockSize: uint32(bs), UUID: g.UUID, Blocks: blocks, CreatedNs: g.CreatedNs}
+
+	o := opts
+	o.ReadOnly = true
+	o.Device = diskstore.SuperOverlay(dev, sup)
+	fsys, err := coreOpen(im, o)
+	if err != nil {
+		return "", fmt.Errorf("%s: opening the pair with a rebuilt disk superblock: %w", im.pram, err)
+	}
+	failed := 0
+	for _, e := range fsys.CheckWith(conquest.CheckOptions{VerifyData: true}) {
+		var dc *diskstore.DataChecksumError
+		var sd *diskstore.SumDamageError
+		if errors.As(e, &dc) || errors.As(e, &sd) {
+			failed++
+		}
+	}
+	used := fsys.Space().DiskUsed
+	if err := fsys.Close(); err != nil {
+		return "", err
+	}
+	if failed > 0 {
+		return "", fmt.Errorf("%s: with a superblock rebuilt from the arena, %d of its blocks fail their checksums: not the arena's disk (or damaged beyond its first block), not rebuilding it", im.disk, failed)
+	}
+	if used == 0 {
+		// No data to vouch for the disk: only a first page of zeros
+		// (a replaced sector) is taken for the lost superblock.
+		page := diskstore.AlignedBuffer(4096)
+		if _, err := dev.ReadAt(page, 0); err != nil && !errors.Is(err, io.EOF) || !bytes.Equal(page, make([]byte, len(page))) {
+			return "", fmt.Errorf("%s: holds no Conquest superblock, and the arena has no data on a disk to check it against: not rebuilding it", im.disk)
+		}
+	}
+	if err := diskstore.RebuildSuper(dev, sup); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("disk superblock: lost with its copy: rebuilt from the arena (%d blocks of %d bytes, UUID %s; every written block verified against the arena's checksums)",
+		blocks, bs, pram.FormatUUID(g.UUID)), nil
+}
+
+// arenaGeometry reads the static geometry from the superblock in the first
+// page of the arena image at path.
+func arenaGeometry(path string) (pram.Geometry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return pram.Geometry{}, err
+	}
+	defer f.Close()
+	page := make([]byte, 4096)
+	if _, err := f.ReadAt(page, 0); err != nil {
+		return pram.Geometry{}, fmt.Errorf("%s: reading the superblock: %w", path, err)
+	}
+	g, err := pram.Validate(page, 0)
+	if err != nil {
+		return pram.Geometry{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
+}
