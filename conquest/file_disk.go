@@ -86,6 +86,19 @@ type lsizeChange struct {
 }
 
 // openDisk opens the store for Open, or checks that the arena needs none.
+// diskPairErr names the disk and its arena in an error of diskstore.Open
+// (or CheckPair).
+func diskPairErr(diskPath, arenaPath string, err error) error {
+	switch {
+	case errors.Is(err, diskstore.ErrUUIDMismatch):
+		return fmt.Errorf("disk %s does not belong to arena %s: %w", diskPath, arenaPath, err)
+	case errors.Is(err, diskstore.ErrGeometry):
+		// A disk truncated or grown since mkfs, or one of another size.
+		return fmt.Errorf("disk %s does not match arena %s: %w", diskPath, arenaPath, err)
+	}
+	return fmt.Errorf("disk %s (of arena %s): %w", diskPath, arenaPath, err)
+}
+
 func (fs *FS) openDisk(diskPath string, o Options) error {
 	g := fs.a.Geometry()
 	hasDisk := g.Features&pram.FeatureDisk != 0
@@ -114,14 +127,7 @@ func (fs *FS) openDisk(diskPath string, o Options) error {
 	ds, err := diskstore.Open(fs.h, dev, so)
 	if err != nil {
 		dev.Close()
-		switch {
-		case errors.Is(err, diskstore.ErrUUIDMismatch):
-			return fmt.Errorf("disk %s does not belong to arena %s: %w", diskPath, fs.a.Path(), err)
-		case errors.Is(err, diskstore.ErrGeometry):
-			// A disk truncated or grown since mkfs, or one of another size.
-			return fmt.Errorf("disk %s does not match arena %s: %w", diskPath, fs.a.Path(), err)
-		}
-		return fmt.Errorf("disk %s (of arena %s): %w", diskPath, fs.a.Path(), err)
+		return diskPairErr(diskPath, fs.a.Path(), err)
 	}
 	fs.ds = ds
 	if r := ds.Recovery(); r.Checked > 0 || r.Damaged > 0 {

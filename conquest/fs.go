@@ -231,6 +231,20 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 			return nil, err
 		}
 	}
+	if o.Device != nil {
+		// A disk that is not this arena's is refused before the arena's
+		// open counts the mount (and perhaps recovers it): nothing is
+		// written to either image. An arena whose superblock cannot be
+		// read here gets its own error from the open below.
+		if g, gerr := pram.ReadGeometry(pramPath); gerr == nil && g.Features&pram.FeatureDisk != 0 {
+			if err := diskstore.CheckPair(o.Device, g); err != nil {
+				if opened {
+					o.Device.Close()
+				}
+				return nil, diskPairErr(diskPath, pramPath, err)
+			}
+		}
+	}
 	a, err := pram.OpenWith(pramPath, ao)
 	if err != nil {
 		if opened {

@@ -377,6 +377,27 @@ func Format(tx *pram.Tx, h *alloc.Heap, dev Device, blockSize uint32, o Options)
 	return s, nil
 }
 
+// CheckPair reads dev's superblock and checks that it belongs to the arena
+// of geometry g (UUID, block size, block count), as Open does first. The
+// core calls it before it opens the arena, whose open counts the mount: a
+// wrong disk is then refused without a byte of either image written.
+// Errors are Open's.
+func CheckPair(dev Device, g pram.Geometry) error {
+	_, err := checkPair(dev, g)
+	return err
+}
+
+func checkPair(dev Device, g pram.Geometry) (Super, error) {
+	sup, err := ReadSuper(dev)
+	if err != nil {
+		return sup, err
+	}
+	if sup.UUID != g.UUID {
+		return sup, fmt.Errorf("%w: disk %s, arena %s", ErrUUIDMismatch, pram.FormatUUID(sup.UUID), g.UUIDString())
+	}
+	return sup, checkParams(g, sup)
+}
+
 func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.Off, o Options) *Store {
 	o.fill()
 	s := &Store{a: a, h: h, dev: dev, super: sup, bs: uint64(sup.BlockSize), o: o, fm: fm, st: st,
@@ -408,15 +429,8 @@ func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.O
 // ErrIO or ErrCorrupt.
 func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	a := h.Arena()
-	sup, err := ReadSuper(dev)
+	sup, err := checkPair(dev, a.Geometry())
 	if err != nil {
-		return nil, err
-	}
-	g := a.Geometry()
-	if sup.UUID != g.UUID {
-		return nil, fmt.Errorf("%w: disk %s, arena %s", ErrUUIDMismatch, pram.FormatUUID(sup.UUID), g.UUIDString())
-	}
-	if err := checkParams(g, sup); err != nil {
 		return nil, err
 	}
 	if !o.ReadOnly {

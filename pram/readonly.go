@@ -96,3 +96,22 @@ func LeftOpen(path string) (bool, error) {
 	}
 	return binary.LittleEndian.Uint64(page[offState:]) != StateClean, nil
 }
+
+// ReadGeometry returns the static geometry of the image at path, reading
+// only its superblock (nothing is mapped or written).
+func ReadGeometry(path string) (Geometry, error) {
+	f, kind, devSize, err := openBackingMode(path, os.O_RDONLY, false)
+	if err != nil {
+		return Geometry{}, err
+	}
+	defer f.Close()
+	page := make([]byte, PageSize)
+	if n, err := f.ReadAt(page, 0); n < superDynEnd {
+		return Geometry{}, fmt.Errorf("%s: %w: cannot read superblock: %v", path, ErrNotConquest, err)
+	}
+	g, err := validateOn(page, kind, devSize)
+	if err != nil {
+		return g, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, nil
+}

@@ -238,9 +238,14 @@ func TestMountLifecycle(t *testing.T) {
 	if !strings.Contains(out, "clean") {
 		t.Errorf("fsck: %s", out)
 	}
+	images := sumFiles(t, pram, disk)
 	out, _ = c.ok("df", "--pram", pram, "--disk", disk)
 	if !strings.Contains(out, "2 files") || !strings.Contains(out, "arena") {
 		t.Errorf("df of images:\n%s", out)
+	}
+	c.ok("stat", "--pram", pram, "--disk", disk)
+	if sumFiles(t, pram, disk) != images {
+		t.Error("df or stat of unmounted images wrote to them (they open read-only)")
 	}
 	// The same disk figures as the daemon served while mounted.
 	fsys, err := conquest.Open(pram, disk, conquest.Options{})
@@ -315,16 +320,28 @@ func TestCorruptImageRefused(t *testing.T) {
 	// A disk from another pair.
 	p2, d2 := filepath.Join(dir, "p2.img"), filepath.Join(dir, "d2.img")
 	c.ok("mkfs", "--pram", p2, "--disk", d2, "--pram-size", "16M", "--disk-size", "16M")
+	// A refusal of the pair writes nothing to either image: the disk is
+	// checked before the arena's open counts the mount (an outside test
+	// saw the mount counter and checkpoint sequence change).
+	arena2 := sumFiles(t, p2)
 	c.fails(1, "not formatted together", "mount", "--pram", p2, "--disk", disk, mp)
 	c.fails(1, "not formatted together", "df", "--pram", p2, "--disk", disk)
+	c.fails(8, "not formatted together", "fsck", "--pram", p2, "--disk", disk)
+	if sumFiles(t, p2) != arena2 {
+		t.Error("a refused mount, df or fsck of a mismatched pair changed the arena")
+	}
 	// A disk truncated since mkfs: refused by mount, named by fsck.
 	p3, d3 := filepath.Join(dir, "p3.img"), filepath.Join(dir, "d3.img")
 	c.ok("mkfs", "--pram", p3, "--disk", d3, "--pram-size", "16M", "--disk-size", "64M")
 	if err := os.Truncate(d3, 16<<20); err != nil {
 		t.Fatal(err)
 	}
+	arena3 := sumFiles(t, p3)
 	c.fails(1, "does not match arena", "mount", "--pram", p3, "--disk", d3, mp)
 	c.fails(4, "device has 16777216 bytes", "fsck", "--pram", p3, "--disk", d3)
+	if sumFiles(t, p3) != arena3 {
+		t.Error("a refused mount or fsck of a truncated disk changed the arena")
+	}
 	// Not a Conquest image at all.
 	other := filepath.Join(dir, "other")
 	os.WriteFile(other, make([]byte, 1<<20), 0o600)
@@ -346,6 +363,9 @@ func TestCorruptImageRefused(t *testing.T) {
 		errs := c.fails(1, "not the disk formatted with this arena, or both copies of its superblock", "mount", "--pram", p2, "--disk", d, mp)
 		if !strings.Contains(errs, "would format both images anew, losing every file") {
 			t.Errorf("the refusal of %s does not warn against mkfs: %s", d, errs)
+		}
+		if sumFiles(t, p2) != arena2 {
+			t.Errorf("the refused mount with %s as its disk changed the arena", d)
 		}
 	}
 }

@@ -79,9 +79,15 @@ func report(c *cli.Context, detail bool) error {
 		return err
 	}
 	defer unlockDisk()
-	fsys, err := openImages(im, conquest.Options{Logf: func(string, ...any) {}}, true, func(why string) {
-		fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", why)
-	})
+	// Read-only first: reporting usage writes nothing, not even the mount
+	// counter. A pair a crash left needing recovery is opened as a mount
+	// would open it, which recovers it.
+	fsys, err := coreOpen(im, conquest.Options{Logf: func(string, ...any) {}, ReadOnly: true})
+	if err != nil {
+		fsys, err = openImages(im, conquest.Options{Logf: func(string, ...any) {}}, true, func(why string) {
+			fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", why)
+		})
+	}
 	if err != nil {
 		return explainOpen(im, err)
 	}
