@@ -38,10 +38,11 @@ func fsckCommand() *cli.Command {
 			"failing its checksum, or whose checksums were lost with a damaged record, is reported\n" +
 			"(--zero-bad-blocks replaces such blocks by zeros, and empties a large file's damaged list of\n" +
 			"segments or checksums: the file reads as zeros). The disk's free map and its other lists are\n" +
-			"rebuilt from the files. With --no-write (-n, as e2fsck -n) nothing is written to either\n" +
-			"image, not even the mount counter; an image that needs recovery is then refused.\n" +
-			"Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left\n" +
-			"uncorrected, 8 operational error (missing image, in use).",
+			"rebuilt from the files, and a disk superblock lost with its copy from the arena, once the\n" +
+			"disk's data verifies against the arena's checksums. With --no-write (-n, as e2fsck -n)\n" +
+			"nothing is written to either image, not even the mount counter; an image that needs\n" +
+			"recovery is then refused. Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors\n" +
+			"left uncorrected, 8 operational error (missing image, in use).",
 		Flags: append(deviceFlags(),
 			&cli.BoolFlag{Name: "repair", Aliases: []string{"y"}, Usage: "repair what can be repaired"},
 			&cli.BoolFlag{Name: "zero-bad-blocks", Usage: "with --repair: replace disk blocks failing their checksum, or whose checksums or block map are lost, by zeros (their data is lost)"},
