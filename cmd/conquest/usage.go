@@ -79,10 +79,15 @@ func report(c *cli.Context, detail bool) error {
 		return err
 	}
 	defer unlockDisk()
-	// Read-only first: reporting usage writes nothing, not even the mount
-	// counter. A pair a crash left needing recovery is opened as a mount
-	// would open it, which recovers it.
-	fsys, err := coreOpen(im, conquest.Options{Logf: func(string, ...any) {}, ReadOnly: true})
+	// df opens read-only first: reporting usage writes nothing, not even
+	// the mount counter. A pair a crash left needing recovery is opened as
+	// a mount would open it, which recovers it. stat opens as a mount
+	// would, to show how a mount maps the arena (a RAM copy, slots).
+	var fsys *conquest.FS
+	err = errors.New("stat")
+	if !detail {
+		fsys, err = coreOpen(im, conquest.Options{Logf: func(string, ...any) {}, ReadOnly: true})
+	}
 	if err != nil {
 		fsys, err = openImages(im, conquest.Options{Logf: func(string, ...any) {}}, true, func(why string) {
 			fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", why)
