@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"conquest/conquest"
 	"conquest/diskstore"
@@ -22,7 +21,7 @@ import (
 // another file system given by mistake fails that check and is left as it
 // is. It returns what it did, for fsck's list of fixes.
 func rebuildDiskSuper(im images, opts conquest.Options) (string, error) {
-	g, err := arenaGeometry(im.pram)
+	g, err := pram.ReadGeometry(im.pram)
 	if err != nil {
 		return "", err
 	}
@@ -35,7 +34,7 @@ func rebuildDiskSuper(im images, opts conquest.Options) (string, error) {
 		return "", err
 	}
 	defer dev.Close()
-	if n := diskstore.BlockCount(dev.Size(), uint32(bs)); n != blocks {
+	if n := diskstore.BlockCount(dev.Size(), uint32(bs)); n < blocks {
 		return "", fmt.Errorf("%s: holds %d blocks of %d bytes, the arena's disk had %d: not its disk, not rebuilding its superblock", im.disk, n, bs, blocks)
 	}
 	sup := diskstore.Super{Version: diskstore.DiskVersion, BlockSize: uint32(bs), UUID: g.UUID, Blocks: blocks, CreatedNs: g.CreatedNs}
@@ -75,23 +74,4 @@ func rebuildDiskSuper(im images, opts conquest.Options) (string, error) {
 	}
 	return fmt.Sprintf("disk superblock: lost with its copy: rebuilt from the arena (%d blocks of %d bytes, UUID %s; every written block verified against the arena's checksums)",
 		blocks, bs, pram.FormatUUID(g.UUID)), nil
-}
-
-// arenaGeometry reads the static geometry from the superblock in the first
-// page of the arena image at path.
-func arenaGeometry(path string) (pram.Geometry, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return pram.Geometry{}, err
-	}
-	defer f.Close()
-	page := make([]byte, 4096)
-	if _, err := f.ReadAt(page, 0); err != nil {
-		return pram.Geometry{}, fmt.Errorf("%s: reading the superblock: %w", path, err)
-	}
-	g, err := pram.Validate(page, 0)
-	if err != nil {
-		return pram.Geometry{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return g, nil
 }
