@@ -84,11 +84,10 @@ func report(c *cli.Context, detail bool) error {
 	// a mount would open it, which recovers it. stat opens as a mount
 	// would, to show how a mount maps the arena (a RAM copy, slots).
 	var fsys *conquest.FS
-	err = errors.New("stat")
 	if !detail {
 		fsys, err = coreOpen(im, conquest.Options{Logf: func(string, ...any) {}, ReadOnly: true})
 	}
-	if err != nil {
+	if detail || err != nil {
 		fsys, err = openImages(im, conquest.Options{Logf: func(string, ...any) {}}, true, func(why string) {
 			fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", why)
 		})
