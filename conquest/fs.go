@@ -553,7 +553,7 @@ func (fs *FS) guard(err *error) {
 // read used to log the first with its stack, which looked like a crash of
 // the daemon to an outside corruption test that grepped its log.)
 func (fs *FS) damageLog(what string, r any) {
-	if err, ok := r.(error); ok && errors.Is(err, pram.ErrOutOfRange) {
+	if pram.OutOfRange(r) {
 		fs.logf("%s: %s: the arena is damaged: %v (run `conquest fsck`)", fs.a.Path(), what, r)
 		return
 	}

@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync/atomic"
@@ -110,7 +109,7 @@ func (s *Server) serve(req fuse.Request, ticket uint64) {
 			// An offset out of the arena's range is damage its bounds
 			// checks caught (the core's guards log it so, in one line);
 			// anything else may be a bug, and keeps its stack.
-			if err, ok := v.(error); ok && errors.Is(err, pram.ErrOutOfRange) {
+			if pram.OutOfRange(v) {
 				s.opt.Logf("fusefs: serving %v: the arena is damaged: %v (run `conquest fsck`)", req, v)
 			} else if !s.fs.NoteFault(v) {
 				s.opt.Logf("fusefs: panic serving %v: %v\n%s", req, v, debug.Stack())

@@ -80,8 +80,8 @@ func (s *Server) dropLock(node conquest.Ino) *sync.Mutex {
 // completes. The last writer's close counts once its RELEASE is served,
 // so the open of a reader that follows that close first waits for the
 // RELEASEs in progress (frees.awaitReleases). An empty file keeps its
-// cache too: not keeping it would have
-// the kernel drop every page after this open, outside that lock. With the
+// cache too: not keeping it would have the kernel drop every page after
+// this open, outside that lock. With the
 // writeback cache there is no such window (a write stays in the kernel's
 // dirty pages, which the invalidation writes back before it drops them),
 // and the rule would cost more: the kernel sends a file's RELEASE only

@@ -39,3 +39,11 @@ var (
 	// panic and calling Abort leaves the arena as before the transaction.
 	ErrTxFull = errors.New("transaction too large for the journal")
 )
+
+// OutOfRange reports whether a recovered panic value is an ErrOutOfRange
+// error: damage the arena's bounds checks caught, which callers log in one
+// line, without the stack a bug would deserve.
+func OutOfRange(v any) bool {
+	err, ok := v.(error)
+	return ok && errors.Is(err, ErrOutOfRange)
+}
