@@ -7,6 +7,8 @@ import (
 	"time"
 
 	farm "github.com/dgryski/go-farm"
+
+	"conquest/pram"
 )
 
 // The disk holds a superblock in block 0 and large-file data in blocks 1..n-1,
@@ -147,10 +149,17 @@ func decodeSuper(page []byte, devSize int64) (Super, error) {
 	}
 	le := binary.LittleEndian
 	s.Version = le.Uint32(page[superOffVersion:])
+	sum, want := le.Uint64(page[superOffChecksum:]), farm.Hash64(page[:superOffChecksum])
 	if s.Version != DiskVersion {
+		// As the arena's superblock (pram.PlausibleVersion): a version
+		// that fails the checksum and could not be a later format's is
+		// damage.
+		if sum != want && !pram.PlausibleVersion(s.Version, DiskVersion) {
+			return s, fmt.Errorf("%w: the version field reads %d and the checksum fails (stored %#x, computed %#x): the superblock is damaged", ErrChecksum, s.Version, sum, want)
+		}
 		return s, fmt.Errorf("%w: found version %d, this build reads %d", ErrVersion, s.Version, DiskVersion)
 	}
-	if sum, want := le.Uint64(page[superOffChecksum:]), farm.Hash64(page[:superOffChecksum]); sum != want {
+	if sum != want {
 		return s, fmt.Errorf("%w: stored %#x, computed %#x", ErrChecksum, sum, want)
 	}
 	s.BlockSize = le.Uint32(page[superOffBlockSize:])

@@ -45,6 +45,13 @@ func TestSuperErrors(t *testing.T) {
 		{"zeros", func(b []byte) { clear(b[:4096]) }, ErrNotConquestDisk},
 		{"other magic", func(b []byte) { copy(b, "CONQPRAM") }, ErrNotConquestDisk},
 		{"version", func(b []byte) { binary.LittleEndian.PutUint32(b[superOffVersion:], 2) }, ErrVersion},
+		{"version sealed", func(b []byte) {
+			binary.LittleEndian.PutUint32(b[superOffVersion:], 1<<30)
+			binary.LittleEndian.PutUint64(b[superOffChecksum:], farm.Hash64(b[:superOffChecksum]))
+		}, ErrVersion},
+		// No later format would have these: damage, not a newer disk.
+		{"version 0", func(b []byte) { binary.LittleEndian.PutUint32(b[superOffVersion:], 0) }, ErrChecksum},
+		{"version damaged", func(b []byte) { b[superOffVersion+2] ^= 0x11 }, ErrChecksum},
 		{"checksum", func(b []byte) { b[superOffUUID] ^= 1 }, ErrChecksum},
 		{"block size", func(b []byte) {
 			binary.LittleEndian.PutUint32(b[superOffBlockSize:], 5000)

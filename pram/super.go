@@ -186,10 +186,14 @@ func validateStatic(page []byte, kind Kind, deviceSize uint64) (Geometry, error)
 		return g, ErrNotConquest
 	}
 	le := binary.LittleEndian
+	sum, want := le.Uint64(page[offChecksum:]), farm.Hash64(page[:offChecksum])
 	if v := le.Uint32(page[offVersion:]); v != Version {
+		if sum != want && !PlausibleVersion(v, Version) {
+			return g, fmt.Errorf("%w: the version field reads %d and the checksum fails (stored %#x, computed %#x): the superblock is damaged", ErrChecksum, v, sum, want)
+		}
 		return g, fmt.Errorf("%w: found version %d, this build reads %d", ErrVersion, v, Version)
 	}
-	if sum, want := le.Uint64(page[offChecksum:]), farm.Hash64(page[:offChecksum]); sum != want {
+	if sum != want {
 		return g, fmt.Errorf("%w: stored %#x, computed %#x", ErrChecksum, sum, want)
 	}
 	g.Features = le.Uint32(page[offFeatures:])
@@ -217,6 +221,22 @@ func validateStatic(page []byte, kind Kind, deviceSize uint64) (Geometry, error)
 	}
 	return g, nil
 }
+
+// PlausibleVersion reports whether v, read from a superblock whose
+// checksum fails in this build's layout, could be a later format's version
+// (whose layout this build does not know) rather than damage: a later
+// version is a small number above ours. Version 0, and the likes of
+// 1831600129 that a damaged page holds, are damage, and are reported as
+// such (ErrChecksum), not as a format this build cannot read. A version
+// whose checksum passes in this layout was written on purpose, and is
+// ErrVersion whatever its value.
+func PlausibleVersion(v, ours uint32) bool {
+	return v > ours && v <= ours+maxVersionsAhead
+}
+
+// maxVersionsAhead bounds how many format versions past this build's a
+// superblock may claim before its version field is taken for damage.
+const maxVersionsAhead = 255
 
 // check verifies that the regions of g are ordered, aligned and in range.
 func (g Geometry) check() error {

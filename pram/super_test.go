@@ -108,7 +108,14 @@ func TestValidateSentinels(t *testing.T) {
 		{"zero", func(p []byte) []byte { return make([]byte, PageSize) }, 0, ErrNotConquest},
 		{"magic", func(p []byte) []byte { p[3] ^= 1; return p }, 0, ErrNotConquest},
 		{"version", func(p []byte) []byte { le.PutUint32(p[offVersion:], 2); reseal(p); return p }, 0, ErrVersion},
-		{"version unsealed", func(p []byte) []byte { le.PutUint32(p[offVersion:], 0); return p }, 0, ErrVersion},
+		{"version 2 unsealed", func(p []byte) []byte { le.PutUint32(p[offVersion:], 2); return p }, 0, ErrVersion},
+		{"version 0 sealed", func(p []byte) []byte { le.PutUint32(p[offVersion:], 0); reseal(p); return p }, 0, ErrVersion},
+		{"version huge sealed", func(p []byte) []byte { le.PutUint32(p[offVersion:], 1831600129); reseal(p); return p }, 0, ErrVersion},
+		// A version field no later format would have, unsealed: damage
+		// (a corruption review saw "unsupported version 1831600129").
+		{"version 0 unsealed", func(p []byte) []byte { le.PutUint32(p[offVersion:], 0); return p }, 0, ErrChecksum},
+		{"version damaged", func(p []byte) []byte { le.PutUint32(p[offVersion:], 1831600129); return p }, 0, ErrChecksum},
+		{"version high byte", func(p []byte) []byte { p[offVersion+3] ^= 0x40; return p }, 0, ErrChecksum},
 		{"features", func(p []byte) []byte { le.PutUint32(p[offFeatures:], 1<<7); reseal(p); return p }, 0, ErrVersion},
 		{"checksum", func(p []byte) []byte { p[offChecksum] ^= 1; return p }, 0, ErrChecksum},
 		{"uuid flip", func(p []byte) []byte { p[offUUID+5] ^= 0x10; return p }, 0, ErrChecksum},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -343,6 +344,32 @@ func TestCorruptImageRefused(t *testing.T) {
 	if sumFiles(t, p3) != arena3 {
 		t.Error("a refused mount or fsck of a truncated disk changed the arena")
 	}
+	// Both copies of the arena superblock's version field damaged: damage
+	// (exit 4), not a format of a later Conquest (exit 8), as a corruption
+	// review saw ("unsupported ... version: found version 1831600129").
+	// A version a later format could have is still "unsupported".
+	p4, d4 := filepath.Join(dir, "p4.img"), filepath.Join(dir, "d4.img")
+	c.ok("mkfs", "--pram", p4, "--disk", d4, "--pram-size", "16M", "--disk-size", "16M")
+	setVersion := func(v uint32) {
+		t.Helper()
+		f, err := os.OpenFile(p4, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := binary.LittleEndian.AppendUint32(nil, v)
+		_, err1 := f.WriteAt(b, 8)
+		_, err2 := f.WriteAt(b, 2048+8)
+		if err := errors.Join(err1, err2, f.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setVersion(1831600129)
+	c.fails(1, "the version field reads 1831600129 and the checksum fails", "mount", "--pram", p4, "--disk", d4, mp)
+	if errs := c.fails(4, "superblock is damaged", "fsck", "--pram", p4, "--disk", d4); strings.Contains(errs, "unsupported") {
+		t.Errorf("a damaged version field is reported as an unsupported format: %s", errs)
+	}
+	setVersion(2)
+	c.fails(8, "unsupported Conquest arena format version: found version 2", "fsck", "--pram", p4, "--disk", d4)
 	// Not a Conquest image at all.
 	other := filepath.Join(dir, "other")
 	os.WriteFile(other, make([]byte, 1<<20), 0o600)
