@@ -111,11 +111,7 @@ func (h *Heap) EntryOffset(off pram.Off) pram.Off {
 }
 
 // RepairSize repairs a *BadSizeError: the page count of the whole-page
-// allocation at pg. The pages from pg up to the next non-zero entry (or
-// top) are the allocation and, at most, the unused rest of its aligned
-// block, so their number (the gap) bounds the count from both sides. The
-// count is taken from the damaged value's low bits (a damaged high byte)
-// if it is between the gap and the gap's block and aligned; anything else
+// allocation at pg, as inferSize takes it back; anything it cannot prove
 // is ErrCorrupt, with nothing changed.
 func (h *Heap) RepairSize(tx *pram.Tx, pg uint64) error {
 	top := h.a.U64(h.g.hdr + hdrTop)
@@ -134,9 +130,18 @@ func (h *Heap) RepairSize(tx *pram.Tx, pg uint64) error {
 }
 
 // inferSize is the page count of the whole-page allocation at pg (below
-// top) whose recorded count is damaged in its high bits, as RepairSize
-// takes it back: the low bits that fit the run of zero entries up to the
-// next block.
+// top) whose recorded count is damaged. The pages from pg up to the next
+// non-zero entry (or top), the gap, are the allocation: Alloc returns the
+// rest of its aligned block to the free lists (allocPages), whose first
+// entry then heads a block for good, since its buddy lies inside the
+// allocation. Two witnesses prove the count:
+//
+//   - the header's counters of pages in whole-page allocations and of bytes
+//     in use, less what the other entries account for, both equal the gap
+//     (a count damaged anywhere: a corruption review saw 3914231238);
+//   - or the damaged count's low bits fit the gap (a damaged high byte).
+//
+// Without either it is ErrCorrupt.
 func (h *Heap) inferSize(pg, top uint64) (uint64, error) {
 	e := h.readEnt(pg)
 	end := pg + 1
@@ -144,9 +149,46 @@ func (h *Heap) inferSize(pg, top uint64) (uint64, error) {
 		end++
 	}
 	gap := end - pg
+	if pg&(1<<orderFor(gap)-1) == 0 && h.countersWitness(pg, top, gap) {
+		return gap, nil
+	}
 	np := uint64(e.npages) & (2<<orderFor(gap) - 1)
 	if np == 0 || np > gap || gap > 1<<orderFor(np) || pg&(1<<orderFor(np)-1) != 0 {
-		return 0, fmt.Errorf("%w: page %d: a count of %d pages does not fit the %d pages up to the next block", ErrCorrupt, pg, np, gap)
+		return 0, fmt.Errorf("%w: page %d: a count of %d pages does not fit the %d pages up to the next block, and the header's counters do not tell it", ErrCorrupt, pg, np, gap)
 	}
 	return np, nil
+}
+
+// countersWitness reports whether the header's counters of pages in
+// whole-page allocations and of bytes in use, less what every entry but
+// pg's accounts for, are both np pages. Every other entry below top must be
+// sane for that (a second damaged count would make the difference the sum
+// of two).
+func (h *Heap) countersWitness(pg, top, np uint64) bool {
+	s := h.counters()
+	var large, used uint64
+	for q := uint64(0); q < top; q++ {
+		if q == pg {
+			continue
+		}
+		e := h.readEnt(q)
+		switch e.kind {
+		case kindNone, kindFree:
+		case kindLarge:
+			n := uint64(e.npages)
+			if n == 0 || n > maxBlockPages || q+n > top {
+				return false
+			}
+			large += n
+			used += n << pageShift
+		case kindSlab:
+			if int(e.order) >= NumClasses || uint64(e.used) > slotsOf(int(e.order)) {
+				return false
+			}
+			used += uint64(e.used) * uint64(classSizes[e.order])
+		default:
+			return false
+		}
+	}
+	return s.large == large+np && s.used == used+np<<pageShift
 }

@@ -102,18 +102,53 @@ func TestRepairSize(t *testing.T) {
 			t.Fatalf("%d pages: SizeOf %d, %v", n, got, err)
 		}
 	}
-	// A count whose low bits were damaged too: refused, nothing changed.
+	// A count damaged in every byte (a corruption review saw 3914231238):
+	// the header's counters prove it.
+	for _, n := range []uint64{1, 2, 3, 7, 16, 100} {
+		off := mustAlloc(t, h, n*pageSize)
+		pg := uint64(off-h.g.dataOff) >> pageShift
+		inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg)+entNPages, 3914231238); return nil })
+		if errs := h.Verify(); len(errs) == 0 {
+			t.Fatalf("%d pages: Verify found nothing", n)
+		}
+		inTx(t, a, func(tx *pram.Tx) error { return h.RepairSize(tx, pg) })
+		if errs := h.Verify(); len(errs) > 0 {
+			t.Fatalf("%d pages: after RepairSize: %v", n, errs)
+		}
+		if got, err := h.SizeOf(off); err != nil || got != n*pageSize {
+			t.Fatalf("%d pages: SizeOf %d, %v", n, got, err)
+		}
+	}
+	// A count whose low bits were damaged too, and a header counter
+	// damaged besides: nothing proves the count. Refused, nothing changed.
 	off := mustAlloc(t, h, 3*pageSize)
 	pg := uint64(off-h.g.dataOff) >> pageShift
 	inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg)+entNPages, 0x77000001); return nil })
+	for _, c := range []pram.Off{hdrLargePgs, hdrUsedBytes} {
+		inTx(t, a, func(tx *pram.Tx) error { tx.Set64(h.g.hdr+c, a.U64(h.g.hdr+c)+pageSize); return nil })
+		tx := a.Begin()
+		if err := h.RepairSize(tx, pg); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("RepairSize of a count that fits no block, header counter %d damaged: %v", c, err)
+		}
+		tx.Abort()
+		inTx(t, a, func(tx *pram.Tx) error { tx.Set64(h.g.hdr+c, a.U64(h.g.hdr+c)-pageSize); return nil })
+	}
+	// A second damaged count: the counters' difference is the sum of two.
+	off2 := mustAlloc(t, h, 2*pageSize)
+	pg2 := uint64(off2-h.g.dataOff) >> pageShift
+	inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg2)+entNPages, 0x66000000); return nil })
 	tx := a.Begin()
 	if err := h.RepairSize(tx, pg); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("RepairSize of a count that fits no block: %v", err)
+		t.Errorf("RepairSize with another count damaged: %v", err)
 	}
 	tx.Abort()
-	inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg)+entNPages, 3); return nil })
+	inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg2)+entNPages, 2); return nil })
+	inTx(t, a, func(tx *pram.Tx) error { return h.RepairSize(tx, pg) })
 	if errs := h.Verify(); len(errs) > 0 {
 		t.Fatal(errs)
+	}
+	if got, err := h.SizeOf(off); err != nil || got != 3*pageSize {
+		t.Fatalf("SizeOf %d, %v", got, err)
 	}
 }
 

@@ -162,6 +162,19 @@ func TestRepairFixesDamage(t *testing.T) {
 		}, []string{"set the count its block allows", "problem(s) in the allocator's lists or counters: rebuilt them from its page map"},
 			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
 
+		{"allocation size damaged in every byte", func(t *testing.T, fs *FS, r repairTree) {
+			// Found by corrupting random bytes of an image: "allocation of
+			// 3914231238 pages is misaligned", which fsck --repair left.
+			// The heap header's counters prove the count.
+			big, _ := fs.inode(r.big.Ino)
+			blk := pram.Off(fs.a.U64(big.data()))
+			hdr := pram.Off(fs.a.Root(0))
+			mapOff, dataOff := pram.Off(fs.a.U64(hdr+16)), pram.Off(fs.a.U64(hdr+24))
+			ent := mapOff + 32*((blk-dataOff)/4096)
+			corrupt(fs, func(tx *pram.Tx) { tx.Set32(ent+4, 3914231238) })
+		}, []string{"allocation of 3914231238 pages is misaligned", "set the count its block allows"},
+			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
+
 		{"allocation kind", func(t *testing.T, fs *FS, r repairTree) {
 			// Found by corrupting random bytes of an image: the kind
 			// byte of a whole-page allocation's entry. Its page count
