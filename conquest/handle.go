@@ -2,6 +2,7 @@ package conquest
 
 import (
 	"sync"
+	"time"
 
 	"conquest/diskstore"
 )
@@ -18,6 +19,14 @@ type volatile struct {
 	handles map[Handle]*openFile
 	dirty   map[Ino]bool // disk files to flush and trim at the last close
 	next    Handle
+
+	// unlinked holds the inodes whose last link went while they were in
+	// use (dropLocked), and forgetDue those of them whose last handle
+	// has been closed while the kernel still references them, with the
+	// time of that close: the kernel frees them with a FORGET it queues
+	// only when the daemon answers that RELEASE (see ForgetDue).
+	unlinked  map[Ino]bool
+	forgetDue map[Ino]time.Time
 }
 
 type openFile struct {
@@ -33,6 +42,8 @@ func (v *volatile) init() {
 	v.writers = make(map[Ino]uint32)
 	v.handles = make(map[Handle]*openFile)
 	v.dirty = make(map[Ino]bool)
+	v.unlinked = make(map[Ino]bool)
+	v.forgetDue = make(map[Ino]time.Time)
 }
 
 func (v *volatile) reset() {
@@ -56,6 +67,7 @@ func (v *volatile) open(ino Ino, flags uint32, dir bool) Handle {
 	h := v.next
 	v.handles[h] = &openFile{ino: ino, flags: flags, dir: dir}
 	v.opens[ino]++
+	delete(v.forgetDue, ino) // open again (through /proc/PID/fd)
 	if !dir && flags&O_ACCMODE != 0 {
 		v.writers[ino]++
 	}
@@ -136,7 +148,19 @@ func (v *volatile) forget(ino Ino, n uint64) bool {
 		v.refs[ino] = r - n
 		return false
 	}
-	return v.opens[ino] == 0
+	delete(v.forgetDue, ino)
+	if v.opens[ino] != 0 {
+		return false
+	}
+	delete(v.unlinked, ino)
+	return true
+}
+
+// markUnlinked notes that ino lost its last link while in use.
+func (v *volatile) markUnlinked(ino Ino) {
+	v.mu.Lock()
+	v.unlinked[ino] = true
+	v.mu.Unlock()
 }
 
 // release closes handle h. It reports the inode, whether it is now unused
@@ -163,6 +187,12 @@ func (v *volatile) release(ino Ino, h Handle) (_ Ino, unused, flush bool, ra *di
 		delete(v.opens, ino)
 		flush = v.dirty[ino]
 		delete(v.dirty, ino)
+		switch {
+		case v.refs[ino] == 0:
+			delete(v.unlinked, ino)
+		case v.unlinked[ino]:
+			v.forgetDue[ino] = time.Now()
+		}
 		return ino, v.refs[ino] == 0, flush, ra
 	}
 	v.opens[ino]--
@@ -185,6 +215,31 @@ func (fs *FS) OpenForWrite(ino Ino, except Handle) bool {
 		n--
 	}
 	return n > 0
+}
+
+// ForgetDue reports whether the last handle of an unlinked inode that the
+// kernel still references was closed within window before now. The kernel
+// then frees the inode with a FORGET that it queues only when the daemon
+// answers that close's RELEASE, so a STATFS (or anything else) can be read
+// before it: the FUSE adapter's STATFS waits for such FORGETs, as ext4
+// shows a file's space free once close and unlink have returned. Entries
+// older than window are dropped: an unlinked directory that a process
+// keeps as its working directory is referenced until the process leaves
+// it. (A link count restored by a Tx that then aborted can leave an entry
+// for a linked inode; it only makes a STATFS wait window once.)
+func (fs *FS) ForgetDue(window time.Duration) bool {
+	v := &fs.vol
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	due := false
+	for ino, t := range v.forgetDue {
+		if time.Since(t) < window {
+			due = true
+		} else {
+			delete(v.forgetDue, ino)
+		}
+	}
+	return due
 }
 
 // Forget drops n kernel references to ino (FUSE FORGET). When an unlinked

@@ -62,6 +62,9 @@ func (fs *FS) orphanRemove(tx *pram.Tx, in inode) {
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) dropLocked(tx *pram.Tx, in inode) (reap bool, err error) {
 	busy := fs.vol.inUse(in.ino)
+	if busy {
+		fs.vol.markUnlinked(in.ino)
+	}
 	if busy || (in.isReg() && (in.allocd() > cheapFree || in.onDisk())) {
 		fs.orphanAdd(tx, in)
 		return !busy, nil

@@ -83,7 +83,8 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 }
 
 func (s *Server) statfs(r *fuse.StatfsRequest) {
-	if waited, _ := s.frees.await(); waited {
+	waited, _ := s.frees.await()
+	if s.awaitForgets() || waited {
 		s.statfsWaits.Add(1)
 	}
 	st := s.fs.StatFS()

@@ -61,8 +61,9 @@
 //     by a root-only setxattr whether to update atimes.
 //
 // STATFS waits briefly for the RELEASEs and FORGETs that were in progress or
-// queued when it arrived (frees.go), so that space freed by a close and
-// unlink shows at once, and never for later ones; ECONNABORTED from
+// queued when it arrived, and for the FORGETs the kernel queues when such a
+// RELEASE is answered (frees.go), so that space freed by a close and
+// unlink shows at once, and never for other ones; ECONNABORTED from
 // the device ends serving like ENODEV (a lazy unmount's last close races a
 // read and can return it).
 //
