@@ -112,21 +112,21 @@ func (h *Heap) EntryOffset(off pram.Off) pram.Off {
 
 // RepairSize repairs a *BadSizeError: the page count of the whole-page
 // allocation at pg, as inferSize takes it back; anything it cannot prove
-// is ErrCorrupt, with nothing changed.
-func (h *Heap) RepairSize(tx *pram.Tx, pg uint64) error {
+// is ErrCorrupt, with nothing changed. It returns the count it set.
+func (h *Heap) RepairSize(tx *pram.Tx, pg uint64) (uint64, error) {
 	top := h.a.U64(h.g.hdr + hdrTop)
 	if top > h.g.npages || pg >= top {
-		return fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
+		return 0, fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
 	}
 	if e := h.readEnt(pg); e.kind != kindLarge {
-		return fmt.Errorf("%w: page %d: not a whole-page allocation", ErrCorrupt, pg)
+		return 0, fmt.Errorf("%w: page %d: not a whole-page allocation", ErrCorrupt, pg)
 	}
 	np, err := h.inferSize(pg, top)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	tx.Set32(h.g.ent(pg)+entNPages, uint32(np))
-	return nil
+	return np, nil
 }
 
 // inferSize is the page count of the whole-page allocation at pg (below

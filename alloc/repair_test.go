@@ -94,7 +94,7 @@ func TestRepairSize(t *testing.T) {
 		if len(errs) == 0 || !errors.As(errs[0], &bs) || bs.Page != pg {
 			t.Fatalf("%d pages: Verify: %v; want a BadSizeError for page %d first", n, errs, pg)
 		}
-		inTx(t, a, func(tx *pram.Tx) error { return h.RepairSize(tx, pg) })
+		inTx(t, a, func(tx *pram.Tx) error { _, err := h.RepairSize(tx, pg); return err })
 		if errs := h.Verify(); len(errs) > 0 {
 			t.Fatalf("%d pages: after RepairSize: %v", n, errs)
 		}
@@ -111,7 +111,7 @@ func TestRepairSize(t *testing.T) {
 		if errs := h.Verify(); len(errs) == 0 {
 			t.Fatalf("%d pages: Verify found nothing", n)
 		}
-		inTx(t, a, func(tx *pram.Tx) error { return h.RepairSize(tx, pg) })
+		inTx(t, a, func(tx *pram.Tx) error { _, err := h.RepairSize(tx, pg); return err })
 		if errs := h.Verify(); len(errs) > 0 {
 			t.Fatalf("%d pages: after RepairSize: %v", n, errs)
 		}
@@ -127,7 +127,7 @@ func TestRepairSize(t *testing.T) {
 	for _, c := range []pram.Off{hdrLargePgs, hdrUsedBytes} {
 		inTx(t, a, func(tx *pram.Tx) error { tx.Set64(h.g.hdr+c, a.U64(h.g.hdr+c)+pageSize); return nil })
 		tx := a.Begin()
-		if err := h.RepairSize(tx, pg); !errors.Is(err, ErrCorrupt) {
+		if _, err := h.RepairSize(tx, pg); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("RepairSize of a count that fits no block, header counter %d damaged: %v", c, err)
 		}
 		tx.Abort()
@@ -138,12 +138,12 @@ func TestRepairSize(t *testing.T) {
 	pg2 := uint64(off2-h.g.dataOff) >> pageShift
 	inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg2)+entNPages, 0x66000000); return nil })
 	tx := a.Begin()
-	if err := h.RepairSize(tx, pg); !errors.Is(err, ErrCorrupt) {
+	if _, err := h.RepairSize(tx, pg); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("RepairSize with another count damaged: %v", err)
 	}
 	tx.Abort()
 	inTx(t, a, func(tx *pram.Tx) error { tx.Set32(h.g.ent(pg2)+entNPages, 2); return nil })
-	inTx(t, a, func(tx *pram.Tx) error { return h.RepairSize(tx, pg) })
+	inTx(t, a, func(tx *pram.Tx) error { _, err := h.RepairSize(tx, pg); return err })
 	if errs := h.Verify(); len(errs) > 0 {
 		t.Fatal(errs)
 	}

@@ -1504,10 +1504,11 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 			fd.add(phaseAlloc, finding{n: 1,
 				key: fmt.Sprintf("alloc size %d", pg), where: "arena heap", problem: bs.Error(),
 				apply: func(tx *pram.Tx) (string, error) {
-					if err := fs.h.RepairSize(tx, pg); err != nil {
+					np, err := fs.h.RepairSize(tx, pg)
+					if err != nil {
 						return "", err
 					}
-					return "set the count its block allows", nil
+					return fmt.Sprintf("set its page count to %d", np), nil
 				},
 			})
 			continue

@@ -159,7 +159,7 @@ func TestRepairFixesDamage(t *testing.T) {
 				tx.Set8(ent+7, 0x40) // high byte of its page count
 				tx.Set64(hdr+96, fs.a.U64(hdr+96)+3)
 			})
-		}, []string{"set the count its block allows", "problem(s) in the allocator's lists or counters: rebuilt them from its page map"},
+		}, []string{"set its page count to 1", "problem(s) in the allocator's lists or counters: rebuilt them from its page map"},
 			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
 
 		{"allocation size damaged in every byte", func(t *testing.T, fs *FS, r repairTree) {
@@ -172,7 +172,7 @@ func TestRepairFixesDamage(t *testing.T) {
 			mapOff, dataOff := pram.Off(fs.a.U64(hdr+16)), pram.Off(fs.a.U64(hdr+24))
 			ent := mapOff + 32*((blk-dataOff)/4096)
 			corrupt(fs, func(tx *pram.Tx) { tx.Set32(ent+4, 3914231238) })
-		}, []string{"allocation of 3914231238 pages is misaligned", "set the count its block allows"},
+		}, []string{"allocation of 3914231238 pages is misaligned", "set its page count to 1"},
 			func(t *testing.T, fs *FS, r repairTree) { wantContent(t, fs, "/big", bigData) }},
 
 		{"allocation kind", func(t *testing.T, fs *FS, r repairTree) {
