@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
+	"conquest/diskstore"
 	"conquest/fusefs"
 	"conquest/internal/loopdev"
 	"conquest/internal/mounttest"
@@ -173,6 +174,19 @@ func TestMkfs(t *testing.T) {
 // The whole life of a file system through the command line: mount
 // (daemonized), use, df, stat, double mount and fsck refused while mounted,
 // umount waiting for the daemon, fsck clean.
+// --version names the image formats the binary reads, which decide
+// whether it can mount an image, and the build.
+func TestVersion(t *testing.T) {
+	c := newCLI(t)
+	for _, flag := range []string{"--version", "-v"} {
+		out, _ := c.ok(flag)
+		want := fmt.Sprintf("; arena format %d, disk format %d\n", pram.Version, diskstore.DiskVersion)
+		if !strings.HasPrefix(out, "conquest version ") || !strings.HasSuffix(out, want) || !strings.Contains(out, "built with go") {
+			t.Errorf("conquest %s printed %q", flag, out)
+		}
+	}
+}
+
 func TestMountLifecycle(t *testing.T) {
 	c := newCLI(t)
 	dir := t.TempDir()

@@ -8,6 +8,7 @@
 //	conquest stat    [--pram PATH --disk PATH | MOUNTPOINT]
 //	conquest bench   postmark|sprite-small|sprite-large ...
 //	conquest SOURCE MOUNTPOINT -o OPTIONS   (as mount.fuse3 runs it: helper.go)
+//	conquest --version
 //
 // Every error names the path and the problem; no Go stack trace reaches a
 // user (run recovers at the top).
@@ -85,6 +86,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Usage: "a file system with all metadata and small files in persistent RAM",
 		Description: "Conquest keeps every inode, directory and small file in a memory-mapped arena (persistent\n" +
 			"RAM, or a file standing in for it) and only large-file data on disk. See README.md.",
+		Version:         versionText(),
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
