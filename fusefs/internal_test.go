@@ -338,14 +338,6 @@ func TestInGroup(t *testing.T) {
 // to serve.
 func TestStatfsWaitsForRelease(t *testing.T) {
 	srv, mnt := mountHere(t, Options{})
-	p := filepath.Join(mnt, "big")
-	bfree := func() uint64 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(mnt, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st.Bfree * uint64(st.Frsize)
-	}
 	h := func(req fuse.Request) {
 		if frees, _ := freesInode(req); frees {
 			time.Sleep(5 * time.Millisecond)
@@ -363,11 +355,32 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 	// too (up to 3 rounds of 20 beside other packages). Without the wait 3
 	// or 4 rounds of 10 miss (measured six times; the rest find the RELEASE
 	// served already), so 40 rounds with up to 6 missed tell the two apart.
-	const size, rounds = 4 << 20, 40
-	missed := 0
+	const rounds = 40
+	if missed := unlinkThenStatfs(t, mnt, rounds); missed > 6 {
+		t.Fatalf("%d of %d statfs calls right after unlink did not see the space freed", missed, rounds)
+	}
+	if srv.Stats()["STATFS-WAITS"] == 0 {
+		t.Error("no statfs waited for the slowed RELEASE and FORGET")
+	}
+}
+
+// unlinkThenStatfs writes a 4 MiB file under mnt and closes it, unlinks it
+// and calls statfs at once, rounds times, and returns in how many rounds
+// statfs did not show the file's space free again.
+func unlinkThenStatfs(t *testing.T, mnt string, rounds int) (missed int) {
+	t.Helper()
+	const size = 4 << 20
+	p := filepath.Join(mnt, "big")
+	bfree := func() uint64 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(mnt, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Bfree * uint64(st.Frsize)
+	}
 	for round := range rounds {
 		before := bfree()
-		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil { // closes: RELEASE, slowed
+		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil { // closes: RELEASE
 			t.Fatal(err)
 		}
 		if err := os.Remove(p); err != nil {
@@ -378,12 +391,7 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 			t.Logf("round %d: statfs right after unlink: %d bytes free, %d before the file was written", round, after, before)
 		}
 	}
-	if missed > 6 {
-		t.Fatalf("%d of %d statfs calls right after unlink did not see the space freed", missed, rounds)
-	}
-	if srv.Stats()["STATFS-WAITS"] == 0 {
-		t.Error("no statfs waited for the slowed RELEASE and FORGET")
-	}
+	return missed
 }
 
 // The FORGET that frees a file unlinked while its RELEASE was being served
@@ -394,14 +402,6 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 // expected it within freeQuiet of the RELEASE missed all 20 rounds.
 func TestStatfsWaitsForLateForget(t *testing.T) {
 	srv, mnt := mountHere(t, Options{})
-	p := filepath.Join(mnt, "big")
-	bfree := func() uint64 {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(mnt, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st.Bfree * uint64(st.Frsize)
-	}
 	h := func(req fuse.Request) {
 		if _, release := freesInode(req); release {
 			time.Sleep(5 * time.Millisecond) // still in progress at the unlink
@@ -416,21 +416,8 @@ func TestStatfsWaitsForLateForget(t *testing.T) {
 	}
 	testHookRead.Store(&hr)
 	t.Cleanup(func() { testHookRead.Store(nil) })
-	const size, rounds = 4 << 20, 20
-	missed := 0
-	for round := range rounds {
-		before := bfree()
-		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Remove(p); err != nil {
-			t.Fatal(err)
-		}
-		if after := bfree(); after+size/2 < before {
-			missed++
-			t.Logf("round %d: statfs right after unlink: %d bytes free, %d before the file was written", round, after, before)
-		}
-	}
+	const rounds = 20
+	missed := unlinkThenStatfs(t, mnt, rounds)
 	// Each round's wait is bounded (freeWait, 50 ms): one round in ten
 	// may overrun it on a loaded machine.
 	if missed > rounds/10 {
