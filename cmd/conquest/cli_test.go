@@ -657,6 +657,45 @@ func TestDeadMount(t *testing.T) {
 	}
 }
 
+// A daemon killed while `conquest umount` waits for it to close the arena
+// lets go of the arena's lock as a clean exit does: umount then asks the
+// arena (closedCleanly) and says that it was not closed, rather than report
+// a clean unmount. (The race itself cannot be timed from here: a stopped
+// daemon hangs umount's own look at the mount point.)
+func TestUmountReportsUnclosedArena(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	pram := filepath.Join(c.home, "pram.img")
+	c.ok("mount", mp)
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pid := holder(pram)
+	if pid == 0 {
+		t.Fatalf("no process has %s open", pram)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	for deadline := time.Now().Add(10 * time.Second); inUse(pram); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the killed daemon still holds the arena")
+		}
+	}
+	if err := closedCleanly(pram); err == nil || !strings.Contains(err.Error(), "exited without closing the arena") {
+		t.Errorf("closedCleanly after kill -9: %v", err)
+	}
+	c.ok("umount", mp) // the dead mount
+	if _, errs := c.ok("mount", mp); !strings.Contains(errs, "not unmounted cleanly") {
+		t.Errorf("the mount after: %q", errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "kept" {
+		t.Errorf("after recovery: %q %v", b, err)
+	}
+	c.ok("umount", mp)
+	if err := closedCleanly(pram); err != nil {
+		t.Errorf("after a clean umount: %v", err)
+	}
+}
+
 // A live mount whose arena file was replaced under it (moved away, another
 // file put at its path) is not taken for a dead one: the new file's free
 // lock says nothing of the mount's daemon, so mount refuses to mount over
