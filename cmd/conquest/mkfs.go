@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -91,6 +92,16 @@ func mkfs(im images, o mkfsOptions) error {
 			return fmt.Errorf("%s: holds %s; refusing to overwrite it without --force", p, what)
 		}
 	}
+	// Hold the disk's lock until the pair is formatted. A mount takes it
+	// before the arena's, so none can start on the pair meanwhile (it
+	// waits, then opens the new file system), and one that got in since
+	// the check above makes mkfs refuse here, rather than have its disk
+	// truncated under it (an existing disk image is opened with O_TRUNC).
+	unlock, err := holdDisk(im.disk)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	// Both must be writable before either is formatted: a disk formatted
 	// before the arena's open failed lost the file system both held.
 	for _, p := range []string{im.pram, im.disk} {
@@ -116,7 +127,7 @@ func mkfs(im images, o mkfsOptions) error {
 			created = append(created, p)
 		}
 	}
-	err := conquest.Mkfs(im.pram, im.disk, mo)
+	err = conquest.Mkfs(im.pram, im.disk, mo)
 	if err != nil {
 		// Leave nothing behind that was not there (a failed 100T arena
 		// would stay as a sparse file of that size).
@@ -184,4 +195,25 @@ func arenaSize(path string) uint64 {
 
 func coreOpen(im images, o conquest.Options) (*conquest.FS, error) {
 	return conquest.Open(im.pram, im.disk, o)
+}
+
+// holdDisk takes the lock a mount takes on the disk at path (lockDisk) and
+// returns the function that lets it go; a path that does not exist yet has
+// nothing to lock.
+func holdDisk(path string) (unlock func(), err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", path)
+		}
+		return nil, fmt.Errorf("%s: locking the disk: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }

@@ -317,3 +317,33 @@ func otherMount(t *testing.T) string {
 	t.Skip("no mount point of another file system")
 	return ""
 }
+
+// holdDisk, which mkfs holds while it formats, takes the lock a mount takes
+// on the disk: a mount cannot start on the pair meanwhile, and a disk whose
+// lock a mount holds is refused rather than truncated.
+func TestHoldDisk(t *testing.T) {
+	dir := t.TempDir()
+	if unlock, err := holdDisk(filepath.Join(dir, "new.img")); err != nil {
+		t.Fatalf("a disk that does not exist yet: %v", err)
+	} else {
+		unlock()
+	}
+	p := filepath.Join(dir, "d.img")
+	if err := os.WriteFile(p, []byte("disk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := holdDisk(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inUse(p) {
+		t.Error("the disk mkfs holds does not look in use")
+	}
+	if _, err := holdDisk(p); err == nil || !strings.Contains(err.Error(), "in use by a running Conquest daemon") {
+		t.Errorf("a disk held by another: %v", err)
+	}
+	unlock()
+	if inUse(p) {
+		t.Error("the disk is still locked after unlock")
+	}
+}
