@@ -27,6 +27,10 @@ var (
 	// a link or count out of range). An operation that returns it may have
 	// changed state before noticing: the caller aborts its Tx.
 	ErrCorrupt = errors.New("alloc: heap state is corrupt")
+	// ErrNoHeap (with ErrCorrupt): root slot 0 is empty and no heap header
+	// is where the arena's geometry puts it: Format never ran (an
+	// interrupted mkfs), as opposed to a damaged slot.
+	ErrNoHeap = errors.New("no heap was ever formatted in the arena")
 	// ErrFormatted: Format was called on an arena that already has a heap
 	// (root slot 0 is set). Extension of DESIGN.md.
 	ErrFormatted = errors.New("alloc: arena already has a heap")

@@ -128,10 +128,13 @@ func Open(a *pram.Arena) (*Heap, error) {
 // the arena's geometry puts it.
 func locate(a *pram.Arena) (*Heap, error) {
 	r := a.Root(0)
+	g, ok := layoutFor(a.Geometry())
 	if r == 0 {
+		if ok && string(a.Bytes(g.hdr, uint64(len(HeapMagic)))) != HeapMagic {
+			return nil, fmt.Errorf("%w: root slot 0 is empty and %w", ErrCorrupt, ErrNoHeap)
+		}
 		return nil, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
 	}
-	g, ok := layoutFor(a.Geometry())
 	if !ok {
 		return nil, fmt.Errorf("%w: arena of %d bytes leaves no room for a heap", ErrCorrupt, a.Size())
 	}

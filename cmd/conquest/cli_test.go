@@ -412,6 +412,44 @@ func TestCorruptImageRefused(t *testing.T) {
 	}
 }
 
+// An arena whose mkfs was killed before it formatted the heap (root slot 0
+// empty, no heap header where the geometry puts it) is named as such, with
+// the mkfs --force that formats the pair again, not as plain damage (an
+// outside review killed mkfs at random moments). A damaged root slot 0
+// beside an intact header is still damage, which fsck --repair mends.
+func TestInterruptedMkfs(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	p, d := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", p, "--disk", d, "--pram-size", "16M", "--disk-size", "16M")
+	g, err := pram.ReadGeometry(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := func(off int64) {
+		t.Helper()
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt(make([]byte, 8), off)
+		if err := errors.Join(err, f.Close()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rootSlot0 = 576 // pram: offRoots
+	zero(rootSlot0)
+	if errs := c.fails(4, "damaged", "fsck", "--pram", p, "--disk", d); strings.Contains(errs, "mkfs did not finish") {
+		t.Errorf("a damaged root slot beside an intact heap is taken for an interrupted mkfs: %s", errs)
+	}
+	zero(int64(g.HeapOff)) // the heap header's magic: as before Format
+	mp := c.mountpoint()
+	c.fails(1, "mkfs did not finish formatting it (interrupted?)", "mount", "--pram", p, "--disk", d, mp)
+	c.fails(4, "mkfs --force --pram", "fsck", "--pram", p, "--disk", d)
+	c.ok("mkfs", "--force", "--pram", p, "--disk", d, "--pram-size", "16M", "--disk-size", "16M")
+	c.ok("fsck", "--pram", p, "--disk", d)
+}
+
 // fsck exit codes after a crash: 1 (recovered), then 0.
 func TestFsckAfterKill(t *testing.T) {
 	c := newCLI(t)

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"conquest/alloc"
 	"conquest/conquest"
 	"conquest/diskstore"
 	"conquest/pram"
@@ -96,6 +97,8 @@ func explainOpen(im images, err error) error {
 		// Not "format the pair": a wrong --disk, or a disk whose first
 		// block was overwritten, would lose the arena's files to mkfs.
 		return fmt.Errorf("%w: not the disk formatted with this arena, or both copies of its superblock (its first 4 KiB) are damaged; refusing to use it (if they were damaged, `conquest fsck --repair` rebuilds the superblock from the arena once the disk's data verifies against it; `conquest mkfs` would format both images anew, losing every file)", err)
+	case errors.Is(err, alloc.ErrNoHeap):
+		return fmt.Errorf("%w: mkfs did not finish formatting it (interrupted?), so it holds no files; `conquest mkfs --force --pram %s --disk %s` formats the pair again", err, im.pram, im.disk)
 	case errors.As(err, &crash):
 		return fmt.Errorf("%w; refusing to mount it: run `conquest fsck --repair --pram %s --disk %s`", err, im.pram, im.disk)
 	case isDamage(err):
