@@ -576,9 +576,12 @@ func TestRepairDiskLeftovers(t *testing.T) {
 	data := pattern(300<<10, 7)
 	a, b, c := makeFile(t, fs, "a", data), makeFile(t, fs, "b", data), makeFile(t, fs, "c", data)
 	d, e := makeFile(t, fs, "d", data), makeFile(t, fs, "e", data)
-	if !isLarge(t, fs, a) || !isLarge(t, fs, b) || !isLarge(t, fs, c) || !isLarge(t, fs, d) || !isLarge(t, fs, e) {
+	g, h := makeFile(t, fs, "g", data), makeFile(t, fs, "h", data)
+	if !isLarge(t, fs, a) || !isLarge(t, fs, b) || !isLarge(t, fs, c) || !isLarge(t, fs, d) || !isLarge(t, fs, e) || !isLarge(t, fs, g) || !isLarge(t, fs, h) {
 		t.Fatal("not on disk")
 	}
+	ig, _ := fs.inode(g)
+	ih, _ := fs.inode(h)
 	ie, _ := fs.inode(e)
 	ia, _ := fs.inode(a)
 	ib, _ := fs.inode(b)
@@ -595,6 +598,10 @@ func TestRepairDiskLeftovers(t *testing.T) {
 		ic.set64(tx, iDiskCur, 1<<60)              // far past any data: must not take 2^60 / step passes
 		id.set64(tx, iSize, 100<<10)               // data past the end: the size is taken to be wrong
 		ie.set64(tx, iSize, 0xef00_0000_0004_b000) // past any file size (found by random damage)
+		// No arena storage, but its length fields damaged (found by random
+		// damage: fsck --repair left "empty file with index length ...").
+		ig.set64(tx, iIdxLen, 15276209936040722432)
+		ih.set64(tx, iAllocd, 40704)
 	})
 	rep, err := fs.Repair(RepairOptions{VerifyData: true})
 	must(t, err)
@@ -608,6 +615,8 @@ func TestRepairDiskLeftovers(t *testing.T) {
 		fmt.Sprintf("/d: data past the end of the file: set its size from %d to %d, the end of the data it holds", 100<<10, fs.roundUp(300<<10)),
 		fmt.Sprintf("/e: data past the end of the file: set its size from %d to %d, the end of the data it holds", uint64(0xef00_0000_0004_b000), fs.roundUp(300<<10)),
 		"is reachable from nothing: freed its",
+		"/g: large file with leftovers of an unfinished move or truncate: dropped its leftover arena storage (its data is on disk)",
+		"/h: large file with leftovers of an unfinished move or truncate: dropped its leftover arena storage (its data is on disk)",
 	} {
 		if !strings.Contains(fixesText(rep), want) {
 			t.Errorf("no fix %q in:\n%s", want, fixesText(rep))
@@ -618,6 +627,8 @@ func TestRepairDiskLeftovers(t *testing.T) {
 	wantContent(t, fs, "/c", data)
 	wantContent(t, fs, "/d", append(slices.Clone(data), make([]byte, fs.roundUp(300<<10)-300<<10)...))
 	wantContent(t, fs, "/e", append(slices.Clone(data), make([]byte, fs.roundUp(300<<10)-300<<10)...))
+	wantContent(t, fs, "/g", data)
+	wantContent(t, fs, "/h", data)
 	for _, ino := range []Ino{b, c} {
 		if in, _ := fs.inode(ino); in.flags()&flagOrphan != 0 || in.u64(iDiskCur) != 0 {
 			t.Fatalf("after repair, inode %d: flags %#x, shrink cursor %d", ino, in.flags(), in.u64(iDiskCur))
