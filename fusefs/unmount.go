@@ -60,15 +60,30 @@ type MountInfo struct {
 	Device string
 }
 
-// Mounted reports the mount on dir, if dir is a mount point.
+// Mounted reports the mount on dir, if dir is a mount point. It resolves
+// symbolic links in dir's parent first and looks at dir itself only if no
+// mount is found there: looking at a mount point asks its daemon (a
+// GETATTR of its root), and a daemon that is stopped or hung would hang
+// the caller, `conquest umount` among them.
 func Mounted(dir string) (MountInfo, bool) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return MountInfo{}, false
 	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = r
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(r, filepath.Base(abs))
 	}
+	if mi, ok := mountedAt(abs); ok {
+		return mi, true
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil && r != abs {
+		return mountedAt(r)
+	}
+	return MountInfo{}, false
+}
+
+// mountedAt reports the mount whose mount point is the resolved path abs.
+func mountedAt(abs string) (MountInfo, bool) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return MountInfo{}, false

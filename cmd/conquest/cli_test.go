@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -732,6 +733,61 @@ func TestUmountReportsUnclosedArena(t *testing.T) {
 	if err := closedCleanly(pram); err != nil {
 		t.Errorf("after a clean umount: %v", err)
 	}
+}
+
+// `conquest umount` of a mount whose daemon is stopped (or hung) does not
+// hang: it unmounts without asking the daemon anything, waits for it to let
+// go of the arena, and says that the arena was not closed when the daemon
+// is then killed. (Until session 39 its look at the mount point, a GETATTR
+// of the root, hung it for good.)
+func TestUmountStoppedDaemon(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	c.ok("mount", mp)
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("kept"), 0o644); err != nil { // the root's attributes go stale
+		t.Fatal(err)
+	}
+	pram := filepath.Join(c.home, "pram.img")
+	pid := holder(pram)
+	if pid == 0 {
+		t.Fatalf("no process has %s open", pram)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, "umount", mp)
+	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+c.home)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gone := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, ok := fusefs.Mounted(mp); !ok {
+			gone = true
+			break
+		}
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	err := cmd.Wait()
+	if !gone {
+		t.Fatalf("umount did not take down the mount of a stopped daemon within 20 s (umount: %v, %q)", err, errb.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errb.String(), "exited without closing the arena") {
+		t.Errorf("umount of a stopped daemon, then killed: %v, stderr %q; want exit 1 saying the arena was not closed", err, errb.String())
+	}
+	if _, errs := c.ok("mount", mp); !strings.Contains(errs, "not unmounted cleanly") {
+		t.Errorf("the mount after: %q", errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "kept" {
+		t.Errorf("after recovery: %q %v", b, err)
+	}
+	c.ok("umount", mp)
 }
 
 // A live mount whose arena file was replaced under it (moved away, another
