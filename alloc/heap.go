@@ -3,6 +3,7 @@ package alloc
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 
 	farm "github.com/dgryski/go-farm"
 
@@ -124,6 +125,42 @@ func Open(a *pram.Arena) (*Heap, error) {
 	return h, nil
 }
 
+// errUnformatted is the error of an arena whose mkfs stopped before it
+// formatted the heap.
+var errUnformatted = fmt.Errorf("%w: root slot 0 is empty and %w", ErrCorrupt, ErrNoHeap)
+
+// CheckFormatted reads the arena image at path, of geometry g (as
+// pram.ReadGeometry gives it), without opening it, and returns Open's
+// ErrNoHeap error if its mkfs stopped before it formatted the heap: root
+// slot 0 empty and no heap magic where g puts the header. Such an mkfs may
+// not have written the disk's superblock either, so a caller that finds the
+// disk unrecognizable asks this first, to name the interrupted mkfs rather
+// than a wrong disk. It returns nil when the heap was formatted, and when
+// the image cannot be read (the arena's own open reports that).
+func CheckFormatted(path string, g pram.Geometry) error {
+	lg, ok := layoutFor(g)
+	if !ok {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	root := make([]byte, 8)
+	magic := make([]byte, len(HeapMagic))
+	if _, err := f.ReadAt(root, int64(pram.RootOff(0))); err != nil {
+		return nil
+	}
+	if _, err := f.ReadAt(magic, int64(lg.hdr)); err != nil {
+		return nil
+	}
+	if binary.LittleEndian.Uint64(root) == 0 && string(magic) != HeapMagic {
+		return errUnformatted
+	}
+	return nil
+}
+
 // locate finds the heap through root slot 0 and checks that it lies where
 // the arena's geometry puts it.
 func locate(a *pram.Arena) (*Heap, error) {
@@ -131,7 +168,7 @@ func locate(a *pram.Arena) (*Heap, error) {
 	g, ok := layoutFor(a.Geometry())
 	if r == 0 {
 		if ok && string(a.Bytes(g.hdr, uint64(len(HeapMagic)))) != HeapMagic {
-			return nil, fmt.Errorf("%w: root slot 0 is empty and %w", ErrCorrupt, ErrNoHeap)
+			return nil, errUnformatted
 		}
 		return nil, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
 	}

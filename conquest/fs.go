@@ -241,6 +241,11 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 				if opened {
 					o.Device.Close()
 				}
+				if errors.Is(err, diskstore.ErrNotConquestDisk) {
+					if herr := alloc.CheckFormatted(pramPath, g); herr != nil {
+						return nil, fmt.Errorf("%s: %w", pramPath, herr)
+					}
+				}
 				return nil, diskPairErr(diskPath, pramPath, err)
 			}
 		}

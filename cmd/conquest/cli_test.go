@@ -447,6 +447,19 @@ func TestInterruptedMkfs(t *testing.T) {
 	mp := c.mountpoint()
 	c.fails(1, "mkfs did not finish formatting it (interrupted?)", "mount", "--pram", p, "--disk", d, mp)
 	c.fails(4, "mkfs --force --pram", "fsck", "--pram", p, "--disk", d)
+	// Stopped before it wrote the disk's superblock as well: still named
+	// as an interrupted mkfs, not as a disk of another arena.
+	f, err := os.OpenFile(d, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt(make([]byte, 4096), 0)
+	if err := errors.Join(err, f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	c.fails(1, "mkfs did not finish formatting it (interrupted?)", "mount", "--pram", p, "--disk", d, mp)
+	c.fails(4, "mkfs --force --pram", "fsck", "--pram", p, "--disk", d)
+	c.fails(4, "mkfs --force --pram", "fsck", "--repair", "--pram", p, "--disk", d)
 	c.ok("mkfs", "--force", "--pram", p, "--disk", d, "--pram-size", "16M", "--disk-size", "16M")
 	c.ok("fsck", "--pram", p, "--disk", d)
 }
