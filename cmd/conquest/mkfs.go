@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -197,23 +196,13 @@ func coreOpen(im images, o conquest.Options) (*conquest.FS, error) {
 	return conquest.Open(im.pram, im.disk, o)
 }
 
-// holdDisk takes the lock a mount takes on the disk at path (lockDisk) and
-// returns the function that lets it go; a path that does not exist yet has
-// nothing to lock.
+// holdDisk takes the lock a mount takes on the disk at path (flockDisk),
+// without lockDisk's wait for an exiting daemon, and returns the function
+// that lets it go; a path that does not exist yet has nothing to lock.
 func holdDisk(path string) (unlock func(), err error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return func() {}, nil
+	unlock, busy, err := flockDisk(path)
+	if busy {
+		return nil, fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", path)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", path)
-		}
-		return nil, fmt.Errorf("%s: locking the disk: %w", path, err)
-	}
-	return func() { f.Close() }, nil
+	return unlock, err
 }

@@ -193,32 +193,40 @@ const diskLockWait = 300 * time.Millisecond
 // note told if that lasts).
 func lockDisk(im images, note func(string)) (unlock func(), err error) {
 	waitExited(im.pram, note)
-	f, err := os.Open(im.disk)
-	if errors.Is(err, fs.ErrNotExist) {
-		return func() {}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	deadline := time.Now().Add(diskLockWait)
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			var once sync.Once
-			return func() { once.Do(func() { f.Close() }) }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("%s: locking the disk: %w", im.disk, err)
-		}
-		if inUse(im.pram) {
-			f.Close()
+		unlock, busy, err := flockDisk(im.disk)
+		switch {
+		case !busy:
+			return unlock, err
+		case inUse(im.pram):
 			return nil, explainOpen(im, pram.ErrLocked)
-		}
-		if time.Now().After(deadline) {
-			f.Close()
+		case time.Now().After(deadline):
 			return nil, fmt.Errorf("%s: disk is in use by another process (the disk of a file system mounted from another arena?); refusing to share it", im.disk)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// flockDisk tries once to take the exclusive lock on the disk at path
+// (lockDisk) and returns the function that releases it (more calls do
+// nothing), or busy if another process holds it. A path that does not exist
+// has nothing to lock.
+func flockDisk(path string) (unlock func(), busy bool, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return func() {}, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("%s: locking the disk: %w", path, err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { f.Close() }) }, false, nil
 }
