@@ -83,7 +83,7 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 }
 
 func (s *Server) statfs(r *fuse.StatfsRequest) {
-	waited, _ := s.frees.await()
+	waited, _ := s.frees.await(false)
 	if s.awaitForgets() || waited {
 		s.statfsWaits.Add(1)
 	}

@@ -79,7 +79,7 @@ func (s *Server) dropLock(node conquest.Ino) *sync.Mutex {
 // step against the open of a writer, which cannot write before its open
 // completes. The last writer's close counts once its RELEASE is served,
 // so the open of a reader that follows that close first waits for the
-// RELEASEs in progress (frees.awaitReleases). An empty file keeps its
+// RELEASEs in progress (frees.await). An empty file keeps its
 // cache too: not keeping it would have the kernel drop every page after
 // this open, outside that lock. With the
 // writeback cache there is no such window (a write stays in the kernel's
@@ -99,7 +99,7 @@ func (s *Server) atimeCache(node conquest.Ino, h conquest.Handle, openFlags uint
 		// followed that close, but another reader may still be serving
 		// it. Waiting for it here, outside dropLock, keeps such a read
 		// updating atime.
-		s.frees.awaitReleases()
+		s.frees.await(true)
 	}
 	mu := s.dropLock(node)
 	mu.Lock()

@@ -22,35 +22,30 @@ import (
 //
 // One free is queued after the STATFS: the FORGET of an unlinked file whose
 // RELEASE was still being served when it was unlinked, which the kernel
-// queues while the daemon answers that RELEASE. So after a RELEASE ended
-// just before STATFS arrived, or one it waited for ends, STATFS also waits
-// for the frees that start within freeQuiet, and then (awaitForgets) for
-// the FORGET of every unlinked inode whose last handle such a RELEASE
-// closed within freeWait, which the core knows (conquest.FS.ForgetDue):
-// under load its reader can take longer than freeQuiet to get to it
-// (session 38 saw 5 misses in 320 rounds with -race). (When the RELEASE
-// came first, the UNLINK itself queues the FORGET, ahead of the STATFS.)
-// It waits for nothing else: a statfs among other processes' mkdirs and
-// rmdirs answers as soon as the frees it found have ended, and on a mount
-// that frees nothing it answers at once.
+// queues while the daemon answers that RELEASE. So once the frees it found
+// have ended, STATFS waits (awaitForgets) for the FORGET of every unlinked
+// inode whose last handle was closed within freeWait, which the core knows
+// (conquest.FS.ForgetDue). (When the RELEASE came first, the UNLINK itself
+// queues the FORGET, ahead of the STATFS.) Before session 39 it only waited
+// for frees that started within 1 ms of a RELEASE's end; under load the
+// reader can take longer than that to get to the FORGET (session 38 saw 5
+// misses in 320 rounds with -race), and session 40 dropped that wait. It waits for nothing else: a statfs
+// among other processes' mkdirs and rmdirs answers as soon as the frees it
+// found have ended, and on a mount that frees nothing it answers at once.
 //
 // An OPEN whose read would update atime waits in the same way for the
 // RELEASEs in progress when it finds the file open for writing (atimeCache,
 // file.go): the RELEASE of a writer's close(2) comes before the OPEN of a
 // reader that followed that close.
 
-const (
-	freeWait  = 50 * time.Millisecond // the longest a STATFS waits
-	freeQuiet = time.Millisecond      // how long after a RELEASE its FORGET is expected
-)
+const freeWait = 50 * time.Millisecond // the longest a STATFS waits
 
 // frees tracks the requests being served that may free an inode.
 type frees struct {
-	mu          sync.Mutex
-	next        uint64
-	started     map[uint64]freeing // in progress, by ticket
-	lastRelease time.Time          // when the last RELEASE ended
-	changed     chan struct{}      // closed (and replaced) when one ends
+	mu      sync.Mutex
+	next    uint64
+	started map[uint64]freeing // in progress, by ticket
+	changed chan struct{}      // closed (and replaced) when one ends
 }
 
 type freeing struct {
@@ -82,44 +77,11 @@ func (f *frees) begin(release bool) uint64 {
 func (f *frees) end(ticket uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.started[ticket].release {
-		f.lastRelease = time.Now()
-	}
 	delete(f.started, ticket)
 	if f.changed != nil {
 		close(f.changed)
 		f.changed = nil
 	}
-}
-
-// inProgress returns the tickets of the RELEASEs in progress, whether any
-// free is, and whether a RELEASE ended within freeQuiet before now.
-func (f *frees) inProgress(now time.Time) (releases []uint64, busy, recent bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for id, fr := range f.started {
-		if fr.release {
-			releases = append(releases, id)
-		}
-	}
-	return releases, len(f.started) > 0, !f.lastRelease.IsZero() && now.Sub(f.lastRelease) < freeQuiet
-}
-
-// ended removes from tickets those that have ended and returns what is
-// left and, if any had ended, when the last RELEASE ended.
-func (f *frees) ended(tickets []uint64) ([]uint64, time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	left := tickets[:0]
-	for _, id := range tickets {
-		if _, ok := f.started[id]; ok {
-			left = append(left, id)
-		}
-	}
-	if len(left) == len(tickets) {
-		return left, time.Time{}
-	}
-	return left, f.lastRelease
 }
 
 // startedBefore reports whether a free (only a RELEASE, if releases) that
@@ -139,44 +101,23 @@ func (f *frees) startedBefore(t time.Time, releases bool) (bool, <-chan struct{}
 	return false, nil
 }
 
-// await returns once the frees STATFS must wait for (see above) have
-// ended, or after freeWait (timedOut). It reports whether it had to wait.
-func (f *frees) await() (waited, timedOut bool) {
+// await returns once the frees in progress when it is called (only the
+// RELEASEs, if releases) have ended, or after freeWait (timedOut). It
+// reports whether it had to wait.
+func (f *frees) await(releases bool) (waited, timedOut bool) {
 	now := time.Now()
-	releases, busy, recent := f.inProgress(now)
-	if !busy && !recent {
-		return false, false
-	}
-	cutoff := now
-	if recent {
-		cutoff = now.Add(freeQuiet)
-	}
 	deadline := time.NewTimer(freeWait)
 	defer deadline.Stop()
 	for {
-		var last time.Time
-		if releases, last = f.ended(releases); !last.IsZero() && last.Add(freeQuiet).After(cutoff) {
-			cutoff = last.Add(freeQuiet) // its FORGET may follow
-		}
-		busy, changed := f.startedBefore(cutoff, false)
-		wait := time.Until(cutoff)
-		if !busy && wait <= 0 {
+		busy, changed := f.startedBefore(now, releases)
+		if !busy {
 			return waited, false
 		}
 		waited = true
-		if wait <= 0 {
-			wait = freeWait // only changed or the deadline can end this round
-		}
-		quiet := time.NewTimer(wait)
 		select {
-		case <-changed: // nil (blocks) when none is busy
-		case <-quiet.C:
+		case <-changed:
 		case <-deadline.C:
-			timedOut = true
-		}
-		quiet.Stop()
-		if timedOut {
-			return waited, true
+			return true, true
 		}
 	}
 }
@@ -185,9 +126,7 @@ func (f *frees) await() (waited, timedOut bool) {
 // within freeWait still waits for its FORGET (conquest.FS.ForgetDue), or
 // after freeWait; it reports whether it had to wait. That FORGET is the one
 // the kernel queues only when the daemon answers the RELEASE, after the
-// STATFS may have been read: frees.await expects it only within freeQuiet
-// of the RELEASE, which a loaded machine can exceed (5 of 320 rounds of
-// TestStatfsWaitsForRelease with -race, session 38).
+// STATFS may have been read.
 func (s *Server) awaitForgets() bool {
 	if !s.fs.ForgetDue(freeWait) {
 		return false
@@ -220,25 +159,4 @@ func (f *frees) nextEnd() <-chan struct{} {
 		f.changed = make(chan struct{})
 	}
 	return f.changed
-}
-
-// awaitReleases returns once the RELEASEs in progress when it is called
-// have ended, or after freeWait: an open whose read would update atime
-// waits so for the RELEASE of a writer's close that the kernel queued
-// before it (atimeCache).
-func (f *frees) awaitReleases() {
-	now := time.Now()
-	deadline := time.NewTimer(freeWait)
-	defer deadline.Stop()
-	for {
-		busy, changed := f.startedBefore(now, true)
-		if !busy {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return
-		}
-	}
 }

@@ -347,7 +347,7 @@ func TestStatfsWaitsForRelease(t *testing.T) {
 	t.Cleanup(func() { testHookServe.Store(nil) })
 	// The FORGET that the kernel queues only when the daemon answers the
 	// RELEASE (the file was unlinked while its RELEASE was being served)
-	// STATFS waited for only freeQuiet until session 39: under load its
+	// STATFS waited for only 1 ms after the RELEASE until session 39: under load its
 	// reader can take longer, and with -race and another test beside it
 	// 5 of 320 rounds missed (session 38). Now it waits for that FORGET
 	// itself (TestStatfsWaitsForLateForget).
@@ -399,7 +399,7 @@ func unlinkThenStatfs(t *testing.T, mnt string, rounds int) (missed int) {
 // the STATFS that follows the unlink may have been read. STATFS waits for
 // it (conquest.FS.ForgetDue), however long its reader takes to get to it:
 // here every FORGET is registered 5 ms after its read, where the wait that
-// expected it within freeQuiet of the RELEASE missed all 20 rounds.
+// expected it within 1 ms of the RELEASE (session 38) missed all 20 rounds.
 func TestStatfsWaitsForLateForget(t *testing.T) {
 	srv, mnt := mountHere(t, Options{})
 	h := func(req fuse.Request) {
@@ -471,7 +471,7 @@ func TestAtimeReadRightAfterWriterClose(t *testing.T) {
 		// The reader's RELEASE of the round before has been served: the
 		// OPEN below has no other RELEASE to wait for.
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
-			if releases, _, _ := srv.frees.inProgress(time.Now()); len(releases) == 0 {
+			if busy, _ := srv.frees.startedBefore(time.Now(), true); !busy {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -526,7 +526,6 @@ func TestStatfsDoesNotWaitWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fd)
-	time.Sleep(2 * freeQuiet)
 	for range 100 {
 		if err := syscall.Statfs(mnt, &st); err != nil {
 			t.Fatal(err)
@@ -588,20 +587,20 @@ func TestParseRename2(t *testing.T) {
 // 27 s instead of 5 when it did).
 func TestFreesAwait(t *testing.T) {
 	var f frees
-	if waited, timedOut := f.await(); waited || timedOut {
+	if waited, timedOut := f.await(false); waited || timedOut {
 		t.Fatalf("nothing ever freed: waited %v, timed out %v", waited, timedOut)
 	}
 
 	// A free that started before STATFS and does not end: wait, up to freeWait.
 	id := f.begin(true)
-	if waited, timedOut := f.await(); !waited || !timedOut {
+	if waited, timedOut := f.await(false); !waited || !timedOut {
 		t.Fatalf("free in progress: waited %v, timed out %v", waited, timedOut)
 	}
 
 	// It ends while STATFS waits: STATFS answers then, not at the deadline.
 	done := make(chan [2]bool)
 	go func() {
-		w, to := f.await()
+		w, to := f.await(false)
 		done <- [2]bool{w, to}
 	}()
 	time.Sleep(time.Millisecond)
@@ -613,31 +612,35 @@ func TestFreesAwait(t *testing.T) {
 	// A free that starts after STATFS arrived and never ends (other
 	// processes' deletes go on) is not waited for.
 	later := frees{started: map[uint64]freeing{100: {start: time.Now().Add(time.Hour)}}}
-	if waited, timedOut := later.await(); waited || timedOut {
+	if waited, timedOut := later.await(false); waited || timedOut {
 		t.Fatalf("free started after STATFS: waited %v, timed out %v", waited, timedOut)
 	}
 
 	// Nor is anything after a FORGET that ended: nothing follows it.
 	var forgot frees
 	forgot.end(forgot.begin(false))
-	if waited, timedOut := forgot.await(); waited || timedOut {
+	if waited, timedOut := forgot.await(false); waited || timedOut {
 		t.Fatalf("after a FORGET: waited %v, timed out %v", waited, timedOut)
 	}
 
-	// After a RELEASE that ended just before, STATFS waits for a FORGET
-	// that starts within freeQuiet, until it ends.
+	// Nor after a RELEASE that ended: the FORGET that may follow it is
+	// awaitForgets' (the core knows whether one is due).
 	var released frees
 	released.end(released.begin(true))
-	forget := released.begin(false)
-	go func() {
-		time.Sleep(5 * freeQuiet)
-		released.end(forget)
-	}()
-	if waited, timedOut := released.await(); !waited || timedOut {
-		t.Fatalf("FORGET after a RELEASE: waited %v, timed out %v", waited, timedOut)
+	if waited, timedOut := released.await(false); waited || timedOut {
+		t.Fatalf("after a RELEASE: waited %v, timed out %v", waited, timedOut)
 	}
-	if _, busy := released.started[forget]; busy {
-		t.Fatal("STATFS did not wait for the FORGET that followed a RELEASE")
+
+	// An OPEN waits only for the RELEASEs in progress, not for a FORGET.
+	var both frees
+	both.begin(false)
+	rel := both.begin(true)
+	go func() {
+		time.Sleep(time.Millisecond)
+		both.end(rel)
+	}()
+	if waited, timedOut := both.await(true); !waited || timedOut {
+		t.Fatalf("RELEASE in progress beside a FORGET: waited %v, timed out %v", waited, timedOut)
 	}
 }
 
