@@ -1,6 +1,7 @@
 # Conquest: build, test, demo and benchmark.
 #
-#   make test    everything CI runs: installs what is missing (make deps), then
+#   make test    the test suite (CI runs `bash .ci/deps.sh && make test`, as the README says: a
+#                fresh Debian may have no make): installs what is missing (make deps), then
 #                go vet ./... && go test -race ./... (mounts for real; run as root),
 #                the three longest packages named first so that they start first
 #   make demo    installs what is missing, builds, mounts the embedded default on a temporary
