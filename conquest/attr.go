@@ -21,7 +21,11 @@ func (fs *FS) GetAttr(ino Ino) (Attr, error) {
 // SetAttr applies chmod, chown, truncate and utimens as in.Valid says, in
 // one transaction (a large truncate frees the rest in further ones). Any
 // change sets ctime to now unless SetCtime gives it. SetSize sets mtime
-// too, even to the same size (as ext4). Permission checks are the
+// too, even to the same size (as ext4). SetKeepTimes turns both off for a
+// regular file: its mtime and ctime change only as SetMtime and SetCtime
+// give them (the kernel's writeback cache keeps a regular file's times
+// itself and sends them when they change; a truncate(2) to the size the
+// file already has changes neither there). Permission checks are the
 // kernel's (default_permissions).
 func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 	fs.mu.Lock()
@@ -38,6 +42,7 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 			return err
 		}
 		changed := in.Valid&SetTouch != 0
+		keep := in.Valid&SetKeepTimes != 0 && n.typ() == S_IFREG
 		if in.Valid&SetSize != 0 {
 			switch n.typ() {
 			case S_IFREG:
@@ -49,7 +54,9 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 			// As ext4: mtime and ctime change even when the size does
 			// not. The kernel sends open(O_TRUNC) of an empty file as this
 			// same request, and POSIX wants its times marked.
-			n.setTime(tx, iMtime, now)
+			if !keep {
+				n.setTime(tx, iMtime, now)
+			}
 			changed = true
 			if more, err = fs.setSizeLocked(tx, n, in.Size); err != nil {
 				return err
@@ -91,7 +98,7 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 		}
 		if in.Valid&SetCtime != 0 {
 			n.setTime(tx, iCtime, normTime(in.Ctime))
-		} else if changed {
+		} else if changed && !keep {
 			n.setTime(tx, iCtime, now)
 		}
 		at = n.attr()

@@ -76,6 +76,7 @@ const (
 	SetCtime                          // Ctime (otherwise ctime = now on any change)
 	SetKillSUIDGID                    // clear S_ISUID, and S_ISGID if group-exec is set
 	SetTouch                          // ctime = now even if nothing else changes (chown(-1, -1), as ext4)
+	SetKeepTimes                      // a regular file's mtime and ctime change only as given (see SetAttr)
 )
 
 // Rename flags (the values of renameat2(2)).

@@ -70,6 +70,16 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 			in.Mode = a.Mode & 0o7777 &^ conquest.S_ISGID
 		}
 	}
+	if s.opt.WritebackCache {
+		// The kernel keeps a regular file's mtime and ctime itself and
+		// ignores ours: it sends them with every change it makes (a
+		// truncate that changes the size, chmod, utimes), and a
+		// truncate(2) to the size the file has changes neither. Times
+		// stamped here would differ from what stat showed until the
+		// inode left the kernel's cache (an outside review saw them
+		// jump at the next mount).
+		in.Valid |= conquest.SetKeepTimes
+	}
 	a, err := s.fs.SetAttr(ino(r.Node), in, cred(&r.Header))
 	if err != nil {
 		s.respondError(r, err)

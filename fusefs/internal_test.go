@@ -767,3 +767,56 @@ func TestPanicServingLogged(t *testing.T) {
 		t.Errorf("logs of the other panic: %q, want one with its stack", bug)
 	}
 }
+
+// With the writeback cache the kernel keeps a regular file's mtime and
+// ctime and ignores the daemon's. A truncate(2) to the size the file
+// already has changes neither there, so the daemon must not stamp them
+// either: an outside review saw such files' times jump at the next mount
+// (stat showed the old times until then). A truncate that changes the size
+// carries the kernel's times, which the daemon stores as given.
+func TestWritebackTruncateKeepsKernelTimes(t *testing.T) {
+	srv, mnt := mountHere(t, Options{WritebackCache: true})
+	p := filepath.Join(mnt, "f")
+	if err := os.WriteFile(p, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	stat := func() (syscall.Stat_t, conquest.Attr) {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		a, err := srv.fs.GetAttr(conquest.Ino(st.Ino))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, a
+	}
+	same := func(k syscall.Timespec, c conquest.Timespec) bool {
+		return k.Sec == c.Sec && k.Nsec == int64(c.Nsec)
+	}
+	before, _ := stat()
+	for _, size := range []int64{5, 3} {
+		time.Sleep(20 * time.Millisecond)
+		if err := syscall.Truncate(p, size); err != nil {
+			t.Fatal(err)
+		}
+		st, a := stat()
+		if !same(st.Mtim, a.Mtime) || !same(st.Ctim, a.Ctime) {
+			t.Errorf("truncate to %d: stat shows mtime %v ctime %v, the daemon stored %v %v",
+				size, st.Mtim, st.Ctim, a.Mtime, a.Ctime)
+		}
+		if size == 5 && (st.Mtim != before.Mtim || st.Ctim != before.Ctim) {
+			// The kernel's own rule, which this test relies on; should it
+			// change, the daemon may stamp times again.
+			t.Logf("the kernel changed times on a truncate to the same size: mtime %v -> %v", before.Mtim, st.Mtim)
+		}
+		if size == 3 && st.Mtim == before.Mtim {
+			t.Errorf("a truncate that changed the size left mtime at %v", st.Mtim)
+		}
+	}
+}
