@@ -210,6 +210,14 @@ func (fs *FS) Link(ino, newParent Ino, newName string) (Attr, error) {
 // Unlink removes a non-directory name. The inode is freed when its last
 // link, kernel reference and open handle are gone.
 func (fs *FS) Unlink(parent Ino, name string) error {
+	_, err := fs.remove(parent, name, false)
+	return err
+}
+
+// UnlinkKept is Unlink that also returns the attributes of the inode the
+// name led to when it keeps other links (Nlink > 0: its nlink and ctime
+// changed), or a zero Attr when it has none left.
+func (fs *FS) UnlinkKept(parent Ino, name string) (Attr, error) {
 	return fs.remove(parent, name, false)
 }
 
@@ -221,19 +229,20 @@ func (fs *FS) Rmdir(parent Ino, name string) error {
 	case "..":
 		return ErrNotEmpty
 	}
-	return fs.remove(parent, name, true)
+	_, err := fs.remove(parent, name, true)
+	return err
 }
 
-func (fs *FS) remove(parent Ino, name string, isDir bool) error {
+func (fs *FS) remove(parent Ino, name string, isDir bool) (kept Attr, err error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.closed {
-		return ErrIO
+		return Attr{}, ErrIO
 	}
 	now := fs.now()
 	reap := false
 	var victim Ino
-	err := fs.update(func(tx *pram.Tx) error {
+	err = fs.update(func(tx *pram.Tx) error {
 		d, err := fs.dirInode(parent)
 		if err != nil {
 			return err
@@ -260,13 +269,18 @@ func (fs *FS) remove(parent Ino, name string, isDir bool) error {
 			return err
 		}
 		d.touchMC(tx, now)
-		reap, err = fs.unlinkInodeLocked(tx, d, in, now)
+		if reap, err = fs.unlinkInodeLocked(tx, d, in, now); err == nil && in.nlink() > 0 {
+			kept = in.attr()
+		}
 		return err
 	})
 	if err == nil && reap {
 		fs.releaseLocked(victim)
 	}
-	return err
+	if err != nil {
+		kept = Attr{}
+	}
+	return kept, err
 }
 
 // unlinkInodeLocked drops one link of in, whose name in directory d is

@@ -29,6 +29,17 @@ func (fs *FS) Rename(oldParent Ino, oldName string, newParent Ino, newName strin
 	if flags&RenameWhiteout != 0 {
 		return ErrInvalid // it needs the caller's identity: RenameWhiteout
 	}
+	_, err := fs.rename(oldParent, oldName, newParent, newName, flags, Cred{})
+	return err
+}
+
+// RenameKept is Rename that also returns the attributes of the inode that
+// the new name led to before, when it keeps other links (Nlink > 0: its
+// nlink and ctime changed), or a zero Attr.
+func (fs *FS) RenameKept(oldParent Ino, oldName string, newParent Ino, newName string, flags uint32) (Attr, error) {
+	if flags&RenameWhiteout != 0 {
+		return Attr{}, ErrInvalid
+	}
 	return fs.rename(oldParent, oldName, newParent, newName, flags, Cred{})
 }
 
@@ -38,30 +49,31 @@ func (fs *FS) Rename(oldParent Ino, oldName string, newParent Ino, newName strin
 // flags may add RenameNoReplace; RenameExchange is ErrInvalid. The kernel
 // has checked CAP_MKNOD.
 func (fs *FS) RenameWhiteout(oldParent Ino, oldName string, newParent Ino, newName string, flags uint32, c Cred) error {
-	return fs.rename(oldParent, oldName, newParent, newName, flags|RenameWhiteout, c)
+	_, err := fs.rename(oldParent, oldName, newParent, newName, flags|RenameWhiteout, c)
+	return err
 }
 
-// rename implements Rename and RenameWhiteout; c is used only for the
-// whiteout.
-func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName string, flags uint32, c Cred) error {
+// rename implements Rename, RenameKept and RenameWhiteout; c is used only
+// for the whiteout.
+func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName string, flags uint32, c Cred) (kept Attr, err error) {
 	if flags&^(RenameNoReplace|RenameExchange|RenameWhiteout) != 0 ||
 		flags&RenameExchange != 0 && flags&(RenameNoReplace|RenameWhiteout) != 0 {
-		return ErrInvalid
+		return Attr{}, ErrInvalid
 	}
 	for _, n := range []string{oldName, newName} {
 		if n == "." || n == ".." {
-			return ErrBusy
+			return Attr{}, ErrBusy
 		}
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.closed {
-		return ErrIO
+		return Attr{}, ErrIO
 	}
 	now := fs.now()
 	reap := false
 	var victim Ino
-	err := fs.update(func(tx *pram.Tx) error {
+	err = fs.update(func(tx *pram.Tx) error {
 		od, err := fs.dirInode(oldParent)
 		if err != nil {
 			return err
@@ -148,7 +160,9 @@ func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName strin
 		}
 		if exists {
 			victim = dst.ino
-			reap, err = fs.unlinkInodeLocked(tx, nd, dst, now)
+			if reap, err = fs.unlinkInodeLocked(tx, nd, dst, now); err == nil && dst.nlink() > 0 {
+				kept = dst.attr()
+			}
 			return err
 		}
 		return nil
@@ -156,7 +170,10 @@ func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName strin
 	if err == nil && reap {
 		fs.releaseLocked(victim)
 	}
-	return err
+	if err != nil {
+		kept = Attr{}
+	}
+	return kept, err
 }
 
 // exchangeLocked swaps two existing names (RENAME_EXCHANGE).

@@ -92,24 +92,28 @@ func (s *Server) create(r *fuse.CreateRequest) {
 
 func (s *Server) remove(r *fuse.RemoveRequest) {
 	var err error
+	var kept conquest.Attr // a hard-linked symlink's other names: its ctime changed
 	if r.Dir {
 		err = s.fs.Rmdir(ino(r.Node), r.Name)
 	} else {
-		err = s.fs.Unlink(ino(r.Node), r.Name)
+		kept, err = s.fs.UnlinkKept(ino(r.Node), r.Name)
 	}
 	if err != nil {
 		s.respondError(r, err)
 		return
 	}
+	s.retargetLink(kept.Ino, kept.Mode)
 	r.Respond()
 }
 
 func (s *Server) rename(r *fuse.RenameRequest) {
 	// Plain RENAME; renameat2 with flags arrives as RENAME2 (rename2.go).
-	if err := s.fs.Rename(ino(r.Node), r.OldName, ino(r.NewDir), r.NewName, 0); err != nil {
+	kept, err := s.fs.RenameKept(ino(r.Node), r.OldName, ino(r.NewDir), r.NewName, 0)
+	if err != nil {
 		s.respondError(r, err)
 		return
 	}
+	s.retargetLink(kept.Ino, kept.Mode) // the replaced inode, if it keeps names
 	s.retargetRenamed(ino(r.NewDir), r.NewName)
 	r.Respond()
 }
@@ -117,7 +121,8 @@ func (s *Server) rename(r *fuse.RenameRequest) {
 // The kernel caches a symlink's target (CACHE_SYMLINKS) and answers later
 // readlinks and path walks from it, so only the first READLINK reaches the
 // core, which updates atime (relatime). An operation that changes the
-// symlink's ctime or times makes atime due again on ext4; retargetLink,
+// symlink's ctime or times (a chown, a rename, an xattr, a link made or
+// removed) makes atime due again on ext4; retargetLink,
 // called before such an operation's reply, drops the cached target so that
 // the next readlink comes here. (An atime a day old, the third relatime
 // rule, is not seen: the cached target has no lifetime.)

@@ -99,15 +99,17 @@ func (s *Server) rename2(r *fuse.UnrecognizedRequest) {
 	// RenameRequest with the same Header releases the message.
 	rr := &fuse.RenameRequest{Header: r.Header, NewDir: fuse.NodeID(in.newDir), OldName: in.oldName, NewName: in.newName}
 	var err error
+	var kept conquest.Attr
 	if in.flags&conquest.RenameWhiteout != 0 {
 		err = s.fs.RenameWhiteout(ino(r.Node), in.oldName, ino(rr.NewDir), in.newName, in.flags&^conquest.RenameWhiteout, cred(&r.Header))
 	} else {
-		err = s.fs.Rename(ino(r.Node), in.oldName, ino(rr.NewDir), in.newName, in.flags)
+		kept, err = s.fs.RenameKept(ino(r.Node), in.oldName, ino(rr.NewDir), in.newName, in.flags)
 	}
 	if err != nil {
 		s.respondError(r, err)
 		return
 	}
+	s.retargetLink(kept.Ino, kept.Mode)
 	s.retargetRenamed(ino(rr.NewDir), in.newName)
 	if in.flags&conquest.RenameExchange != 0 {
 		s.retargetRenamed(ino(r.Node), in.oldName)
