@@ -394,14 +394,7 @@ func TestCorruptImageRefused(t *testing.T) {
 	// advise mkfs, which would lose the arena's files.
 	for _, d := range []string{other, d2} {
 		if d == d2 {
-			f, err := os.OpenFile(d2, os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = f.WriteAt(make([]byte, 4096), 0)
-			if err := errors.Join(err, f.Close()); err != nil {
-				t.Fatal(err)
-			}
+			zeroAt(t, d2, 0, 4096)
 		}
 		errs := c.fails(1, "not the disk formatted with this arena, or both copies of its superblock", "mount", "--pram", p2, "--disk", d, mp)
 		if !strings.Contains(errs, "would format both images anew, losing every file") {
@@ -427,41 +420,36 @@ func TestInterruptedMkfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero := func(off int64) {
-		t.Helper()
-		f, err := os.OpenFile(p, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = f.WriteAt(make([]byte, 8), off)
-		if err := errors.Join(err, f.Close()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const rootSlot0 = 576 // pram: offRoots
-	zero(rootSlot0)
+	zeroAt(t, p, rootSlot0, 8)
 	if errs := c.fails(4, "damaged", "fsck", "--pram", p, "--disk", d); strings.Contains(errs, "mkfs did not finish") {
 		t.Errorf("a damaged root slot beside an intact heap is taken for an interrupted mkfs: %s", errs)
 	}
-	zero(int64(g.HeapOff)) // the heap header's magic: as before Format
+	zeroAt(t, p, int64(g.HeapOff), 8) // the heap header's magic: as before Format
 	mp := c.mountpoint()
 	c.fails(1, "mkfs did not finish formatting it (interrupted?)", "mount", "--pram", p, "--disk", d, mp)
 	c.fails(4, "mkfs --force --pram", "fsck", "--pram", p, "--disk", d)
 	// Stopped before it wrote the disk's superblock as well: still named
 	// as an interrupted mkfs, not as a disk of another arena.
-	f, err := os.OpenFile(d, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.WriteAt(make([]byte, 4096), 0)
-	if err := errors.Join(err, f.Close()); err != nil {
-		t.Fatal(err)
-	}
+	zeroAt(t, d, 0, 4096)
 	c.fails(1, "mkfs did not finish formatting it (interrupted?)", "mount", "--pram", p, "--disk", d, mp)
 	c.fails(4, "mkfs --force --pram", "fsck", "--pram", p, "--disk", d)
 	c.fails(4, "mkfs --force --pram", "fsck", "--repair", "--pram", p, "--disk", d)
 	c.ok("mkfs", "--force", "--pram", p, "--disk", d, "--pram-size", "16M", "--disk-size", "16M")
 	c.ok("fsck", "--pram", p, "--disk", d)
+}
+
+// zeroAt overwrites n bytes of the file at path with zeros from off.
+func zeroAt(t *testing.T, path string, off int64, n int) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt(make([]byte, n), off)
+	if err := errors.Join(err, f.Close()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fsck exit codes after a crash: 1 (recovered), then 0.
