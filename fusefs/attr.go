@@ -110,10 +110,10 @@ func (s *Server) statfs(r *fuse.StatfsRequest) {
 	})
 }
 
+// timespec turns a time bazil decoded with time.Unix back into seconds and
+// nanoseconds. (Its zero time.Time is 0001-01-01 00:00:00 UTC, a time a
+// caller may set like any other.)
 func timespec(t time.Time) conquest.Timespec {
-	if t.IsZero() {
-		return conquest.Timespec{}
-	}
 	return conquest.Timespec{Sec: t.Unix(), Nsec: uint32(t.Nanosecond())}
 }
 

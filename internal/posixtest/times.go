@@ -51,6 +51,19 @@ func testUtimensNano(t *testing.T, dir string) {
 	if !tsEqual(st.Atim, pre) || !tsEqual(st.Mtim, post) {
 		t.Fatalf("times %v %v, want %v %v", st.Atim, st.Mtim, pre, post)
 	}
+	// 0001-01-01 00:00:00 UTC, Go's zero time.Time, is a time like any
+	// other (an outside review saw Conquest store it as 1970). A file
+	// system may clamp it to the earliest time it can hold (the kernel
+	// does, to ext4's 1901-12-13); tmpfs and Conquest keep it.
+	year1 := unix.Timespec{Sec: -62135596800}
+	ext4Min := unix.Timespec{Sec: -1 << 31}
+	setTimes(t, p, year1, year1)
+	st = lstat(t, p)
+	for _, got := range []unix.Timespec{st.Atim, st.Mtim} {
+		if !tsEqual(got, year1) && !tsEqual(got, ext4Min) {
+			t.Fatalf("times %v %v, want %v (or ext4's earliest, %v)", st.Atim, st.Mtim, year1, ext4Min)
+		}
+	}
 	// Directories too.
 	setTimes(t, dir, a, m)
 	if st := lstat(t, dir); !tsEqual(st.Atim, a) || !tsEqual(st.Mtim, m) {
