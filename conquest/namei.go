@@ -243,6 +243,7 @@ func (fs *FS) remove(parent Ino, name string, isDir bool) (kept Attr, err error)
 	reap := false
 	var victim Ino
 	err = fs.update(func(tx *pram.Tx) error {
+		kept = Attr{} // fn may run again (update)
 		d, err := fs.dirInode(parent)
 		if err != nil {
 			return err

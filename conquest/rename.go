@@ -74,6 +74,7 @@ func (fs *FS) rename(oldParent Ino, oldName string, newParent Ino, newName strin
 	reap := false
 	var victim Ino
 	err = fs.update(func(tx *pram.Tx) error {
+		kept = Attr{} // fn may run again (update)
 		od, err := fs.dirInode(oldParent)
 		if err != nil {
 			return err
