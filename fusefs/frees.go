@@ -29,9 +29,10 @@ import (
 // queues the FORGET, ahead of the STATFS.) Before session 39 it only waited
 // for frees that started within 1 ms of a RELEASE's end; under load the
 // reader can take longer than that to get to the FORGET (session 38 saw 5
-// misses in 320 rounds with -race), and session 40 dropped that wait. It waits for nothing else: a statfs
-// among other processes' mkdirs and rmdirs answers as soon as the frees it
-// found have ended, and on a mount that frees nothing it answers at once.
+// misses in 320 rounds with -race), and session 40 dropped that wait. It
+// waits for nothing else: a statfs among other processes' mkdirs and rmdirs
+// answers as soon as the frees it found have ended, and on a mount that
+// frees nothing it answers at once.
 //
 // An OPEN whose read would update atime waits in the same way for the
 // RELEASEs in progress when it finds the file open for writing (atimeCache,
@@ -106,20 +107,21 @@ func (f *frees) startedBefore(t time.Time, releases bool) (bool, <-chan struct{}
 // reports whether it had to wait.
 func (f *frees) await(releases bool) (waited, timedOut bool) {
 	now := time.Now()
+	busy, changed := f.startedBefore(now, releases)
+	if !busy {
+		return false, false // the usual case: no timer
+	}
 	deadline := time.NewTimer(freeWait)
 	defer deadline.Stop()
-	for {
-		busy, changed := f.startedBefore(now, releases)
-		if !busy {
-			return waited, false
-		}
-		waited = true
+	for busy {
 		select {
 		case <-changed:
 		case <-deadline.C:
 			return true, true
 		}
+		busy, changed = f.startedBefore(now, releases)
 	}
+	return true, false
 }
 
 // awaitForgets returns once no unlinked inode whose last handle was closed
