@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
 	"conquest/diskstore"
@@ -78,7 +76,10 @@ func mkfs(im images, o mkfsOptions) error {
 		if !waitExited(p, o.note) {
 			return fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", p)
 		}
-		claim, err := claimDevice(p)
+		claim, busy, err := claimDevice(p)
+		if busy {
+			return fmt.Errorf("%s: in use (a mounted file system, swap, or another device holds it): refusing to format it", p)
+		}
 		if err != nil {
 			return err
 		}
@@ -135,28 +136,6 @@ func mkfs(im images, o mkfsOptions) error {
 		}
 	}
 	return err
-}
-
-// claimDevice opens path exclusively if it is a block device, and keeps it
-// so until the returned file is closed: a device that a mounted file
-// system, swap, a device mapper or RAID array, or another exclusive opener
-// holds is refused with EBUSY, and --force does not override that (as
-// mkfs.ext4 -F refuses a mounted device). Other opens, such as the
-// format's own, still succeed. For anything but a block device it returns
-// a nil file (Close on it is harmless).
-func claimDevice(path string) (*os.File, error) {
-	st, err := os.Stat(path)
-	if err != nil || st.Mode()&os.ModeDevice == 0 || st.Mode()&os.ModeCharDevice != 0 {
-		return nil, nil
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_EXCL, 0)
-	if errors.Is(err, unix.EBUSY) {
-		return nil, fmt.Errorf("%s: in use (a mounted file system, swap, or another device holds it): refusing to format it", path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
 }
 
 // existingOr is the size of an existing non-empty regular file, 0 for a

@@ -175,7 +175,8 @@ func waitExited(path string, note func(string)) bool {
 // the arena when it exits (see lockDisk).
 const diskLockWait = 300 * time.Millisecond
 
-// lockDisk takes an exclusive lock on im's disk, held by every process that
+// lockDisk takes an exclusive lock on im's disk, and claims both images if
+// they are block devices (claim.go), held by every process that
 // opens the file system (the daemon, fsck, df and stat) for as long as it
 // has it open, as the arena's own lock is: the arena lock alone lets two
 // daemons share one disk when two arenas name it (a copy of an arena, or an
@@ -196,12 +197,26 @@ func lockDisk(im images, note func(string)) (unlock func(), err error) {
 	deadline := time.Now().Add(diskLockWait)
 	for {
 		unlock, busy, err := flockDisk(im.disk)
+		claimed := ""
+		if !busy && err == nil {
+			// Then the block devices (claim.go), which a daemon also
+			// lets go just after its arena.
+			var release func()
+			if release, claimed, err = claimDevices(im.pram, im.disk); claimed == "" && err == nil {
+				disk := unlock
+				return func() { release(); disk() }, nil
+			}
+			unlock()
+		}
 		switch {
-		case !busy:
-			return unlock, err
+		case err != nil:
+			return nil, err
 		case inUse(im.pram):
 			return nil, explainOpen(im, pram.ErrLocked)
-		case time.Now().After(deadline):
+		case time.Now().Before(deadline):
+		case claimed != "":
+			return nil, fmt.Errorf("%s: in use: another process holds the device exclusively (a file system mounted from it, or a Conquest mount of it through another device node); refusing to open it", claimed)
+		default:
 			return nil, fmt.Errorf("%s: disk is in use by another process (the disk of a file system mounted from another arena?); refusing to share it", im.disk)
 		}
 		time.Sleep(10 * time.Millisecond)
