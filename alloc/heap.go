@@ -72,7 +72,11 @@ func Format(tx *pram.Tx) (*Heap, error) {
 		return nil, err
 	}
 	if a.Kind() != pram.KindFile {
-		clearNonZero(a.Bytes(g.mapOff, uint64(g.dataOff-g.mapOff)))
+		// A device holds what it held before, not the zeros of a new
+		// image file: the header page's unused words (checkHeader wants
+		// them zero; fsck reported each of them after an mkfs of a
+		// reused device) and the page map.
+		clearNonZero(a.Bytes(g.hdr, uint64(g.dataOff-g.hdr)))
 	}
 	var b [HeaderSize]byte
 	copy(b[:], staticHeader(g))
