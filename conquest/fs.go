@@ -183,7 +183,8 @@ func Mkfs(pramPath, diskPath string, o MkfsOptions) error {
 
 // createDisk opens the disk for Mkfs: a missing path (or an existing
 // regular file, when size is given) becomes an image file of size bytes; a
-// block device or an existing file is used whole otherwise.
+// block device given a size is used up to it (sizedDevice); a block device
+// or an existing file is used whole otherwise.
 func createDisk(path string, size uint64) (diskstore.Device, error) {
 	st, err := os.Stat(path)
 	switch {
@@ -196,9 +197,32 @@ func createDisk(path string, size uint64) (diskstore.Device, error) {
 		}
 	case err != nil:
 		return nil, err
+	case st.Mode()&os.ModeDevice != 0 && size > 0:
+		// A block device given a size: its first size bytes are the disk,
+		// as mkfs.ext4 DEVICE SIZE uses only part of a device.
+		dev, err := diskstore.OpenDevice(path, diskstore.DeviceOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if size > uint64(dev.Size()) {
+			dev.Close()
+			return nil, fmt.Errorf("%w: a disk of %d bytes does not fit on %s, a device of %d bytes", ErrInvalid, size, path, dev.Size())
+		}
+		return sizedDevice{dev, int64(size)}, nil
 	}
 	return diskstore.OpenDevice(path, diskstore.DeviceOptions{})
 }
+
+// sizedDevice is the first size bytes of a device, for Mkfs: the disk's
+// superblock and the arena record its block count, and later opens use
+// the device whole but only as many blocks as were recorded (a device
+// that grows keeps its disk's size).
+type sizedDevice struct {
+	diskstore.Device
+	size int64
+}
+
+func (d sizedDevice) Size() int64 { return d.size }
 
 // Open opens the file system in pramPath and its disk diskPath (or
 // o.Device): the arena is mapped (an interrupted transaction is rolled

@@ -241,8 +241,9 @@ type MkfsOptions struct {
 	// It must lie in [MinLargeFileThreshold, MaxLargeFileThreshold].
 	LargeFileThreshold uint64
 	// DiskSize is the size in bytes of a new disk image file: Mkfs creates
-	// (or resizes) a regular file at diskPath to it. 0 keeps the size of an
-	// existing file or device.
+	// (or resizes) a regular file at diskPath to it; of a block device, Mkfs
+	// uses that much from its start (no more than it holds). 0 keeps the
+	// size of an existing file or device.
 	DiskSize uint64
 	// DiskBlockSize is the disk block size (the unit of allocation and
 	// checksums): a power of two in [4 KiB, 1 MiB]; 0 picks

@@ -118,3 +118,49 @@ func TestMkfsReusedDevices(t *testing.T) {
 		}
 	}
 }
+
+// --disk-size on a block device uses that much of it, as mkfs.ext4 DEVICE
+// SIZE does (it was ignored: the whole device became the disk), and a size
+// larger than the device is refused.
+func TestDiskSizeOnBlockDevice(t *testing.T) {
+	c := newCLI(t)
+	disk := loopdev.New(t, 128<<20)
+	pram := filepath.Join(t.TempDir(), "p.img")
+	c.fails(1, "does not fit on "+disk, "mkfs", "--pram", pram, "--pram-size", "16M", "--disk", disk, "--disk-size", "200M")
+	c.ok("mkfs", "--pram", pram, "--pram-size", "16M", "--disk", disk, "--disk-size", "64M")
+	if out, _ := c.ok("stat", "--pram", pram, "--disk", disk); !strings.Contains(out, "disk usage:           0B of 64.0M") {
+		t.Errorf("stat of a 64M disk on a 128M device:\n%s", out)
+	}
+	mp := c.mountpoint()
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	var st unix.Statfs_t
+	if err := unix.Statfs(mp, &st); err != nil {
+		t.Fatal(err)
+	}
+	if total := st.Blocks * uint64(st.Bsize); total > 64<<20+16<<20 {
+		t.Errorf("statfs: %d bytes in all, want the 16M arena and the 64M disk at most", total)
+	}
+	// More than the disk holds does not fit, though the device would.
+	f, err := os.Create(filepath.Join(mp, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i*31 + 7)
+	}
+	n := 0
+	for ; n < 100; n++ {
+		if _, err = f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	if !errors.Is(err, unix.ENOSPC) || n >= 64 {
+		t.Errorf("writing 100 MiB into a 64M disk: %d MiB written, then %v; want ENOSPC before 64 MiB", n, err)
+	}
+	c.ok("umount", mp)
+	if out, _ := c.ok("fsck", "--pram", pram, "--disk", disk); !strings.Contains(out, "clean") {
+		t.Errorf("fsck: %s", out)
+	}
+}

@@ -24,7 +24,7 @@ func mkfsCommand() *cli.Command {
 			&cli.StringFlag{Name: "pram", Required: true, Usage: "arena: image file, device-DAX or block device"},
 			&cli.StringFlag{Name: "disk", Required: true, Usage: "large-file disk: image file or block device"},
 			&cli.StringFlag{Name: "pram-size", Usage: "arena size for a new image file (default 1G; a block device: the most that leaves room for checkpoint slots; a device-DAX: its whole size)"},
-			&cli.StringFlag{Name: "disk-size", Usage: "disk size for a new image file (default 4G)"},
+			&cli.StringFlag{Name: "disk-size", Usage: "disk size: of a new image file (default 4G), or how much of a block device to use (default all of it)"},
 			&cli.StringFlag{Name: "large-threshold", Usage: "files larger than this keep their data on the disk (default: the core's)"},
 			&cli.StringFlag{Name: "disk-block-size", Usage: "unit of disk allocation and checksums, a power of two in 4K..1M (default 16K)"},
 			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "overwrite whatever the paths hold"},
