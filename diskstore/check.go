@@ -240,7 +240,7 @@ func (k *Checker) verify(seg pram.Off, x segment, size int64) {
 				b++
 			}
 			dst := buf[:(b-a)*bs]
-			if err := s.readVerified(seg, fb+a, x.disk+Block(i+a), sums[a:b], dst); err != nil {
+			if !s.runVerifies(seg, fb+a, x.disk+Block(i+a), sums[a:b], dst) {
 				// Find every bad block of the run, not only the first.
 				for c := a; c < b; c++ {
 					if err := s.readVerified(seg, fb+c, x.disk+Block(i+c), sums[c:c+1], dst[:bs]); err != nil {

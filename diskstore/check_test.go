@@ -159,6 +159,19 @@ func TestCheckerTypedErrors(t *testing.T) {
 		!strings.Contains(errs[0].Error(), want) {
 		t.Errorf("text %q does not name %q", errs[0], want)
 	}
+	// Counted and logged once (the run read whole, then block by block,
+	// did both twice).
+	e.logMu.Lock()
+	logged := 0
+	for _, l := range e.logs {
+		if strings.Contains(l, "checksum mismatch") {
+			logged++
+		}
+	}
+	e.logMu.Unlock()
+	if n := e.s.Stats().ChecksumErrors; n != 1 || logged != 1 {
+		t.Errorf("one bad block: counted %d times, logged %d times, want once each", n, logged)
+	}
 	// The walk is not told of other: the stats count one file too many.
 	var fc *FileCountError
 	for _, err := range e.checkErrs(map[pram.Off]int64{seg: 64 << 10}, false) {
