@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,4 +68,19 @@ func claimDevices(paths ...string) (release func(), busyPath string, err error) 
 		}
 	}
 	return release, "", nil
+}
+
+// claimDeviceWait is claimDevice that waits, up to diskLockWait, for a busy
+// device to be let go: a daemon releases its claims just after the arena's
+// lock, which is what `conquest umount` and waitExited wait for, so an mkfs
+// run right after them could find the devices still claimed.
+func claimDeviceWait(path string) (f *os.File, busy bool, err error) {
+	deadline := time.Now().Add(diskLockWait)
+	for {
+		f, busy, err = claimDevice(path)
+		if !busy || time.Now().After(deadline) {
+			return f, busy, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -76,7 +76,7 @@ func mkfs(im images, o mkfsOptions) error {
 		if !waitExited(p, o.note) {
 			return fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", p)
 		}
-		claim, busy, err := claimDevice(p)
+		claim, busy, err := claimDeviceWait(p)
 		if busy {
 			return fmt.Errorf("%s: in use (a mounted file system, swap, or another device holds it): refusing to format it", p)
 		}
