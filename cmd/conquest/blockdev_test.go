@@ -33,7 +33,7 @@ func otherNode(t *testing.T, dir, dev string) string {
 // A mounted pair of block devices is claimed (claim.go): reached through
 // other device nodes, whose inodes its flock(2) locks do not cover, it is
 // neither mounted a second time (two daemons corrupted one heap), nor
-// formatted, checked or opened by df; and other programs' exclusive opens
+// formatted or checked (df reports the mount); and other programs' exclusive opens
 // (mkfs.ext4's) get EBUSY. Once it is unmounted, the other nodes work.
 func TestBlockDeviceClaimedAcrossNodes(t *testing.T) {
 	c := newCLI(t)
@@ -42,6 +42,10 @@ func TestBlockDeviceClaimedAcrossNodes(t *testing.T) {
 	dir := t.TempDir()
 	pa, da := otherNode(t, dir, arena), otherNode(t, dir, disk)
 
+	// One device as both images, through two nodes (sameImage read the
+	// device numbers from the wrong type and never matched).
+	c.fails(1, "are the same file", "mkfs", "--force", "--pram", arena, "--disk", pa)
+
 	mp, mp2 := c.mountpoint(), c.mountpoint()
 	c.ok("mount", "--pram", arena, "--disk", disk, mp)
 	want := bytes.Repeat([]byte("claimed "), 300_000) // on the disk
@@ -49,8 +53,11 @@ func TestBlockDeviceClaimedAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.fails(1, "in use", "mkfs", "--force", "--pram", pa, "--disk", da)
-	c.fails(8, "in use", "fsck", "--pram", pa, "--disk", da)
-	c.fails(1, "in use", "df", "--pram", pa, "--disk", da)
+	c.fails(8, "arena is in use: it is mounted on "+mp, "fsck", "--pram", pa, "--disk", da)
+	// df through the other nodes reports the mount, as through the first.
+	if out, _ := c.ok("df", "--pram", pa, "--disk", da); !strings.Contains(out, "arena") {
+		t.Errorf("df through the other nodes:\n%s", out)
+	}
 	// The disk alone through another node, beside an arena file: the
 	// flock of the disk's path does not see the mount either.
 	c.fails(1, "in use", "mkfs", "--force", "--pram", filepath.Join(dir, "p.img"), "--pram-size", "16M", "--disk", da)
@@ -63,7 +70,7 @@ func TestBlockDeviceClaimedAcrossNodes(t *testing.T) {
 			t.Errorf("exclusive open of %s while it is mounted: %v, want EBUSY", p, err)
 		}
 	}
-	c.fails(1, "in use", "mount", "--pram", pa, "--disk", da, mp2)
+	c.fails(1, "arena is in use: it is mounted on "+mp, "mount", "--pram", pa, "--disk", da, mp2)
 	c.ok("umount", mp)
 
 	out, _ := c.ok("fsck", "--pram", pa, "--disk", da)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -98,8 +99,8 @@ func sameImage(a, b string) bool {
 	if os.SameFile(sa, sb) {
 		return true
 	}
-	ra, okA := sa.Sys().(*unix.Stat_t)
-	rb, okB := sb.Sys().(*unix.Stat_t)
+	ra, okA := sa.Sys().(*syscall.Stat_t)
+	rb, okB := sb.Sys().(*syscall.Stat_t)
 	return okA && okB && sa.Mode()&os.ModeDevice != 0 && sb.Mode()&os.ModeDevice != 0 &&
 		sa.Mode()&os.ModeCharDevice == sb.Mode()&os.ModeCharDevice && ra.Rdev == rb.Rdev
 }
@@ -213,6 +214,8 @@ func lockDisk(im images, note func(string)) (unlock func(), err error) {
 			return nil, err
 		case inUse(im.pram):
 			return nil, explainOpen(im, pram.ErrLocked)
+		case claimed != "" && mounted(im.pram):
+			return nil, explainOpen(im, pram.ErrLocked) // through another device node
 		case time.Now().Before(deadline):
 		case claimed != "":
 			return nil, fmt.Errorf("%s: in use: another process holds the device exclusively (a file system mounted from it, or a Conquest mount of it through another device node); refusing to open it", claimed)
@@ -221,6 +224,12 @@ func lockDisk(im images, note func(string)) (unlock func(), err error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// mounted reports whether a mount names the arena at path (mountOf).
+func mounted(path string) bool {
+	_, ok := mountOf(path)
+	return ok
 }
 
 // flockDisk tries once to take the exclusive lock on the disk at path

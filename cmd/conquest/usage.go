@@ -76,6 +76,9 @@ func report(c *cli.Context, detail bool) error {
 	}
 	unlockDisk, err := lockDisk(im, note)
 	if err != nil {
+		if mi, ok := mountOf(im.pram); ok {
+			return reportMounted(out, mi) // mounted through another device node
+		}
 		return err
 	}
 	defer unlockDisk()
@@ -111,7 +114,7 @@ func report(c *cli.Context, detail bool) error {
 // mountOf finds the mount whose source names the arena path.
 func mountOf(arena string) (fusefs.MountInfo, bool) {
 	for _, mi := range conquestMounts() {
-		if mi.Source == fsnamePrefix+arena || sameFile(strings.TrimPrefix(mi.Source, fsnamePrefix), arena) {
+		if mi.Source == fsnamePrefix+arena || sameImage(strings.TrimPrefix(mi.Source, fsnamePrefix), arena) {
 			return mi, true
 		}
 	}
@@ -134,17 +137,6 @@ func conquestMounts() []fusefs.MountInfo {
 		}
 	}
 	return ms
-}
-
-// sameFile reports whether a and b name one existing file (through another
-// path: a bind mount, a symlink, a hard link).
-func sameFile(a, b string) bool {
-	sa, err := os.Stat(a)
-	if err != nil {
-		return false
-	}
-	sb, err := os.Stat(b)
-	return err == nil && os.SameFile(sa, sb)
 }
 
 func unescapeOctal(s string) string {
