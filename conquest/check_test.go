@@ -212,6 +212,14 @@ func TestOpenRefusesBadImages(t *testing.T) {
 	must(t, err)
 	root, _ := fs.inode(RootIno)
 	corrupt(fs, func(tx *pram.Tx) { tx.Set64(root.off+iMagic, 0) })
+	// Damaged under a live mount: EIO, not ESTALE (the kernel showed
+	// "Stale file handle" for the mount point).
+	if _, err := fs.GetAttr(RootIno); !errors.Is(err, ErrIO) || errors.Is(err, ErrStale) {
+		t.Errorf("GetAttr of a damaged root = %v, want ErrIO", err)
+	}
+	if _, err := fs.Lookup(RootIno, "x"); !errors.Is(err, ErrIO) {
+		t.Errorf("Lookup in a damaged root = %v, want ErrIO", err)
+	}
 	must(t, fs.Close())
 	_, err = Open(p, "", Options{})
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), p) {

@@ -196,8 +196,20 @@ func (fs *FS) inodeOff(ino Ino) pram.Off {
 // inode validates an inode number (from the kernel, or from a directory
 // entry) and returns its record. Anything that is not a live inode record is
 // ErrStale: outside the heap, not a 256-byte allocation, no magic, or another
-// inode's number (the root's natural number is not a second name for it).
+// inode's number (the root's natural number is not a second name for it);
+// a damaged root is ErrIO.
 func (fs *FS) inode(ino Ino) (inode, error) {
+	in, err := fs.inodeRecord(ino)
+	if err != nil && ino == RootIno {
+		// The root cannot be stale: its record is damaged (ESTALE for the
+		// mount point itself said nothing of that; ext4 says EIO).
+		return in, fmt.Errorf("%w: the root directory's inode is damaged (%v)", ErrIO, err)
+	}
+	return in, err
+}
+
+// inodeRecord is inode without the root's own error.
+func (fs *FS) inodeRecord(ino Ino) (inode, error) {
 	off := fs.inodeOff(ino)
 	if off == 0 || off&(inodeSize-1) != 0 || !fs.a.InHeap(off, inodeSize) {
 		return inode{}, fmt.Errorf("%w: %d", ErrStale, ino)
