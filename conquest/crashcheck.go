@@ -11,6 +11,9 @@ import (
 // repairs it and clears the arena's check-due mark.
 type CrashDamageError struct {
 	Problems []error // what the check found
+	// Damage: the check was due because an operation met damage while
+	// the arena was mounted (pram.Arena.MarkDamaged), not a system crash.
+	Damage bool
 }
 
 func (e *CrashDamageError) Error() string {
@@ -23,8 +26,7 @@ func (e *CrashDamageError) Error() string {
 		}
 		parts = append(parts, p.Error())
 	}
-	return fmt.Sprintf("was open when the system went down (a power loss or a kernel crash) and is damaged: %d problems: %s",
-		len(e.Problems), strings.Join(parts, "; "))
+	return fmt.Sprintf("%s and is damaged: %d problems: %s", dueWhy(e.Damage), len(e.Problems), strings.Join(parts, "; "))
 }
 
 func (e *CrashDamageError) Unwrap() error { return ErrCorrupt }
@@ -36,12 +38,25 @@ func (e *CrashDamageError) Unwrap() error { return ErrCorrupt }
 // synced before. A consistent file system has its mark cleared; a damaged
 // one keeps it, so every later mount refuses it too until fsck repairs it.
 func (fs *FS) crashCheck(begin func(msg string)) error {
-	begin("was open when the system went down (a power loss or a kernel crash): checking it before use")
+	damage := fs.a.DamageSeen()
+	begin(dueWhy(damage) + ": checking it before use")
 	if errs := fs.CheckWith(CheckOptions{crashed: true}); len(errs) > 0 {
-		return &CrashDamageError{Problems: errs}
+		return &CrashDamageError{Problems: errs, Damage: damage}
 	}
 	if err := fs.a.ClearCheckDue(); err != nil {
 		return fmt.Errorf("recording the check: %w", err)
 	}
 	return nil
 }
+
+// dueWhy says why a full check is due (pram.Arena.CheckDue): damage met
+// while mounted, or a system crash.
+func dueWhy(damage bool) string {
+	if damage {
+		return "met damage while it was mounted (an operation found its structures corrupt)"
+	}
+	return "was open when the system went down (a power loss or a kernel crash)"
+}
+
+// CheckDueWhy says why the arena's full check is due, for fsck.
+func (fs *FS) CheckDueWhy() string { return dueWhy(fs.a.DamageSeen()) }

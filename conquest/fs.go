@@ -35,6 +35,7 @@ type FS struct {
 	now     func() Timespec
 	noAtime atomic.Bool  // Options.NoAtime, or SetNoAtime
 	stacked atomic.Bool  // a panic was logged with its stack (damageLog)
+	damaged atomic.Bool  // an operation met damage or an internal error: Close marks a full check due
 	badSize atomic.Int32 // reads refused for an impossible file size, logged (file.go)
 
 	lostOnce   sync.Once                        // the first fault on the arena was logged (lost.go)
@@ -228,8 +229,8 @@ func (d sizedDevice) Size() int64 { return d.size }
 // o.Device): the arena is mapped (an interrupted transaction is rolled
 // back), the allocator, the root and the disk's superblock are validated
 // (a disk of another file system is refused), the whole file system is
-// checked first if the system went down with the arena open and
-// Options.OnCrashCheck asks for it, every orphan left by a crash is freed,
+// checked first if the system went down with the arena open (or damage
+// was met while it was last mounted) and Options.OnCrashCheck asks for it, every orphan left by a crash is freed,
 // and what an unfinished fallocate reserved past a file's end is given back
 // (falloc_pending.go).
 func Open(pramPath, diskPath string, o Options) (*FS, error) {
@@ -399,6 +400,10 @@ func (fs *FS) Close() error {
 		}
 	}
 	fs.closed = true
+	if fs.damaged.Load() {
+		fs.a.MarkDamaged()
+		fs.logf("%s: damage was met while it was mounted: the next mount checks it in full (or run `conquest fsck`)", fs.a.Path())
+	}
 	if e := fs.a.Close(); err == nil {
 		err = e
 	}
@@ -582,6 +587,7 @@ func (fs *FS) guard(err *error) {
 // read used to log the first with its stack, which looked like a crash of
 // the daemon to an outside corruption test that grepped its log.)
 func (fs *FS) damageLog(what string, r any) {
+	fs.damaged.Store(true)
 	if pram.OutOfRange(r) {
 		fs.logf("%s: %s: the arena is damaged: %v (run `conquest fsck`)", fs.a.Path(), what, r)
 		return
@@ -620,6 +626,7 @@ func (fs *FS) mapErr(err error) error {
 		}
 	}
 	fs.logf("%s: internal error: %v", fs.a.Path(), err)
+	fs.damaged.Store(true) // damage, or a bug: either way, check it in full next time
 	return ErrIO
 }
 

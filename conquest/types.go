@@ -284,7 +284,8 @@ type Options struct {
 	Disk diskstore.Options
 	// OnCrashCheck, if set, makes Open walk the whole file system when its
 	// arena was open when the system went down (pram.Arena.CheckDue: a
-	// power loss or a kernel crash), before anything is changed (orphans
+	// power loss or a kernel crash) or an operation met damage while it
+	// was last mounted (MarkDamaged), before anything is changed (orphans
 	// are freed after it), and refuse it with a *CrashDamageError if the
 	// walk finds problems; a consistent one is marked checked. It is
 	// called with a message as the walk begins (the mount reports it).

@@ -54,18 +54,40 @@ func (a *Arena) noteBoot() {
 	copy(prev[:], a.m[offBoot:offBoot+16])
 	cur := bootID()
 	if a.dirty && prev != ([16]byte{}) && cur != ([16]byte{}) && prev != cur {
-		a.PutU64(offCheckDue, 1)
+		a.PutU64(offCheckDue, checkDueCrash)
 	}
 	if cur != ([16]byte{}) {
 		copy(a.Bytes(offBoot, 16), cur[:])
 	}
 }
 
+// The check-due word's values: 0 none, else why a full check is due.
+const (
+	checkDueCrash  = 1 // open when the system went down (noteBoot)
+	checkDueDamage = 2 // the layers above met damage while it was open (MarkDamaged)
+)
+
 // CheckDue reports that the arena was open when the system went down (a
 // power loss or a kernel crash, not just the daemon's), so it may hold a
-// torn update that the journal cannot roll back: it must pass a full
+// torn update that the journal cannot roll back, or that the layers above
+// found it damaged while it was open (MarkDamaged): it must pass a full
 // consistency check before it is used. The mark survives Close.
 func (a *Arena) CheckDue() bool { return a.U64(offCheckDue) != 0 }
+
+// DamageSeen reports that the check is due because of MarkDamaged, not a
+// system crash.
+func (a *Arena) DamageSeen() bool { return a.U64(offCheckDue) == checkDueDamage }
+
+// MarkDamaged records that an operation met damage in the arena while it
+// was open (a corrupt structure, a wild offset), so that the next open
+// checks it in full before use (CheckDue), as ext4 records an error for
+// e2fsck to check at the next boot. A system crash's mark stays as it is.
+// The layers above call it before Close, which persists it.
+func (a *Arena) MarkDamaged() {
+	if a.U64(offCheckDue) == 0 {
+		a.PutU64(offCheckDue, checkDueDamage)
+	}
+}
 
 // ClearCheckDue records that a full check found the arena consistent (or it
 // was repaired), and persists that.

@@ -167,7 +167,7 @@ func fsckCommand() *cli.Command {
 				errs = fsys.CheckWith(conquest.CheckOptions{VerifyData: true, Progress: bar.update})
 			}
 			bar.done()
-			due := fsys.Arena().CheckDue()
+			due, why := fsys.Arena().CheckDue(), fsys.CheckDueWhy()
 			if due && !noWrite && err == nil && len(rep.Remaining) == 0 && (c.Bool("repair") || len(errs) == 0) {
 				// Consistent now: a mount need not walk it again.
 				if e := fsys.Arena().ClearCheckDue(); e != nil {
@@ -192,7 +192,7 @@ func fsckCommand() *cli.Command {
 				code = fsckCorrected
 			}
 			if due {
-				fmt.Fprintf(out, "%s: was open when the system went down (a power loss or a kernel crash): checked in full\n", im.pram)
+				fmt.Fprintf(out, "%s: %s: checked in full\n", im.pram, why)
 			}
 			for _, e := range errs {
 				fmt.Fprintf(out, "%s: %v\n", im.pram, e)

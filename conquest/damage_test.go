@@ -1,0 +1,78 @@
+package conquest
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"conquest/pram"
+)
+
+// An operation that meets damage while the file system is mounted marks a
+// full check due (as ext4 records an error for e2fsck): the next Open with
+// OnCrashCheck walks it first, says why, refuses it while it is damaged,
+// and clears the mark once it checks clean. A file system closed without
+// meeting damage is not checked.
+func TestDamageMarksCheckDue(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fs")
+	must(t, Mkfs(p, "", MkfsOptions{PramSize: 4 << 20}))
+	open := func() (*FS, []string, error) {
+		var msgs []string
+		fs, err := Open(p, "", Options{OnCrashCheck: func(msg string) { msgs = append(msgs, msg) }})
+		return fs, msgs, err
+	}
+
+	fs, msgs, err := open()
+	must(t, err)
+	d, err := fs.Mkdir(RootIno, "d", 0o755, Cred{})
+	must(t, err)
+	must(t, fs.Close())
+	fs, msgs, err = open()
+	must(t, err)
+	if len(msgs) != 0 {
+		t.Fatalf("an undamaged file system was checked at open: %q", msgs)
+	}
+
+	in, err := fs.inode(d.Ino)
+	must(t, err)
+	data := in.data()
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, 1<<40) })
+	if _, err := fs.Mkdir(d.Ino, "x", 0o755, Cred{}); !errors.Is(err, ErrIO) {
+		t.Fatalf("Mkdir in a damaged directory = %v, want ErrIO", err)
+	}
+	must(t, fs.Close())
+
+	// Still damaged: refused, saying why the check ran.
+	_, msgs, err = open()
+	var cd *CrashDamageError
+	if !errors.As(err, &cd) || !cd.Damage || !strings.Contains(err.Error(), "met damage while it was mounted") {
+		t.Fatalf("Open after damage = %v, want a CrashDamageError for damage met while mounted", err)
+	}
+	if len(msgs) != 1 || !strings.Contains(msgs[0], "met damage while it was mounted") {
+		t.Errorf("check messages %q", msgs)
+	}
+
+	// Mended (as fsck --repair would): the check passes and the mark goes.
+	fs, err = Open(p, "", Options{})
+	must(t, err)
+	if !fs.a.CheckDue() || !fs.a.DamageSeen() {
+		t.Fatalf("check due %v, damage %v; want both", fs.a.CheckDue(), fs.a.DamageSeen())
+	}
+	in, err = fs.inode(d.Ino)
+	must(t, err)
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, uint64(data)) })
+	must(t, fs.Close())
+	fs, msgs, err = open()
+	must(t, err)
+	if len(msgs) != 1 || fs.a.CheckDue() {
+		t.Errorf("after mending: checks %q, check still due %v", msgs, fs.a.CheckDue())
+	}
+	must(t, fs.Close())
+	fs, msgs, err = open()
+	must(t, err)
+	if len(msgs) != 0 {
+		t.Errorf("checked again after a clean check: %q", msgs)
+	}
+	must(t, fs.Close())
+}
