@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"conquest/alloc"
 	"conquest/dirhash"
 	"conquest/diskstore"
@@ -36,6 +38,7 @@ type FS struct {
 	noAtime atomic.Bool  // Options.NoAtime, or SetNoAtime
 	stacked atomic.Bool  // a panic was logged with its stack (damageLog)
 	damaged atomic.Bool  // an operation met damage or an internal error: Close marks a full check due
+	coarse  atomic.Bool  // new regular files' times from the coarse clock (UseCoarseClock)
 	badSize atomic.Int32 // reads refused for an impossible file size, logged (file.go)
 
 	lostOnce   sync.Once                        // the first fault on the arena was logged (lost.go)
@@ -45,6 +48,8 @@ type FS struct {
 	vol volatile // kernel refs, open counts, handles
 
 	readOnly bool // Options.ReadOnly: nothing is written (readonly.go)
+	// customClock: Options.Now set the clock (UseCoarseClock then does nothing).
+	customClock bool
 
 	// The large-file path (file_disk.go); ds is nil without a disk.
 	ds        *diskstore.Store // immutable after Open
@@ -288,6 +293,7 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 		fs.logf = func(string, ...any) {}
 	}
 	fs.lostLogf, fs.logf = fs.logf, quietWhenLost(a, fs.logf)
+	fs.customClock = fs.now != nil
 	if fs.now == nil {
 		fs.now = wallClock
 	}
@@ -419,9 +425,37 @@ func (fs *FS) Heap() *alloc.Heap { return fs.h }
 // Disk is the large-file store, or nil for a file system without a disk.
 func (fs *FS) Disk() *diskstore.Store { return fs.ds }
 
+// wallClock is the clock for timestamps when Options.Now is nil.
 func wallClock() Timespec {
 	t := time.Now()
 	return Timespec{Sec: t.Unix(), Nsec: uint32(t.Nanosecond())}
+}
+
+// UseCoarseClock makes the times of a new regular file come from the
+// coarse realtime clock (CLOCK_REALTIME_COARSE), the one the kernel stamps
+// a file's times from; the FUSE adapter calls it for a mount with the
+// writeback cache, where the kernel stamps a regular file's mtime and ctime
+// at each write itself. The finer clock of the daemon's create ran up to a
+// few milliseconds ahead of the kernel's, so a file created and then
+// written showed atime after mtime (relatime then skipped its first read),
+// and a file written after another one was created showed the older mtime
+// of the two (495 of 500 times). Directories and other inodes, whose times
+// only the daemon stamps, keep the finer clock (a stat, mkdir in the
+// directory and stat shows a new mtime, as ext4's fine-grained stamps
+// after a query do). No effect with Options.Now.
+func (fs *FS) UseCoarseClock() { fs.coarse.Store(true) }
+
+// newFileTime is the time to stamp on a new inode of mode, whose operation
+// read now (UseCoarseClock).
+func (fs *FS) newFileTime(mode uint32, now Timespec) Timespec {
+	if mode&S_IFMT != S_IFREG || !fs.coarse.Load() || fs.customClock {
+		return now
+	}
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts) != nil {
+		return now
+	}
+	return Timespec{Sec: ts.Sec, Nsec: uint32(ts.Nsec)}
 }
 
 // simulatedCrash is the panic value crash tests raise from the store hook;

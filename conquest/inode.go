@@ -304,6 +304,7 @@ func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now
 		le.PutUint32(b[iRdev:], rdev)
 	}
 	le.PutUint64(b[iGen:], gen)
+	now = fs.newFileTime(mode, now)
 	for _, f := range []int{iAtime, iMtime, iCtime, iCrtime} {
 		le.PutUint64(b[f:], uint64(now.Sec))
 		le.PutUint32(b[f+8:], now.Nsec)

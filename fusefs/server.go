@@ -62,6 +62,10 @@ type Server struct {
 // then may fsys be closed.
 func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 	o = o.withDefaults()
+	if o.WritebackCache {
+		// The kernel stamps written files' times from this clock.
+		fsys.UseCoarseClock()
+	}
 	c, err := fuse.Mount(dir, o.mountOptions()...)
 	if err != nil && os.Geteuid() == 0 && !(o.NoSUID && o.NoDev) {
 		// Where suid or dev is refused even to root (the root of a user
