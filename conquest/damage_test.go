@@ -38,6 +38,11 @@ func TestDamageMarksCheckDue(t *testing.T) {
 	must(t, err)
 	data := in.data()
 	corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iData, 1<<40) })
+	// A lookup there is EIO, not "no such file" (the damaged table used to
+	// hold no names), and so is a create.
+	if _, err := fs.Lookup(d.Ino, "x"); !errors.Is(err, ErrIO) {
+		t.Errorf("Lookup in a damaged directory = %v, want ErrIO", err)
+	}
 	if _, err := fs.Mkdir(d.Ino, "x", 0o755, Cred{}); !errors.Is(err, ErrIO) {
 		t.Fatalf("Mkdir in a damaged directory = %v, want ErrIO", err)
 	}

@@ -1,6 +1,7 @@
 package conquest
 
 import (
+	"errors"
 	"fmt"
 
 	"conquest/dirhash"
@@ -20,9 +21,12 @@ func (fs *FS) lookupLocked(d inode, name string) (inode, uint8, error) {
 	if d.nlink() == 0 || d.data() == 0 {
 		return inode{}, 0, ErrNotFound
 	}
-	ino, typ, ok := fs.dir(d).Lookup([]byte(name))
-	if !ok {
+	ino, typ, err := fs.dir(d).Find([]byte(name))
+	if errors.Is(err, dirhash.ErrNotFound) {
 		return inode{}, 0, ErrNotFound
+	}
+	if err != nil {
+		return inode{}, 0, fmt.Errorf("directory %d: %w", d.ino, err) // damage: EIO (mapErr)
 	}
 	in, err := fs.inode(Ino(ino))
 	if err != nil {

@@ -2,6 +2,7 @@ package conquest
 
 import (
 	"errors"
+	"fmt"
 
 	"conquest/dirhash"
 	"conquest/pram"
@@ -24,8 +25,11 @@ func (fs *FS) parentForCreate(parent Ino, name string) (inode, error) {
 	if d.nlink() == 0 || d.data() == 0 {
 		return d, ErrNotFound // removed directory
 	}
-	if _, _, ok := fs.dir(d).Lookup([]byte(name)); ok {
+	switch _, _, err := fs.dir(d).Find([]byte(name)); {
+	case err == nil:
 		return d, ErrExists
+	case !errors.Is(err, dirhash.ErrNotFound):
+		return d, fmt.Errorf("directory %d: %w", d.ino, err) // damage: EIO (mapErr)
 	}
 	return d, nil
 }

@@ -89,24 +89,35 @@ func checkName(name []byte) error {
 // hashPrefix<<ordBits | ordinal.
 func hashPrefix(name []byte) uint64 { return HashFunc(name) >> (64 - hashBits) }
 
-// Lookup returns the inode number and type name maps to.
+// Lookup returns the inode number and type name maps to; a damaged
+// directory holds no name for it (Find tells the two apart).
 func (d Dir) Lookup(name []byte) (ino uint64, typ uint8, ok bool) {
+	ino, typ, err := d.Find(name)
+	return ino, typ, err == nil
+}
+
+// Find returns the inode number and type name maps to: ErrNotFound if the
+// directory does not hold it (or name is not a valid name), ErrCorrupt if
+// its structure is damaged on the way (a wild table or bucket offset), so
+// that the caller answers EIO, as ext4 does for a damaged directory block,
+// rather than "no such file".
+func (d Dir) Find(name []byte) (ino uint64, typ uint8, err error) {
 	if checkName(name) != nil {
-		return 0, 0, false
+		return 0, 0, ErrNotFound
 	}
 	hp := hashPrefix(name)
 	r, err := d.loadRoot()
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, err
 	}
 	off, err := d.bucketAt(&r, slotIndex(r.depth, hp<<ordBits))
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, err
 	}
 	for hops := d.maxChain(); off != 0 && hops > 0; hops-- {
 		p, err := d.loadPage(off)
 		if err != nil {
-			return 0, 0, false
+			return 0, 0, err
 		}
 		slots := p.b[pageHdr : pageHdr+slotSize*p.n()]
 		for s := 0; s+slotSize <= len(slots); s += slotSize {
@@ -114,12 +125,12 @@ func (d Dir) Lookup(name []byte) (ino uint64, typ uint8, ok bool) {
 				continue
 			}
 			if nm, ok := p.name(s / slotSize); ok && bytes.Equal(nm, name) {
-				return p.ino(s / slotSize), p.typ(s / slotSize), true
+				return p.ino(s / slotSize), p.typ(s / slotSize), nil
 			}
 		}
 		off = p.next()
 	}
-	return 0, 0, false
+	return 0, 0, ErrNotFound
 }
 
 // Len is the number of entries (0 if the root is damaged).

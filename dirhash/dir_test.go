@@ -276,3 +276,28 @@ func TestDestroy(t *testing.T) {
 	}
 	e.check()
 }
+
+// Find tells a name the directory does not hold (ErrNotFound) from a
+// damaged directory (ErrCorrupt), which Lookup answers as not found too.
+func TestFindDamaged(t *testing.T) {
+	e := newEnv(t, 4<<20)
+	if err := e.insert("a", 10, 8); err != nil {
+		t.Fatal(err)
+	}
+	d := e.dir()
+	if ino, typ, err := d.Find([]byte("a")); err != nil || ino != 10 || typ != 8 {
+		t.Fatalf("Find(a) = %d %d %v", ino, typ, err)
+	}
+	if _, _, err := d.Find([]byte("b")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Find(b) = %v, want ErrNotFound", err)
+	}
+	for _, root := range []pram.Off{1 << 40, d.Root() + 8} {
+		wild := Open(e.h, root)
+		if _, _, err := wild.Find([]byte("a")); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Find in a directory rooted at %d = %v, want ErrCorrupt", root, err)
+		}
+		if _, _, ok := wild.Lookup([]byte("a")); ok {
+			t.Errorf("Lookup in a directory rooted at %d found a", root)
+		}
+	}
+}
