@@ -235,7 +235,8 @@ func (d sizedDevice) Size() int64 { return d.size }
 // back), the allocator, the root and the disk's superblock are validated
 // (a disk of another file system is refused), the whole file system is
 // checked first if the system went down with the arena open (or damage
-// was met while it was last mounted) and Options.OnCrashCheck asks for it, every orphan left by a crash is freed,
+// was met while it was last mounted) and Options.OnCrashCheck asks for it,
+// every orphan left by a crash is freed,
 // and what an unfinished fallocate reserved past a file's end is given back
 // (falloc_pending.go).
 func Open(pramPath, diskPath string, o Options) (*FS, error) {
