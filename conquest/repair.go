@@ -1669,6 +1669,35 @@ func typeName(t uint32) string {
 	return "special file"
 }
 
+// NewDiskFreeMap lays a new, empty free map for the disk at diskPath in
+// the arena at pramPath (diskstore.NewFreeMap), for `conquest fsck
+// --repair` when Open refuses the pair because the free map is missing (a
+// *diskstore.MissingRecordError for root slot 5); the repair's walk then
+// frees the blocks no file uses. from and to are the root slot before and
+// after; equal, nothing was written (the free map is there).
+func NewDiskFreeMap(pramPath, diskPath string) (from, to pram.Off, err error) {
+	dev, err := diskstore.OpenDevice(diskPath, diskstore.DeviceOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer dev.Close()
+	a, err := pram.Open(pramPath)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, err := alloc.Open(a)
+	if err == nil {
+		from, to, err = diskstore.NewFreeMap(h, dev)
+	}
+	if cerr := a.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return from, to, fmt.Errorf("%s: %w", pramPath, err)
+	}
+	return from, to, nil
+}
+
 // RewriteHeapHeader writes the allocator's root slot and the static part
 // of its header in the arena at pramPath as mkfs wrote them for this
 // arena's geometry (alloc.RewriteStatic), for `conquest fsck --repair` when

@@ -1,6 +1,7 @@
 package conquest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -735,6 +736,97 @@ func TestRepairSumPageRecord(t *testing.T) {
 			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) > 0 {
 				t.Fatalf("Check after repair: %v", errs)
 			}
+		})
+	}
+}
+
+// TestRepairNewFreeMap: the disk's free map record overwritten (not just
+// its magic or its root slot, which the open mends) made every open refuse
+// the pair, fsck --repair's too ("no free map at root slot 5"), with every
+// file intact. Nothing in the free map is its own, so NewDiskFreeMap lays
+// an empty one, and the repair's walk frees the blocks no file uses and
+// the old record: the pair mounts again with its files and free space.
+func TestRepairNewFreeMap(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		slotToo  bool // the root slot zeroed as well
+		fragment bool // files deleted between others: a free map of several extents
+	}{
+		{"record overwritten", false, true},
+		{"record and root slot", true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs, env := newTestFSOpt(t, fsOpt{disk: true})
+			files := map[string][]byte{}
+			for i := range 6 {
+				name := fmt.Sprintf("large%d", i)
+				files[name] = pattern(300<<10+i*4096, byte(i+1))
+				makeFile(t, fs, name, files[name])
+			}
+			if c.fragment {
+				for _, name := range []string{"large1", "large3"} {
+					must(t, fs.Unlink(RootIno, name))
+					delete(files, name)
+				}
+				// The unlinked files' blocks go when their inodes do (no
+				// kernel reference left: at the next open).
+				must(t, fs.Close())
+				fs = env.open()
+			}
+			must(t, fs.Sync())
+			before := fs.ds.Stats()
+			if from, to, err := NewDiskFreeMap(env.path, env.disk); err == nil {
+				t.Fatalf("NewDiskFreeMap on a mounted pair: %#x -> %#x, nil; want it refused", from, to)
+			}
+			fm := freeMapOff(fs)
+			corrupt(fs, func(tx *pram.Tx) {
+				tx.SetBytes(fm, bytes.Repeat([]byte{0xa5}, 128))
+				if c.slotToo {
+					tx.Set64(pram.RootOff(diskstore.RootFreeMap), 0)
+				}
+			})
+			must(t, fs.Close())
+			_, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now})
+			var me *diskstore.MissingRecordError
+			if !errors.As(err, &me) || me.Slot != diskstore.RootFreeMap {
+				t.Fatalf("mount of the damaged pair: %v, want a MissingRecordError for slot 5", err)
+			}
+			env.diskOpts.ForCheck = true
+			if _, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now, Disk: env.diskOpts}); !errors.As(err, &me) {
+				t.Fatalf("fsck's open of the damaged pair: %v, want a MissingRecordError", err)
+			}
+			from, to, err := NewDiskFreeMap(env.path, env.disk)
+			must(t, err)
+			if from == to || to == fm {
+				t.Fatalf("NewDiskFreeMap: %#x -> %#x (the old record at %#x)", from, to, fm)
+			}
+			if f2, t2, err := NewDiskFreeMap(env.path, env.disk); err != nil || f2 != to || t2 != to {
+				t.Fatalf("NewDiskFreeMap again: %#x -> %#x, %v; want nothing done at %#x", f2, t2, err, to)
+			}
+			fs = env.open()
+			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) == 0 {
+				t.Fatal("Check found nothing with an empty free map")
+			}
+			rep, err := fs.Repair(RepairOptions{VerifyData: true})
+			must(t, err)
+			if len(rep.Remaining) > 0 {
+				t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
+			}
+			must(t, fs.Close())
+			env.diskOpts.ForCheck = false
+			fs = env.open()
+			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) > 0 {
+				t.Fatalf("Check after the repair: %v", errs)
+			}
+			for name, data := range files {
+				wantContent(t, fs, "/"+name, data)
+			}
+			if st := fs.ds.Stats(); st.FreeBlocks != before.FreeBlocks {
+				t.Errorf("after repair %d free blocks, before the damage %d", st.FreeBlocks, before.FreeBlocks)
+			}
+			more := pattern(400<<10, 9)
+			makeFile(t, fs, "after", more)
+			wantContent(t, fs, "/after", more)
 		})
 	}
 }

@@ -299,3 +299,23 @@ func (e *SegBlocksError) Error() string {
 
 // Unwrap returns ErrCorrupt.
 func (e *SegBlocksError) Unwrap() error { return ErrCorrupt }
+
+// MissingRecordError: Open found no free map (root slot 5) or no stats
+// record (root slot 6) where the root slot points, nor, for fsck, one
+// place in the heap that holds it (its magic and the fields the disk
+// superblock gives). It is ErrCorrupt. A missing free map holds nothing of
+// its own (every list in it follows from the files): NewFreeMap lays an
+// empty one for `conquest fsck --repair`, whose walk then frees the blocks
+// no file uses.
+type MissingRecordError struct {
+	Slot int      // RootFreeMap or RootStats
+	What string   // "free map", "stats record"
+	Off  pram.Off // what the root slot holds
+}
+
+func (e *MissingRecordError) Error() string {
+	return fmt.Sprintf("%v: no %s at root slot %d (%d)", ErrCorrupt, e.What, e.Slot, e.Off)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *MissingRecordError) Unwrap() error { return ErrCorrupt }

@@ -438,29 +438,9 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	fm, st := pram.Off(a.Root(RootFreeMap)), pram.Off(a.Root(RootStats))
-	// fsck (ForCheck) opens a store whose free map or stats record has a
-	// magic damaged in a byte or two, or whose free map's copy of the
-	// geometry disagrees with the disk superblock and the arena's
-	// parameters (both checksummed, and they agreed above): the walk
-	// reports a *StoreHeaderError and the repair rewrites them.
-	magicOK := func(got, want uint64) bool { return got == want || o.ForCheck && magicDamaged(got, want) }
-	if o.ForCheck {
-		// The root slots are not checksummed: a pointer damaged in one
-		// byte is mended if exactly one pointer a byte away finds the
-		// record's magic; the walk reports it and the repair writes it.
-		fm = mendRoot(a, fm, freeMapSize, freeMapMagic, func(o pram.Off) bool {
-			return a.U64(o+fmOffBlockSize) == uint64(sup.BlockSize) && a.U64(o+fmOffBlocks) == sup.Blocks
-		})
-		st = mendRoot(a, st, statsSize, statsMagic, func(o pram.Off) bool {
-			return a.U64(o+stOffSumFormat) <= maxSumFormat
-		})
-	}
-	if !a.InHeap(fm, freeMapSize) || fm%8 != 0 || !magicOK(a.U64(fm), freeMapMagic) {
-		return nil, fmt.Errorf("%w: no free map at root slot %d (%d)", ErrCorrupt, RootFreeMap, fm)
-	}
-	if !a.InHeap(st, statsSize) || st%8 != 0 || !magicOK(a.U64(st), statsMagic) {
-		return nil, fmt.Errorf("%w: no stats record at root slot %d (%d)", ErrCorrupt, RootStats, st)
+	fm, st, err := findRecords(a, sup, o.ForCheck)
+	if err != nil {
+		return nil, err
 	}
 	if bs, n := a.U64(fm+fmOffBlockSize), a.U64(fm+fmOffBlocks); (bs != uint64(sup.BlockSize) || n != sup.Blocks) && !o.ForCheck {
 		return nil, fmt.Errorf("%w: free map for %d blocks of %d bytes, disk has %d of %d",
@@ -480,6 +460,36 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	}
 	s.watchCheckpoints()
 	return s, nil
+}
+
+// findRecords finds the free map (root slot 5) and the stats record (root
+// slot 6) of the store whose disk superblock is sup. fsck (forCheck) opens a
+// store whose free map or stats record has a magic damaged in a byte or
+// two, or whose free map's copy of the geometry disagrees with the disk
+// superblock and the arena's parameters (both checksummed, and they agreed
+// in checkPair): the walk reports a *StoreHeaderError and the repair
+// rewrites them. A record not found is a *MissingRecordError.
+func findRecords(a *pram.Arena, sup Super, forCheck bool) (fm, st pram.Off, err error) {
+	fm, st = pram.Off(a.Root(RootFreeMap)), pram.Off(a.Root(RootStats))
+	magicOK := func(got, want uint64) bool { return got == want || forCheck && magicDamaged(got, want) }
+	if forCheck {
+		// The root slots are not checksummed: a pointer damaged in one
+		// byte is mended if exactly one pointer a byte away finds the
+		// record's magic; the walk reports it and the repair writes it.
+		fm = mendRoot(a, fm, freeMapSize, freeMapMagic, func(o pram.Off) bool {
+			return a.U64(o+fmOffBlockSize) == uint64(sup.BlockSize) && a.U64(o+fmOffBlocks) == sup.Blocks
+		})
+		st = mendRoot(a, st, statsSize, statsMagic, func(o pram.Off) bool {
+			return a.U64(o+stOffSumFormat) <= maxSumFormat
+		})
+	}
+	if !a.InHeap(fm, freeMapSize) || fm%8 != 0 || !magicOK(a.U64(fm), freeMapMagic) {
+		return fm, st, &MissingRecordError{Slot: RootFreeMap, What: "free map", Off: fm}
+	}
+	if !a.InHeap(st, statsSize) || st%8 != 0 || !magicOK(a.U64(st), statsMagic) {
+		return fm, st, &MissingRecordError{Slot: RootStats, What: "stats record", Off: st}
+	}
+	return fm, st, nil
 }
 
 // mendRoot returns off if it points at a record of size bytes starting with

@@ -115,6 +115,15 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: finding the root directory's inode failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("arena root slot 1: %v: set it from %#x to %#x, the root directory's inode", err, from, to))
+				} else if missingFreeMap(err) {
+					// The disk's free map record is overwritten: lay an
+					// empty one; the walk below frees the blocks no file
+					// uses (every list in it follows from the files).
+					from, to, rerr := conquest.NewDiskFreeMap(im.pram, im.disk)
+					if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%s: laying a new free map failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("disk free map: %v: laid a new, empty one at %#x (root slot 5 held %#x); the walk rebuilds it from the files", err, to, from))
 				} else if errors.Is(err, conquest.ErrOrphanList) && !opts.SkipDamagedOrphans {
 					// The orphan list is damaged: open without freeing the
 					// orphans; the repair cuts the list where it breaks.

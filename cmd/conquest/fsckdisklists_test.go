@@ -98,3 +98,68 @@ func TestFsckRebuildsDiskLists(t *testing.T) {
 	m.Unmount()
 	c.ok("fsck", "--pram", pramImg, "--disk", disk)
 }
+
+// TestFsckLaysNewFreeMap: the daemon is killed with large files' blocks
+// unsynced, then the disk's free map record is overwritten whole (its root
+// slot intact). Every open refused the pair, fsck --repair's too ("no free
+// map at root slot 5"), with every file intact. Now the mount's refusal
+// names the lost free map and the repair; `fsck --repair` lays an empty
+// one and rebuilds it from the files, and the pair mounts with its files.
+func TestFsckLaysNewFreeMap(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
+	files := map[string][]byte{
+		"big1":  bytes.Repeat([]byte("large file one "), 1<<18),
+		"big2":  bytes.Repeat([]byte("large file two "), 1<<17),
+		"small": []byte("small"),
+	}
+	m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+	for name, data := range files {
+		if err := os.WriteFile(m.Path(name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Kill()
+
+	a, err := pram.Open(pramImg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := int64(a.Root(diskstore.RootFreeMap))
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(pramImg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, 128), fm); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.fails(1, "the disk's free map is lost", "mount", "--pram", pramImg, "--disk", disk, mnt)
+	c.fails(4, "no free map at root slot 5", "fsck", "--pram", pramImg, "--disk", disk)
+	out, errs, code := c.run("fsck", "--repair", "--pram", pramImg, "--disk", disk)
+	if code != 1 || !strings.Contains(out, "fixed: disk free map") || !strings.Contains(out, "laid a new, empty one") || !strings.Contains(out, "clean now") {
+		t.Fatalf("fsck --repair: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	c.ok("fsck", "--pram", pramImg, "--disk", disk)
+	m = mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+	for name, want := range files {
+		if got, err := os.ReadFile(m.Path(name)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s after repair: %d bytes, %v", name, len(got), err)
+		}
+	}
+	if err := os.WriteFile(m.Path("big3"), bytes.Repeat([]byte("three"), 1<<19), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.Unmount()
+	c.ok("fsck", "--pram", pramImg, "--disk", disk)
+}
