@@ -1676,6 +1676,22 @@ func typeName(t uint32) string {
 // frees the blocks no file uses. from and to are the root slot before and
 // after; equal, nothing was written (the free map is there).
 func NewDiskFreeMap(pramPath, diskPath string) (from, to pram.Off, err error) {
+	return withArenaAndDisk(pramPath, diskPath, diskstore.NewFreeMap)
+}
+
+// NewDiskStats lays a new stats record for the disk at diskPath in the
+// arena at pramPath (diskstore.NewStats), for `conquest fsck --repair` when
+// Open refuses the pair because the stats record is missing (a
+// *diskstore.MissingRecordError for root slot 6); the repair's walk then
+// sets its count of large files. from and to are the root slot before and
+// after; equal, nothing was written (the record is there).
+func NewDiskStats(pramPath, diskPath string) (from, to pram.Off, err error) {
+	return withArenaAndDisk(pramPath, diskPath, diskstore.NewStats)
+}
+
+// withArenaAndDisk opens the arena at pramPath, its allocator and the disk
+// at diskPath, runs f, and closes them.
+func withArenaAndDisk(pramPath, diskPath string, f func(*alloc.Heap, diskstore.Device) (pram.Off, pram.Off, error)) (from, to pram.Off, err error) {
 	dev, err := diskstore.OpenDevice(diskPath, diskstore.DeviceOptions{})
 	if err != nil {
 		return 0, 0, err
@@ -1687,7 +1703,7 @@ func NewDiskFreeMap(pramPath, diskPath string) (from, to pram.Off, err error) {
 	}
 	h, err := alloc.Open(a)
 	if err == nil {
-		from, to, err = diskstore.NewFreeMap(h, dev)
+		from, to, err = f(h, dev)
 	}
 	if cerr := a.Close(); err == nil {
 		err = cerr

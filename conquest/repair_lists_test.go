@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -740,20 +741,26 @@ func TestRepairSumPageRecord(t *testing.T) {
 	}
 }
 
-// TestRepairNewFreeMap: the disk's free map record overwritten (not just
+// TestRepairNewRecords: the disk's free map record overwritten (not just
 // its magic or its root slot, which the open mends) made every open refuse
 // the pair, fsck --repair's too ("no free map at root slot 5"), with every
-// file intact. Nothing in the free map is its own, so NewDiskFreeMap lays
-// an empty one, and the repair's walk frees the blocks no file uses and
-// the old record: the pair mounts again with its files and free space.
-func TestRepairNewFreeMap(t *testing.T) {
+// file intact; so did the stats record (slot 6). Nothing in the free map is
+// its own: NewDiskFreeMap lays an empty one, and the repair's walk frees
+// the blocks no file uses and the old record. NewDiskStats lays a stats
+// record with the epoch and quarantine the lists show, and the walk sets
+// its count of files. The pair mounts again with its files and free space.
+func TestRepairNewRecords(t *testing.T) {
 	for _, c := range []struct {
 		name     string
-		slotToo  bool // the root slot zeroed as well
-		fragment bool // files deleted between others: a free map of several extents
+		slots    []int // the records overwritten
+		slotToo  bool  // their root slots zeroed as well
+		fragment bool  // files deleted between others: a free map of several extents
 	}{
-		{"record overwritten", false, true},
-		{"record and root slot", true, false},
+		{"free map", []int{diskstore.RootFreeMap}, false, true},
+		{"free map and root slot", []int{diskstore.RootFreeMap}, true, false},
+		{"stats", []int{diskstore.RootStats}, false, true},
+		{"stats and root slot", []int{diskstore.RootStats}, true, false},
+		{"both", []int{diskstore.RootFreeMap, diskstore.RootStats}, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs, env := newTestFSOpt(t, fsOpt{disk: true})
@@ -778,34 +785,53 @@ func TestRepairNewFreeMap(t *testing.T) {
 			if from, to, err := NewDiskFreeMap(env.path, env.disk); err == nil {
 				t.Fatalf("NewDiskFreeMap on a mounted pair: %#x -> %#x, nil; want it refused", from, to)
 			}
-			fm := freeMapOff(fs)
+			intents := fs.a.U64(pram.Off(fs.a.Root(diskstore.RootStats)) + 48) // the intent area
+			old := map[int]pram.Off{}
 			corrupt(fs, func(tx *pram.Tx) {
-				tx.SetBytes(fm, bytes.Repeat([]byte{0xa5}, 128))
-				if c.slotToo {
-					tx.Set64(pram.RootOff(diskstore.RootFreeMap), 0)
+				for _, slot := range c.slots {
+					old[slot] = pram.Off(fs.a.Root(slot))
+					size := 128 // the free map
+					if slot == diskstore.RootStats {
+						size = 64
+					}
+					tx.SetBytes(old[slot], bytes.Repeat([]byte{0xa5}, size))
+					if c.slotToo {
+						tx.Set64(pram.RootOff(slot), 0)
+					}
 				}
 			})
 			must(t, fs.Close())
 			_, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now})
 			var me *diskstore.MissingRecordError
-			if !errors.As(err, &me) || me.Slot != diskstore.RootFreeMap {
-				t.Fatalf("mount of the damaged pair: %v, want a MissingRecordError for slot 5", err)
+			if !errors.As(err, &me) || me.Slot != c.slots[0] {
+				t.Fatalf("mount of the damaged pair: %v, want a MissingRecordError for slot %d", err, c.slots[0])
 			}
 			env.diskOpts.ForCheck = true
 			if _, err := Open(env.path, env.disk, Options{Logf: env.logf, Now: env.clock.Now, Disk: env.diskOpts}); !errors.As(err, &me) {
 				t.Fatalf("fsck's open of the damaged pair: %v, want a MissingRecordError", err)
 			}
-			from, to, err := NewDiskFreeMap(env.path, env.disk)
-			must(t, err)
-			if from == to || to == fm {
-				t.Fatalf("NewDiskFreeMap: %#x -> %#x (the old record at %#x)", from, to, fm)
+			if slices.Contains(c.slots, diskstore.RootFreeMap) {
+				if _, _, err := NewDiskStats(env.path, env.disk); err == nil {
+					t.Fatal("NewDiskStats without a free map: nil error")
+				}
 			}
-			if f2, t2, err := NewDiskFreeMap(env.path, env.disk); err != nil || f2 != to || t2 != to {
-				t.Fatalf("NewDiskFreeMap again: %#x -> %#x, %v; want nothing done at %#x", f2, t2, err, to)
+			for _, slot := range c.slots {
+				lay := NewDiskFreeMap
+				if slot == diskstore.RootStats {
+					lay = NewDiskStats
+				}
+				from, to, err := lay(env.path, env.disk)
+				must(t, err)
+				if from == to || to == old[slot] {
+					t.Fatalf("slot %d: laid %#x -> %#x (the old record at %#x)", slot, from, to, old[slot])
+				}
+				if f2, t2, err := lay(env.path, env.disk); err != nil || f2 != to || t2 != to {
+					t.Fatalf("slot %d again: %#x -> %#x, %v; want nothing done at %#x", slot, f2, t2, err, to)
+				}
 			}
 			fs = env.open()
 			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) == 0 {
-				t.Fatal("Check found nothing with an empty free map")
+				t.Fatal("Check found nothing to repair")
 			}
 			rep, err := fs.Repair(RepairOptions{VerifyData: true})
 			must(t, err)
@@ -821,8 +847,13 @@ func TestRepairNewFreeMap(t *testing.T) {
 			for name, data := range files {
 				wantContent(t, fs, "/"+name, data)
 			}
-			if st := fs.ds.Stats(); st.FreeBlocks != before.FreeBlocks {
-				t.Errorf("after repair %d free blocks, before the damage %d", st.FreeBlocks, before.FreeBlocks)
+			if got := fs.a.U64(pram.Off(fs.a.Root(diskstore.RootStats)) + 48); got != intents {
+				t.Errorf("the intent area is at %#x, was at %#x", got, intents)
+			}
+			st := fs.ds.Stats()
+			if st.FreeBlocks != before.FreeBlocks || st.Files != before.Files {
+				t.Errorf("after repair %d free blocks, %d files; before the damage %d, %d",
+					st.FreeBlocks, st.Files, before.FreeBlocks, before.Files)
 			}
 			more := pattern(400<<10, 9)
 			makeFile(t, fs, "after", more)

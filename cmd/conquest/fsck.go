@@ -84,7 +84,7 @@ func fsckCommand() *cli.Command {
 				fsys, err = openImages(im, opts, !c.Bool("repair"), func(why string) { readOnly = why })
 			}
 			var rebuilt []string // fixes made before the file system could be opened
-			for step := 0; err != nil && c.Bool("repair") && step < 3; step++ {
+			for step := 0; err != nil && c.Bool("repair") && step < 8; step++ {
 				if errors.Is(err, pram.ErrSuperBackup) {
 					// The superblock's static part is damaged and page 0
 					// keeps an intact copy of it.
@@ -115,15 +115,20 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: finding the root directory's inode failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("arena root slot 1: %v: set it from %#x to %#x, the root directory's inode", err, from, to))
-				} else if missingFreeMap(err) {
-					// The disk's free map record is overwritten: lay an
-					// empty one; the walk below frees the blocks no file
-					// uses (every list in it follows from the files).
-					from, to, rerr := conquest.NewDiskFreeMap(im.pram, im.disk)
-					if rerr != nil {
-						return cli.Exit(fmt.Sprintf("%v\n%s: laying a new free map failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
+				} else if me := missingRecord(err); me != nil {
+					// The disk's free map or stats record is overwritten:
+					// lay a new one. The walk below rebuilds the free map
+					// from the files (every list in it follows from them)
+					// and sets the stats record's count of files.
+					lay, what := conquest.NewDiskFreeMap, "an empty one"
+					if me.Slot == diskstore.RootStats {
+						lay, what = conquest.NewDiskStats, "a new one"
 					}
-					rebuilt = append(rebuilt, fmt.Sprintf("disk free map: %v: laid a new, empty one at %#x (root slot 5 held %#x); the walk rebuilds it from the files", err, to, from))
+					from, to, rerr := lay(im.pram, im.disk)
+					if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%s: laying a new %s failed: %v", explainOpen(im, err), im.pram, me.What, rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("disk %s: %v: laid %s at %#x (root slot %d held %#x); the walk rebuilds what it holds from the files", me.What, err, what, to, me.Slot, from))
 				} else if errors.Is(err, conquest.ErrOrphanList) && !opts.SkipDamagedOrphans {
 					// The orphan list is damaged: open without freeing the
 					// orphans; the repair cuts the list where it breaks.

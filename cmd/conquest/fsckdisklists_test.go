@@ -99,67 +99,117 @@ func TestFsckRebuildsDiskLists(t *testing.T) {
 	c.ok("fsck", "--pram", pramImg, "--disk", disk)
 }
 
-// TestFsckLaysNewFreeMap: the daemon is killed with large files' blocks
-// unsynced, then the disk's free map record is overwritten whole (its root
-// slot intact). Every open refused the pair, fsck --repair's too ("no free
-// map at root slot 5"), with every file intact. Now the mount's refusal
-// names the lost free map and the repair; `fsck --repair` lays an empty
-// one and rebuilds it from the files, and the pair mounts with its files.
-func TestFsckLaysNewFreeMap(t *testing.T) {
-	c := newCLI(t)
-	dir := t.TempDir()
-	pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
-	c.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
-	files := map[string][]byte{
-		"big1":  bytes.Repeat([]byte("large file one "), 1<<18),
-		"big2":  bytes.Repeat([]byte("large file two "), 1<<17),
-		"small": []byte("small"),
-	}
-	m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
-	for name, data := range files {
-		if err := os.WriteFile(m.Path(name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m.Kill()
+// TestFsckLaysNewRecords: the daemon is killed with large files' blocks
+// unsynced, then the disk's free map record, its stats record or both are
+// overwritten whole (their root slots intact). Every open refused the
+// pair, fsck --repair's too ("no free map at root slot 5"), with every
+// file intact. Now the mount's refusal names the lost record and the
+// repair; `fsck --repair` lays new ones (the free map rebuilt from the
+// files, the stats record keeping the epoch of the live unsynced records,
+// which the next open then recovers), and the pair mounts with its files.
+func TestFsckLaysNewRecords(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		slots []int
+	}{
+		{"free map", []int{diskstore.RootFreeMap}},
+		{"stats", []int{diskstore.RootStats}},
+		{"both", []int{diskstore.RootFreeMap, diskstore.RootStats}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c2 := newCLI(t)
+			dir := t.TempDir()
+			pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+			c2.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
+			files := map[string][]byte{
+				"big1":  bytes.Repeat([]byte("large file one "), 1<<18),
+				"big2":  bytes.Repeat([]byte("large file two "), 1<<17),
+				"small": []byte("small"),
+			}
+			m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+			for name, data := range files {
+				if err := os.WriteFile(m.Path(name), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.Kill() // no sync at unmount: the files' blocks stay unsynced
 
-	a, err := pram.Open(pramImg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fm := int64(a.Root(diskstore.RootFreeMap))
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.OpenFile(pramImg, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, 128), fm); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+			a, err := pram.Open(pramImg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			offs := map[int]int64{}
+			for _, slot := range c.slots {
+				offs[slot] = int64(a.Root(slot))
+			}
+			fm := pram.Off(a.Root(diskstore.RootFreeMap))
+			unsynced := a.U64(fm + 64 + 16) // files on its list (diskstore/freemap.go, xlist.go)
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if unsynced == 0 {
+				t.Fatal("no file with unsynced blocks")
+			}
+			f, err := os.OpenFile(pramImg, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for slot, off := range offs {
+				size := 128
+				if slot == diskstore.RootStats {
+					size = 64
+				}
+				if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, size), off); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
 
-	mnt := filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
+			what := "free map"
+			if c.slots[0] == diskstore.RootStats {
+				what = "stats record"
+			}
+			mnt := filepath.Join(dir, "mnt")
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			c2.fails(1, "the disk's "+what+" is lost", "mount", "--pram", pramImg, "--disk", disk, mnt)
+			c2.fails(4, fmt.Sprintf("no %s at root slot %d", what, c.slots[0]), "fsck", "--pram", pramImg, "--disk", disk)
+			out, errs, code := c2.run("fsck", "--repair", "--pram", pramImg, "--disk", disk)
+			if code != 1 || !strings.Contains(out, "clean now") {
+				t.Fatalf("fsck --repair: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+			}
+			for _, slot := range c.slots {
+				want := "fixed: disk free map: "
+				if slot == diskstore.RootStats {
+					want = "fixed: disk stats record: "
+				}
+				if !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf("(root slot %d held %#x)", slot, offs[slot])) {
+					t.Fatalf("fsck --repair: no %q for slot %d\nstdout: %s", want, slot, out)
+				}
+			}
+			// The unsynced records stayed live: the repair's open
+			// recovered them, or, when it had no list of the files that
+			// have some (a new free map), this open does.
+			out2, errs, code := c2.run("fsck", "--pram", pramImg, "--disk", disk)
+			if code != 0 || !strings.Contains(out2, "clean") {
+				t.Fatalf("fsck after the repair: exit %d, want 0\nstdout: %s\nstderr: %s", code, out2, errs)
+			}
+			recovered := "recovery: 112 blocks of 1 files written since the last sync: 112 intact"
+			if n := strings.Count(out+out2, recovered); n != 1 {
+				t.Fatalf("%d recoveries %q, want 1\nfsck --repair: %s\nfsck: %s", n, recovered, out, out2)
+			}
+			m = mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+			for name, want := range files {
+				if got, err := os.ReadFile(m.Path(name)); err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("%s after repair: %d bytes, %v", name, len(got), err)
+				}
+			}
+			if err := os.WriteFile(m.Path("big3"), bytes.Repeat([]byte("three"), 1<<19), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m.Unmount()
+			c2.ok("fsck", "--pram", pramImg, "--disk", disk)
+		})
 	}
-	c.fails(1, "the disk's free map is lost", "mount", "--pram", pramImg, "--disk", disk, mnt)
-	c.fails(4, "no free map at root slot 5", "fsck", "--pram", pramImg, "--disk", disk)
-	out, errs, code := c.run("fsck", "--repair", "--pram", pramImg, "--disk", disk)
-	if code != 1 || !strings.Contains(out, "fixed: disk free map") || !strings.Contains(out, "laid a new, empty one") || !strings.Contains(out, "clean now") {
-		t.Fatalf("fsck --repair: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
-	}
-	c.ok("fsck", "--pram", pramImg, "--disk", disk)
-	m = mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
-	for name, want := range files {
-		if got, err := os.ReadFile(m.Path(name)); err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s after repair: %d bytes, %v", name, len(got), err)
-		}
-	}
-	if err := os.WriteFile(m.Path("big3"), bytes.Repeat([]byte("three"), 1<<19), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m.Unmount()
-	c.ok("fsck", "--pram", pramImg, "--disk", disk)
 }

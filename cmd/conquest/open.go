@@ -101,8 +101,8 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%w: mkfs did not finish formatting it (interrupted?), so it holds no files; `conquest mkfs --force --pram %s --disk %s` formats the pair again", err, im.pram, im.disk)
 	case errors.As(err, &crash):
 		return fmt.Errorf("%w; refusing to mount it: run `conquest fsck --repair --pram %s --disk %s`", err, im.pram, im.disk)
-	case missingFreeMap(err):
-		return fmt.Errorf("%w: the disk's free map is lost; refusing to use the pair until `conquest fsck --repair --pram %s --disk %s` rebuilds it from the files", err, im.pram, im.disk)
+	case missingRecord(err) != nil:
+		return fmt.Errorf("%w: the disk's %s is lost; refusing to use the pair until `conquest fsck --repair --pram %s --disk %s` lays a new one", err, missingRecord(err).What, im.pram, im.disk)
 	case isDamage(err):
 		return fmt.Errorf("%w: the image is damaged; refusing to use it", err)
 	case errors.Is(err, pram.ErrVersion), errors.Is(err, pram.ErrSizeMismatch), errors.Is(err, pram.ErrTooSmall):
@@ -111,9 +111,10 @@ func explainOpen(im images, err error) error {
 	return err
 }
 
-// missingFreeMap reports whether err says the disk's free map record is
-// lost (`conquest fsck --repair` lays a new one: conquest.NewDiskFreeMap).
-func missingFreeMap(err error) bool {
-	me, ok := errors.AsType[*diskstore.MissingRecordError](err)
-	return ok && me.Slot == diskstore.RootFreeMap
+// missingRecord is err's *diskstore.MissingRecordError, if it has one: the
+// disk's free map or stats record is lost, and `conquest fsck --repair`
+// lays a new one (conquest.NewDiskFreeMap, NewDiskStats).
+func missingRecord(err error) *diskstore.MissingRecordError {
+	me, _ := errors.AsType[*diskstore.MissingRecordError](err)
+	return me
 }
