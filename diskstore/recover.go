@@ -117,6 +117,18 @@ func (s *Store) recover() error {
 		s.recoverySkipped = true
 		return nil
 	}
+	if held, ok := s.quarantineHeld(); s.o.ForCheck && (!ok || held != s.quarantined()) {
+		// fsck: the stats record's count of quarantined blocks and the
+		// quarantine disagree (a free map laid anew by NewFreeMap has an
+		// empty one): ending the epoch would make the files' records
+		// stale before the repair has put them back on the list, and
+		// their blocks would never be verified. The walk reports it, the
+		// repair rebuilds both, and the next Open recovers.
+		s.o.Logf("diskstore: recovery skipped: the stats record counts %d quarantined blocks, the quarantine holds %d", s.quarantined(), held)
+		s.recovery.Damaged++
+		s.recoverySkipped = true
+		return nil
+	}
 	if files == 0 && s.quarantined() == 0 {
 		if s.epochWord()&epochStarted != 0 {
 			// A sync was in flight at the crash and nothing is recorded:
@@ -167,6 +179,18 @@ func (s *Store) recover() error {
 			return nil
 		}
 	}
+}
+
+// quarantineHeld is the number of blocks the quarantine's extents hold,
+// and whether its list could be read.
+func (s *Store) quarantineHeld() (held uint64, ok bool) {
+	err := s.quarantineList().walk(func(r rec) bool {
+		if r[1] > r[0] {
+			held += r[1] - r[0]
+		}
+		return true
+	})
+	return held, err == nil
 }
 
 // recoveryReadTries is how often recovery reads a block back before it
