@@ -32,28 +32,16 @@ func NewFreeMap(h *alloc.Heap, dev Device) (from, to pram.Off, err error) {
 		return fm, fm, nil
 	}
 	from = pram.Off(a.Root(RootFreeMap))
-	tx := a.Begin()
-	defer func() {
-		if r := recover(); r != nil { // a journal too small, a damaged arena
-			tx.Abort()
-			err = fmt.Errorf("%w: laying a new free map: %v", ErrCorrupt, r)
-		}
-	}()
-	to, err = h.AllocZero(tx, freeMapSize)
-	if err != nil {
-		tx.Abort()
-		return from, 0, fmt.Errorf("laying a new free map: %w", err)
-	}
-	tx.Set64(to, freeMapMagic)
-	tx.Set64(to+fmOffBlockSize, uint64(sup.BlockSize))
-	tx.Set64(to+fmOffBlocks, sup.Blocks)
-	s := &Store{a: a, h: h, fm: to}
-	s.freeList().initHeader(tx)
-	s.unsyncedFiles().initHeader(tx)
-	s.quarantineList().initHeader(tx)
-	tx.Set64(pram.RootOff(RootFreeMap), uint64(to))
-	tx.Commit()
-	return from, to, nil
+	to, err = layRecord(h, RootFreeMap, freeMapSize, "free map", func(tx *pram.Tx, to pram.Off) {
+		tx.Set64(to, freeMapMagic)
+		tx.Set64(to+fmOffBlockSize, uint64(sup.BlockSize))
+		tx.Set64(to+fmOffBlocks, sup.Blocks)
+		s := &Store{a: a, h: h, fm: to}
+		s.freeList().initHeader(tx)
+		s.unsyncedFiles().initHeader(tx)
+		s.quarantineList().initHeader(tx)
+	})
+	return from, to, err
 }
 
 // NewStats lays a new stats record in the arena of h and points root slot 6
@@ -97,26 +85,35 @@ func NewStats(h *alloc.Heap, dev Device) (from, to pram.Off, err error) {
 	s := &Store{a: a, h: h, fm: fm, super: sup, bs: uint64(sup.BlockSize)}
 	epoch, quarantined := s.foundEpoch()
 	intents := foundIntentArea(a)
-	tx := a.Begin()
+	to, err = layRecord(h, RootStats, statsSize, "stats record", func(tx *pram.Tx, to pram.Off) {
+		tx.Set64(to, statsMagic)
+		tx.Set64(to+stOffEpoch, epoch)
+		tx.Set64(to+stOffQuarantined, quarantined)
+		tx.Set64(to+stOffIntents, uint64(intents))
+		tx.Set64(to+stOffSumFormat, sumFormatPages)
+	})
+	return from, to, err
+}
+
+// layRecord allocates a zeroed record of size bytes, fills it and points
+// root slot at it, in one transaction of h's arena.
+func layRecord(h *alloc.Heap, slot int, size uint64, what string, fill func(*pram.Tx, pram.Off)) (to pram.Off, err error) {
+	tx := h.Arena().Begin()
 	defer func() {
 		if r := recover(); r != nil { // a journal too small, a damaged arena
 			tx.Abort()
-			err = fmt.Errorf("%w: laying a new stats record: %v", ErrCorrupt, r)
+			err = fmt.Errorf("%w: laying a new %s: %v", ErrCorrupt, what, r)
 		}
 	}()
-	to, err = h.AllocZero(tx, statsSize)
+	to, err = h.AllocZero(tx, size)
 	if err != nil {
 		tx.Abort()
-		return from, 0, fmt.Errorf("laying a new stats record: %w", err)
+		return 0, fmt.Errorf("laying a new %s: %w", what, err)
 	}
-	tx.Set64(to, statsMagic)
-	tx.Set64(to+stOffEpoch, epoch)
-	tx.Set64(to+stOffQuarantined, quarantined)
-	tx.Set64(to+stOffIntents, uint64(intents))
-	tx.Set64(to+stOffSumFormat, sumFormatPages)
-	tx.Set64(pram.RootOff(RootStats), uint64(to))
+	fill(tx, to)
+	tx.Set64(pram.RootOff(slot), uint64(to))
 	tx.Commit()
-	return from, to, nil
+	return to, nil
 }
 
 // foundEpoch is the newest tag of the quarantine's extents and of the
