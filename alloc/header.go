@@ -62,8 +62,8 @@ func RewriteStatic(a *pram.Arena) (int, error) {
 		return 0, fmt.Errorf("%w: arena of %d bytes leaves no room for a heap", ErrCorrupt, a.Size())
 	}
 	r := a.Root(0)
-	if r == 0 {
-		return 0, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
+	if r == 0 && unformatted(a.Root, string(a.Bytes(g.hdr, uint64(len(HeapMagic))))) {
+		return 0, errUnformatted
 	}
 	cur := a.Bytes(g.hdr, hdrChecksum+8)
 	want := staticHeader(g)

@@ -26,11 +26,24 @@ func TestRewriteStatic(t *testing.T) {
 		{"pages", func(h *Heap) pram.Off { return h.g.hdr + hdrNPages }, 0xff << 24},
 		{"checksum", func(h *Heap) pram.Off { return h.g.hdr + hdrChecksum }, 1 << 60},
 		{"root slot", func(h *Heap) pram.Off { return pram.RootOff(0) }, 0x7000},
+		{"root slot zeroed", func(h *Heap) pram.Off { return pram.RootOff(0) }, zeroIt},
+		// With another root slot set (the layers above set theirs after
+		// the heap exists), not an mkfs that stopped before the heap.
+		{"root slot and magic zeroed", func(h *Heap) pram.Off { return pram.RootOff(0) }, zeroBoth},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, h, live := rebuildHeap(t)
 			off := tc.off(h)
-			a.PutU64(off, a.U64(off)^tc.xor)
+			switch tc.xor {
+			case zeroBoth:
+				a.PutU64(h.g.hdr+hdrMagic, 0)
+				a.PutU64(pram.RootOff(1), 4096)
+				fallthrough
+			case zeroIt:
+				a.PutU64(off, 0)
+			default:
+				a.PutU64(off, a.U64(off)^tc.xor)
+			}
 			_, err := Open(a)
 			if _, ok := errors.AsType[*StaticHeaderError](err); !ok || !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("Open: %v; want a StaticHeaderError", err)
@@ -58,6 +71,13 @@ func TestRewriteStatic(t *testing.T) {
 	}
 }
 
+// zeroIt and zeroBoth, as TestRewriteStatic's xor, zero the word (and, for
+// zeroBoth, the heap's magic, with root slot 1 set).
+const (
+	zeroIt   = ^uint64(0)
+	zeroBoth = ^uint64(1)
+)
+
 // RewriteStatic refuses a header that is intact but not this build's (a
 // heap of another version), and an arena with no heap.
 func TestRewriteStaticRefuses(t *testing.T) {
@@ -75,7 +95,8 @@ func TestRewriteStaticRefuses(t *testing.T) {
 	}
 	copy(b, saved)
 	a.PutU64(pram.RootOff(0), 0)
-	if _, err := RewriteStatic(a); !errors.Is(err, ErrCorrupt) {
+	copy(b[hdrMagic:], "NOTAHEAP")
+	if _, err := RewriteStatic(a); !errors.Is(err, ErrNoHeap) {
 		t.Fatalf("RewriteStatic with no heap: %v", err)
 	}
 }

@@ -151,18 +151,35 @@ func CheckFormatted(path string, g pram.Geometry) error {
 		return nil
 	}
 	defer f.Close()
-	root := make([]byte, 8)
+	roots := make([]byte, 8*pram.NumRoots)
 	magic := make([]byte, len(HeapMagic))
-	if _, err := f.ReadAt(root, int64(pram.RootOff(0))); err != nil {
+	if _, err := f.ReadAt(roots, int64(pram.RootOff(0))); err != nil {
 		return nil
 	}
 	if _, err := f.ReadAt(magic, int64(lg.hdr)); err != nil {
 		return nil
 	}
-	if binary.LittleEndian.Uint64(root) == 0 && string(magic) != HeapMagic {
+	if unformatted(func(i int) uint64 { return binary.LittleEndian.Uint64(roots[8*i:]) }, string(magic)) {
 		return errUnformatted
 	}
 	return nil
+}
+
+// unformatted reports whether an arena's root slots (root(i)) and the bytes
+// where its heap magic belongs say that its mkfs stopped before it
+// formatted the heap: root slot 0 empty, no heap magic, and no other root
+// slot set (the layers above set theirs after the heap exists, so one set
+// means files may exist: root slot 0 was damaged, not never written).
+func unformatted(root func(int) uint64, magic string) bool {
+	if root(0) != 0 || magic == HeapMagic {
+		return false
+	}
+	for i := 1; i < pram.NumRoots; i++ {
+		if root(i) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // locate finds the heap through root slot 0 and checks that it lies where
@@ -171,10 +188,14 @@ func locate(a *pram.Arena) (*Heap, error) {
 	r := a.Root(0)
 	g, ok := layoutFor(a.Geometry())
 	if r == 0 {
-		if ok && string(a.Bytes(g.hdr, uint64(len(HeapMagic)))) != HeapMagic {
+		if !ok {
+			return nil, fmt.Errorf("%w: root slot 0 is empty and an arena of %d bytes leaves no room for a heap", ErrCorrupt, a.Size())
+		}
+		if unformatted(a.Root, string(a.Bytes(g.hdr, uint64(len(HeapMagic))))) {
 			return nil, errUnformatted
 		}
-		return nil, fmt.Errorf("%w: root slot 0 is empty (no heap formatted)", ErrCorrupt)
+		// Damaged: RewriteStatic sets it from the geometry.
+		return nil, staticErr("root slot 0 is empty; the heap header belongs at %#x", g.hdr)
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: arena of %d bytes leaves no room for a heap", ErrCorrupt, a.Size())

@@ -406,11 +406,15 @@ func TestCorruptImageRefused(t *testing.T) {
 	}
 }
 
-// An arena whose mkfs was killed before it formatted the heap (root slot 0
-// empty, no heap header where the geometry puts it) is named as such, with
-// the mkfs --force that formats the pair again, not as plain damage (an
-// outside review killed mkfs at random moments). A damaged root slot 0
-// beside an intact header is still damage, which fsck --repair mends.
+// An arena whose mkfs was killed before it formatted the heap (every root
+// slot empty, no heap header where the geometry puts it) is named as such,
+// with the mkfs --force that formats the pair again, not as plain damage
+// (an outside review killed mkfs at random moments). A damaged root slot 0
+// beside an intact header is still damage, which fsck --repair mends, and
+// so is root slot 0 zeroed with the header's magic while the other root
+// slots are set: those are written after the heap, so files may exist
+// (that used to be named an interrupted mkfs "holding no files", with
+// mkfs --force advised).
 func TestInterruptedMkfs(t *testing.T) {
 	c := newCLI(t)
 	dir := t.TempDir()
@@ -425,8 +429,18 @@ func TestInterruptedMkfs(t *testing.T) {
 	if errs := c.fails(4, "damaged", "fsck", "--pram", p, "--disk", d); strings.Contains(errs, "mkfs did not finish") {
 		t.Errorf("a damaged root slot beside an intact heap is taken for an interrupted mkfs: %s", errs)
 	}
-	zeroAt(t, p, int64(g.HeapOff), 8) // the heap header's magic: as before Format
+	zeroAt(t, p, int64(g.HeapOff), 8) // the heap header's magic
 	mp := c.mountpoint()
+	if errs := c.fails(1, "damaged", "mount", "--pram", p, "--disk", d, mp); strings.Contains(errs, "mkfs") {
+		t.Errorf("a damaged root slot 0 and heap magic beside the other root slots are taken for an interrupted mkfs: %s", errs)
+	}
+	if out, errs, code := c.run("fsck", "--repair", "--pram", p, "--disk", d); code != 1 || !strings.Contains(out, "rewrote the header's static part") {
+		t.Errorf("fsck --repair: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+	}
+	c.ok("fsck", "--pram", p, "--disk", d)
+	// As before Format: no root slot set, no heap magic.
+	zeroAt(t, p, rootSlot0, 8*pram.NumRoots)
+	zeroAt(t, p, int64(g.HeapOff), 8)
 	c.fails(1, "mkfs did not finish formatting it (interrupted?)", "mount", "--pram", p, "--disk", d, mp)
 	c.fails(4, "mkfs --force --pram", "fsck", "--pram", p, "--disk", d)
 	// Stopped before it wrote the disk's superblock as well: still named
