@@ -59,6 +59,7 @@ func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
 	ck.orphans()
 	ck.counters()
 	ck.fallocRecord()
+	ck.superCopy()
 	if ck.dk != nil {
 		ck.errs = append(ck.errs, ck.dk.Finish()...)
 		if fd != nil {

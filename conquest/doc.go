@@ -8,7 +8,9 @@
 // # What the core owns
 //
 //   - Root slots 1-4 and 7-15 of the arena (root inode, generation counter,
-//     orphan list, inode count; see docs/DESIGN.md).
+//     orphan list, inode count; 7-10 an unfinished fallocate; 11 the heap's
+//     copy of the superblock's static part, supercopy.go; see
+//     docs/DESIGN.md).
 //   - Inode records: 256-byte allocations, Ino = offset >> 8, except the root
 //     (RootIno = 1). Layout and pinned offsets in inode.go.
 //   - File data in the arena (file_mem.go): a small block for files up to

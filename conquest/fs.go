@@ -172,7 +172,7 @@ func Mkfs(pramPath, diskPath string, o MkfsOptions) error {
 			return err
 		}
 		putU64(b[iData:], uint64(d))
-		return nil
+		return fs.writeSuperCopy(tx)
 	})
 	if err != nil {
 		a.Abandon()
@@ -349,6 +349,11 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	}
 	if fs.ds != nil {
 		fs.trimRecoveredLocked()
+	}
+	if fs.a.Root(slotSuperCopy) == 0 { // an arena made before the copy existed
+		if err := fs.update(fs.writeSuperCopy); err != nil {
+			fs.logf("%s: writing a copy of the superblock in the heap: %v", pramPath, err)
+		}
 	}
 	fs.mu.Unlock()
 	fs.startDiskCommit(o.DiskCommit)

@@ -84,6 +84,7 @@ func fsckCommand() *cli.Command {
 				fsys, err = openImages(im, opts, !c.Bool("repair"), func(why string) { readOnly = why })
 			}
 			var rebuilt []string // fixes made before the file system could be opened
+			triedCopy := false   // the heap's copy of the superblock was looked for
 			for step := 0; err != nil && c.Bool("repair") && step < 8; step++ {
 				if errors.Is(err, pram.ErrSuperBackup) {
 					// The superblock's static part is damaged and page 0
@@ -92,6 +93,18 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: restoring the superblock failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("arena superblock: %v: wrote the backup copy back", err))
+				} else if (errors.Is(err, pram.ErrNotConquest) || errors.Is(err, pram.ErrChecksum)) && !errors.Is(err, pram.ErrSuperBackup) && !triedCopy {
+					// Both copies of the superblock's static part are
+					// lost (one damaged page holds them): write back the
+					// copy the heap keeps, if there is one.
+					triedCopy = true
+					uuid, rerr := conquest.RestoreSuperFromCopy(im.pram, im.disk)
+					if errors.Is(rerr, conquest.ErrNoSuperCopy) {
+						break // an older arena, or not an arena: reported as it is
+					} else if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%v", explainOpen(im, err), rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("arena superblock: %v: wrote back the copy the heap keeps (file system %s)", err, uuid))
 				} else if errors.Is(err, diskstore.ErrSuperBackup) {
 					// The same for the disk's superblock, in its block 0.
 					if rerr := restoreDiskSuper(im.disk); rerr != nil {

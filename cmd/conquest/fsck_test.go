@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,4 +268,64 @@ func TestFsckRebuildsLostDiskSuper(t *testing.T) {
 		t.Errorf("fsck --repair of an empty pair's zeroed disk superblock: exit %d, want 1", code)
 	}
 	c.ok("fsck", "--pram", p3, "--disk", d3)
+}
+
+// TestFsckRestoresLostArenaSuper: page 0 of the arena, which holds the
+// superblock and its copy, zeroed or overwritten. The mount used to
+// refuse it as "not a Conquest arena" and advise mkfs, which would lose
+// every file; now it names the copy the heap keeps and fsck --repair,
+// which writes it back and mends the root slots the page lost, and the
+// files come back.
+func TestFsckRestoresLostArenaSuper(t *testing.T) {
+	for _, damage := range []string{"zeroed", "random"} {
+		t.Run(damage, func(t *testing.T) {
+			c := newCLI(t)
+			dir := t.TempDir()
+			pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+			c.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
+			files := map[string][]byte{
+				"big1":        bytes.Repeat([]byte("large file one "), 1<<17),
+				"small":       []byte("small"),
+				"dir/smaller": []byte("smaller"),
+			}
+			m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+			if err := os.Mkdir(m.Path("dir"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, data := range files {
+				if err := os.WriteFile(m.Path(name), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.Unmount()
+			page := make([]byte, 4096)
+			if damage == "random" {
+				r := rand.New(rand.NewPCG(1, 2))
+				for i := range page {
+					page[i] = byte(r.Uint32())
+				}
+			}
+			f, err := os.OpenFile(pramImg, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(page, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			mnt := filepath.Join(dir, "mnt")
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if errs := c.fails(1, "the heap keeps another copy: `conquest fsck --repair", "mount", "--pram", pramImg, "--disk", disk, mnt); !strings.Contains(errs, "would format the images anew, losing every file") {
+				t.Errorf("the refusal does not warn against mkfs: %s", errs)
+			}
+			out, errs, code := c.run("fsck", "--repair", "--pram", pramImg, "--disk", disk)
+			if code != 1 || !strings.Contains(out, "wrote back the copy the heap keeps") || !strings.Contains(out, "clean now") {
+				t.Fatalf("fsck --repair: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+			}
+			c.ok("fsck", "--pram", pramImg, "--disk", disk)
+			repairedIntact(t, c, pramImg, disk, files)
+		})
+	}
 }

@@ -89,6 +89,8 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%w; the image is damaged: refusing to use it until then (`conquest fsck --repair --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrJournal):
 		return fmt.Errorf("%w: refusing to use the image until `conquest fsck --repair --pram %s --disk %s` empties the journal (rolling nothing back)", err, im.pram, im.disk)
+	case (errors.Is(err, pram.ErrNotConquest) || errors.Is(err, pram.ErrChecksum)) && superCopyFound(im):
+		return fmt.Errorf("%w: the superblock and its copy in the same page are damaged, and the heap keeps another copy: `conquest fsck --repair --pram %s --disk %s` writes it back (`conquest mkfs` would format the images anew, losing every file)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrNotConquest):
 		return fmt.Errorf("%w (format it with `conquest mkfs`)", err)
 	case errors.Is(err, diskstore.ErrUUIDMismatch):
@@ -117,4 +119,12 @@ func explainOpen(im images, err error) error {
 func missingRecord(err error) *diskstore.MissingRecordError {
 	me, _ := errors.AsType[*diskstore.MissingRecordError](err)
 	return me
+}
+
+// superCopyFound reports whether the arena image keeps a copy of its
+// superblock in its heap (conquest.FindSuperCopy) within the first 256 MiB,
+// where mkfs puts it: its superblock is then damaged, not foreign.
+func superCopyFound(im images) bool {
+	_, err := conquest.FindSuperCopyWithin(im.pram, im.disk, 256<<20)
+	return err == nil
 }

@@ -1,0 +1,136 @@
+package conquest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	farm "github.com/dgryski/go-farm"
+
+	"conquest/pram"
+)
+
+// TestSuperCopy: mkfs keeps a copy of the superblock's static part in the
+// heap (root slot 11), which the walk marks; a damaged copy is reported and
+// the repair writes a new one; an arena made before the copy existed gets
+// one at its first writable open. With page 0 zeroed (both copies of the
+// static part lost), FindSuperCopy finds the copy, RestoreSuperFromCopy
+// writes it back, and the arena opens again with its files.
+func TestSuperCopy(t *testing.T) {
+	fs, env := newTestFSOpt(t, fsOpt{disk: true})
+	small := pattern(3000, 3)
+	large := pattern(300<<10, 4)
+	makeFile(t, fs, "small", small)
+	makeFile(t, fs, "large", large)
+	static := fs.a.StaticPart()
+	off, sound, _, why := fs.superCopyState()
+	if off == 0 || !sound {
+		t.Fatalf("after mkfs: copy at %#x, sound %v (%s)", off, sound, why)
+	}
+
+	// Damaged: reported, and the repair writes a new one.
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(off+40, fs.a.U64(off+40)^1) })
+	errs := fs.Check()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "differs from the superblock") {
+		t.Fatalf("Check of a damaged copy: %v", errs)
+	}
+	rep, err := fs.Repair(RepairOptions{})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) > 0 || !strings.Contains(text, "wrote the copy of the superblock again") {
+		t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+	}
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check after the repair: %v", errs)
+	}
+	// A damaged root slot: a new copy, the old one freed as unreachable.
+	corrupt(fs, func(tx *pram.Tx) { tx.Set64(pram.RootOff(slotSuperCopy), uint64(off)+8) })
+	rep, err = fs.Repair(RepairOptions{})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) > 0 || !strings.Contains(text, "wrote a new copy of the superblock") ||
+		!strings.Contains(text, "reachable from nothing: freed its 160 bytes") {
+		t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+	}
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check after the repair: %v", errs)
+	}
+
+	// An arena made before the copy existed: none, and no error.
+	off, _, _, _ = fs.superCopyState()
+	corrupt(fs, func(tx *pram.Tx) {
+		must(t, fs.h.Free(tx, off))
+		tx.Set64(pram.RootOff(slotSuperCopy), 0)
+	})
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check of an arena without a copy: %v", errs)
+	}
+	must(t, fs.Close())
+	fs = env.open()
+	if _, sound, _, why := fs.superCopyState(); !sound {
+		t.Fatalf("the first open of an arena without a copy wrote none: %s", why)
+	}
+	must(t, fs.Close())
+
+	// Another arena's copy kept in a small file (its UUID differs): the
+	// disk's UUID tells them apart; without the disk nothing is chosen.
+	other := bytes.Clone(static)
+	other[16] ^= 0xff // offUUID
+	binary.LittleEndian.PutUint64(other[136:], farm.Hash64(other[:136]))
+	if _, err := pram.CheckStatic(env.path, other); err != nil {
+		t.Fatalf("the other static part: %v", err)
+	}
+	fs = env.open()
+	makeFile(t, fs, "other", append(make([]byte, 64), superCopyRecord(other)...))
+	must(t, fs.Close())
+
+	// Page 0 lost.
+	if _, err := RestoreSuperFromCopy(env.path, env.disk); err == nil {
+		t.Fatal("RestoreSuperFromCopy over a sound superblock: nil error")
+	}
+	f, err := os.OpenFile(env.path, os.O_RDWR, 0)
+	must(t, err)
+	_, err = f.WriteAt(make([]byte, pram.PageSize), 0)
+	must(t, err)
+	must(t, f.Close())
+	if _, err := Open(env.path, env.disk, Options{Logf: env.logf}); !errors.Is(err, pram.ErrNotConquest) {
+		t.Fatalf("open with page 0 zeroed: %v", err)
+	}
+	if _, err := FindSuperCopy(env.path, ""); err == nil || !strings.Contains(err.Error(), "2 copies") {
+		t.Fatalf("FindSuperCopy without the disk, two copies: %v", err)
+	}
+	got, err := FindSuperCopy(env.path, env.disk)
+	must(t, err)
+	if !bytes.Equal(got, static) {
+		t.Fatal("FindSuperCopy found another static part")
+	}
+	uuid, err := RestoreSuperFromCopy(env.path, env.disk)
+	must(t, err)
+	if g, _ := pram.CheckStatic(env.path, static); uuid != g.UUIDString() {
+		t.Fatalf("restored UUID %s, want %s", uuid, g.UUIDString())
+	}
+	// The root slots went with the page: the heap's root slot follows
+	// from the geometry (fsck's step before the open), the rest is the
+	// repair's.
+	_, err = RewriteHeapHeader(env.path)
+	must(t, err)
+	if _, _, err := FindRootInode(env.path); err != nil {
+		t.Fatal(err)
+	}
+	env.diskOpts.ForCheck = true
+	fs = env.open()
+	rep, err = fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if len(rep.Remaining) > 0 {
+		t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
+	}
+	must(t, fs.Close())
+	env.diskOpts.ForCheck = false
+	fs = env.open()
+	wantContent(t, fs, "/small", small)
+	wantContent(t, fs, "/large", large)
+	if !bytes.Equal(fs.a.StaticPart(), static) {
+		t.Fatal("the restored static part differs")
+	}
+}
