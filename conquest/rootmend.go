@@ -30,7 +30,7 @@ var ErrOrphanList = errors.New("the orphan list is damaged")
 // isRootRecord reports whether the 256 bytes at off look like the root
 // directory's inode record.
 func isRootRecord(a *pram.Arena, off pram.Off) bool {
-	return a.InHeap(off, inodeSize) && a.U64(off+iMagic) == inodeMagic && Ino(a.U64(off+iIno)) == RootIno &&
+	return off%8 == 0 && a.InHeap(off, inodeSize) && a.U64(off+iMagic) == inodeMagic && Ino(a.U64(off+iIno)) == RootIno &&
 		a.U32(off+iMode)&S_IFMT == S_IFDIR && a.U64(off+iData) != 0
 }
 
