@@ -244,6 +244,12 @@ func (h *Heap) checkCounters() error {
 	if s.top > h.g.npages {
 		return derivedf("top %d beyond %d pages", s.top, h.g.npages)
 	}
+	if s.top < h.g.npages && h.a.Bytes(h.g.ent(s.top)+entKind, 1)[0] != kindNone {
+		// Pages past top were never carved, so their entries are zero: a
+		// block head there means top is wrong (a zeroed header page gives
+		// counters of 0 that add up, and the heap looked empty).
+		return derivedf("page %d, past top %d, heads a block", s.top, s.top)
+	}
 	if s.free > s.top || s.slab > s.top || s.large > s.top || s.free+s.slab+s.large != s.top {
 		return derivedf("page counts free %d + slab %d + large %d != carved %d",
 			s.free, s.slab, s.large, s.top)

@@ -81,9 +81,15 @@ func TestRebuildLists(t *testing.T) {
 			a.PutU64(h.g.hdr+hdrFreePages, a.U64(h.g.hdr+hdrFreePages)+5)
 			a.PutU64(h.g.hdr+hdrObjects, 7)
 		}},
-		{"top", false, func(a *pram.Arena, h *Heap) {
+		// Open sees it: the page at the new top heads a block.
+		{"top", true, func(a *pram.Arena, h *Heap) {
 			a.PutU64(h.g.hdr+hdrTop, a.U64(h.g.hdr+hdrTop)-1)
 			a.PutU64(h.g.hdr+hdrFreePages, a.U64(h.g.hdr+hdrFreePages)-1)
+		}},
+		// A corruption review zeroed the header page: counters of 0 add
+		// up, and the heap looked empty to every open and repair.
+		{"dynamic part zeroed", true, func(a *pram.Arena, h *Heap) {
+			copy(a.Bytes(h.g.hdr+hdrTop, HeaderSize-hdrTop), make([]byte, HeaderSize-hdrTop))
 		}},
 		{"list links", false, func(a *pram.Arena, h *Heap) {
 			a.PutU64(h.g.ent(partial)+entNext, 0)

@@ -42,6 +42,25 @@ func TestFsckRewritesHeapHeader(t *testing.T) {
 	}
 }
 
+// TestFsckRepairsZeroedHeapHeader: the heap header's page zeroed (a
+// corruption review): after the static part was written again, counters of
+// 0 added up, so the heap looked empty and the root directory lost, to
+// every open and every repair. Now a block head past top shows the counters
+// wrong, and the lists and counters are rebuilt from the page map.
+func TestFsckRepairsZeroedHeapHeader(t *testing.T) {
+	c, pramImg, disk, files := populatedImage(t)
+	g, err := pram.ReadGeometry(pramImg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeroAt(t, pramImg, int64(g.HeapOff), 4096) // the heap header is at the heap's start
+	out := refusedThenRepaired(t, c, pramImg, disk, files, "bad heap magic",
+		"rewrote the header's static part from the arena's geometry")
+	if !strings.Contains(out, "rebuilt the allocator's lists and counters") {
+		t.Fatalf("the lists were not rebuilt after the header:\n%s", out)
+	}
+}
+
 // TestFsckRestoresSuperblock: a flipped bit in the arena superblock's
 // static part made the whole file system unusable for good. Page 0 keeps a
 // copy of it: mount and fsck refuse the image naming the damage and the
