@@ -138,7 +138,7 @@ type badBlock struct {
 	disk diskstore.Block
 	err  error
 
-	fixed bool // a hole replaced it (ZeroBadBlocks)
+	fixed bool // a hole replaced it (ZeroBadBlocks), or its record was rewritten and it verifies
 }
 
 // findings is what one walk found that Repair can act on.
@@ -1028,8 +1028,11 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 			}
 		}
 	}
-	sums, sumsLeft := fs.sumFixes(dataFound)
+	sums, sumsLeft := fs.sumFixes(dataFound, o.ZeroBadBlocks)
 	rep.Fixes = append(rep.Fixes, sums...)
+	if len(sums) > 0 {
+		fs.verifiedNow(bad)
+	}
 	rep.Fixes = append(rep.Fixes, fs.badBlockFixes(o, bad, &failed)...)
 	// The final walk reads no data: the bad blocks found by the first are
 	// still bad unless a hole replaced them.
@@ -1062,7 +1065,29 @@ func (fs *FS) Repair(o RepairOptions) (RepairReport, error) {
 func isSumFinding(err error) bool {
 	_, sum := errors.AsType[*diskstore.SumDamageError](err)
 	_, seed := errors.AsType[*diskstore.SeedDamageError](err)
-	return sum || seed
+	_, check := errors.AsType[*diskstore.SumCheckError](err)
+	return sum || seed || check
+}
+
+// verifiedNow marks the bad blocks whose data verifies against their
+// checksum records as rewritten by sumFixes (a page's check proved the
+// record damaged, not the data): they are neither zeroed nor left.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) verifiedNow(bad []badBlock) {
+	bs := int64(fs.ds.BlockSize())
+	for i := range bad {
+		b := &bad[i]
+		if b.fixed || b.off < 0 {
+			continue
+		}
+		in, err := fs.inode(b.ino)
+		if err != nil || !in.onDisk() {
+			continue
+		}
+		if ok, err := fs.ds.BlockVerifies(in.seg(), uint64(b.off/bs)); err == nil && ok {
+			b.fixed = true
+		}
+	}
 }
 
 // sumFixes rewrites the damaged checksum records and checksum seeds the
@@ -1070,22 +1095,22 @@ func isSumFinding(err error) bool {
 // diskstore.SeedDamageError: the data is sound). It returns the fixes and
 // what it could not rewrite.
 // Preconditions: fs.mu held exclusively.
-func (fs *FS) sumFixes(found []error) (fixes []Fix, left []error) {
+func (fs *FS) sumFixes(found []error, zeroBad bool) (fixes []Fix, left []error) {
 	var fd *findings
 	// Seeds first: a record the walk judged under a found seed is
-	// rewritten under it.
-	seedsFirst := slices.Clone(found)
-	slices.SortStableFunc(seedsFirst, func(a, b error) int {
-		_, sa := errors.AsType[*diskstore.SeedDamageError](a)
-		_, sb := errors.AsType[*diskstore.SeedDamageError](b)
-		switch {
-		case sa && !sb:
-			return -1
-		case sb && !sa:
-			return 1
+	// rewritten under it; page checks last: the records the data proves
+	// damaged are rewritten first, and the check then judges what is left.
+	rank := func(err error) int {
+		if _, ok := errors.AsType[*diskstore.SeedDamageError](err); ok {
+			return 0
 		}
-		return 0
-	})
+		if _, ok := errors.AsType[*diskstore.SumCheckError](err); ok {
+			return 2
+		}
+		return 1
+	}
+	seedsFirst := slices.Clone(found)
+	slices.SortStableFunc(seedsFirst, func(a, b error) int { return rank(a) - rank(b) })
 	for _, err := range seedsFirst {
 		var owner uint64
 		var seg pram.Off
@@ -1105,6 +1130,15 @@ func (fs *FS) sumFixes(found []error) (fixes []Fix, left []error) {
 				action = "the seed is damaged, not the data: set it to the one most of the data verifies under, and rehashed the blocks written since"
 			}
 			fix = func(tx *pram.Tx) error { return fs.ds.RewriteSeed(tx, sd.Seg, sd.Stored, sd.Seed, sd.Rehash) }
+		} else if sc, ok := errors.AsType[*diskstore.SumCheckError](err); ok && fs.ds != nil {
+			owner, seg = sc.Owner, sc.Seg
+			lo, hi := sc.Blocks()
+			problem = fmt.Sprintf("the checksums of the blocks at offsets [%d, %d) fail their page's check", lo*fs.ds.BlockSize(), hi*fs.ds.BlockSize())
+			fix = func(tx *pram.Tx) error {
+				var err error
+				action, err = fs.ds.ReconcileSums(tx, sc.Seg, sc.Base, zeroBad)
+				return err
+			}
 		} else {
 			continue
 		}
@@ -1113,6 +1147,7 @@ func (fs *FS) sumFixes(found []error) (fixes []Fix, left []error) {
 			fs.checkLocked(CheckOptions{}, fd) // for the paths after the repairs
 		}
 		what := fd.path(Ino(owner))
+		var ferr error // the cause, before update maps it to a sentinel
 		err := fs.update(func(tx *pram.Tx) error {
 			in, err := fs.inode(Ino(owner))
 			if err != nil {
@@ -1121,11 +1156,18 @@ func (fs *FS) sumFixes(found []error) (fixes []Fix, left []error) {
 			if !in.onDisk() || in.seg() != seg {
 				return fmt.Errorf("%w: inode %d is no longer the large file it was", ErrInvalid, owner)
 			}
-			return fix(tx)
+			ferr = fix(tx)
+			return ferr
 		})
+		if ferr != nil {
+			err = ferr
+		}
 		if err != nil {
 			left = append(left, fmt.Errorf("%s: %s: not repaired: %w", what, problem, err))
 			continue
+		}
+		if action == "" {
+			continue // consistent again after the fixes before it
 		}
 		fixes = append(fixes, Fix{Path: what, Problem: problem, Action: action})
 	}
@@ -1145,7 +1187,7 @@ func (fs *FS) badBlockFixes(o RepairOptions, bad []badBlock, failed *[]error) []
 	bs := int64(fs.ds.BlockSize())
 	for i := range bad {
 		b := &bad[i]
-		if b.off < 0 {
+		if b.off < 0 || b.fixed {
 			continue
 		}
 		what := fd.path(b.ino)

@@ -277,7 +277,7 @@ func TestRepairFileLists(t *testing.T) {
 		freesData bool   // the file's blocks return to the free map
 	}{
 		{"unsynced mended", slUnsynced, badWidth, false, "/large: damaged list of unsynced blocks: mended it from its other fields (record width 11→5)", false, false},
-		{"sums mended", slSums, badWidth, false, "/large: damaged list of checksum pages: mended it from its other fields (record width 11→3)", false, false},
+		{"sums mended", slSums, badWidth, false, "/large: damaged list of checksum pages: mended it from its other fields (record width 11→4)", false, false},
 		{"segments mended", slSegs, badWidth, false, "/large: damaged list of segments: mended it from its other fields (record width 11→3)", false, false},
 		{"segments leaf count", slSegs, badLeafCount, false, "/large: damaged list of segments: mended it from its other fields (leaf 0 count 2130706433→", false, false},
 		{"sums directory key", slSums, badDirKey, false, "/large: damaged list of checksum pages: mended it from its other fields (directory key 0", false, false},
@@ -361,22 +361,48 @@ func sumRecord(fs *FS, seg pram.Off, fb uint64) pram.Off {
 	return page + pram.Off(8*fb)
 }
 
-// TestRepairSumRecord: a checksum record damaged in a byte or two is told
-// from damaged data (its data's checksum differs from it in all but a few
-// bytes) and rewritten from the data, which reads back again; a record
-// damaged in more bytes, like damaged data, stays a bad block.
+// sumCheckWord is the arena offset of the check word of the large file's
+// first checksum page (its record's fourth word, sumcheck.go).
+func sumCheckWord(fs *FS, seg pram.Off) pram.Off {
+	dir := pram.Off(fs.a.U64(seg + slSums))
+	leaf := pram.Off(fs.a.U64(dir + 8))
+	return leaf + 16 + 24
+}
+
+// TestRepairSumRecord: a damaged checksum record fails its page's check
+// (sumcheck.go). Damaged in a byte or two it is also told from damaged data
+// by its data's checksum, which differs from it in all but a few bytes, and
+// rewritten from the data. Damaged in more bytes, or zeroed (which used to
+// read as zeros, with every fsck clean), one or two records or the whole
+// page, the page's check proves the records, not the data, damaged, and
+// the repair restores them from the data. The file reads back. A zeroed
+// record beside a damaged check word explains nothing: reads of it fail
+// (EIO), the repair leaves it reported, and with ZeroBadBlocks makes it a
+// hole (its data lost, named).
 func TestRepairSumRecord(t *testing.T) {
+	all := make([]uint64, 75) // the file's blocks
+	for i := range all {
+		all[i] = uint64(i)
+	}
 	for _, c := range []struct {
-		name    string
-		bytes   []int // bytes of the record to flip
-		rewrite bool
+		name      string
+		bytes     []int    // bytes of the record to flip
+		zero      []uint64 // or file blocks whose records to zero
+		checkWord bool     // and the check word damaged
+		zeroBad   bool     // RepairOptions.ZeroBadBlocks
+		reason    string   // the fix, "" for none
 	}{
-		{"one byte", []int{3}, true},
-		{"two bytes", []int{0, 7}, true},
-		{"three bytes", []int{1, 4, 6}, false},
+		{"one byte", []int{3}, nil, false, false, "rewrote it from the data"},
+		{"two bytes", []int{0, 7}, nil, false, false, "rewrote it from the data"},
+		{"three bytes", []int{1, 4, 6}, nil, false, false, "restored the checksums of file block(s) 5 "},
+		{"zeroed", nil, []uint64{5}, false, false, "restored the checksums of file block(s) 5 "},
+		{"two zeroed", nil, []uint64{5, 9}, false, false, "restored the checksums of file block(s) 5, 9 "},
+		{"page zeroed", nil, all, false, false, "restored the checksums of file block(s) 0, 1, 2"},
+		{"zeroed and the check word", nil, []uint64{5}, true, false, ""},
+		{"zeroed and the check word, zeroing", nil, []uint64{5}, true, true, "made file block(s) 5 holes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fs, _ := newTestFSOpt(t, fsOpt{disk: true, noCheck: !c.rewrite})
+			fs, _ := newTestFSOpt(t, fsOpt{disk: true, noCheck: c.reason == ""})
 			data := pattern(300<<10, 8)
 			ino := makeFile(t, fs, "large", data)
 			in, _ := fs.inode(ino)
@@ -384,6 +410,13 @@ func TestRepairSumRecord(t *testing.T) {
 			corrupt(fs, func(tx *pram.Tx) {
 				for _, b := range c.bytes {
 					tx.Set8(rec+pram.Off(b), fs.a.U8(rec+pram.Off(b))^0x5a)
+				}
+				for _, fb := range c.zero {
+					tx.Set64(sumRecord(fs, in.seg(), fb), 0)
+				}
+				if c.checkWord {
+					w := sumCheckWord(fs, in.seg())
+					tx.Set64(w, fs.a.U64(w)^1<<33)
 				}
 			})
 			h := openRW(t, fs, ino, O_RDWR)
@@ -393,22 +426,33 @@ func TestRepairSumRecord(t *testing.T) {
 			}
 			fs.Release(ino, h)
 			errs := fs.CheckWith(CheckOptions{VerifyData: true})
-			var sd *diskstore.SumDamageError
-			if got := len(errs) == 1 && errors.As(errs[0], &sd); got != c.rewrite {
-				t.Fatalf("Check: %v; want a SumDamageError: %v", errs, c.rewrite)
+			var sc *diskstore.SumCheckError
+			if len(errs) == 0 || !errors.As(errs[0], &sc) {
+				t.Fatalf("Check: %v; want a SumCheckError first", errs)
 			}
-			rep, err := fs.Repair(RepairOptions{VerifyData: true})
+			var sd *diskstore.SumDamageError
+			if byte2 := len(c.bytes) > 0 && len(c.bytes) <= 2; byte2 != (len(errs) == 2 && errors.As(errs[1], &sd)) {
+				t.Fatalf("Check: %v; want a SumDamageError after it: %v", errs, byte2)
+			}
+			rep, err := fs.Repair(RepairOptions{VerifyData: true, ZeroBadBlocks: c.zeroBad})
 			must(t, err)
 			text := fixesText(rep)
-			if !c.rewrite {
-				if len(rep.Fixes) > 0 || len(rep.Remaining) != 1 || !errors.Is(rep.Remaining[0], diskstore.ErrDataChecksum) {
-					t.Fatalf("fixes:\n%sremaining: %v; want the bad block left", text, rep.Remaining)
+			if c.reason == "" {
+				if len(rep.Fixes) > 0 || len(rep.Remaining) != 2 || !errors.As(rep.Remaining[0], &sc) ||
+					!strings.Contains(rep.Remaining[1].Error(), "no checksum of file blocks [0, 512) accounts for the page's check") {
+					t.Fatalf("fixes:\n%sremaining: %v; want the page left reported", text, rep.Remaining)
 				}
 				return
 			}
 			want := fmt.Sprintf("/large: checksum record of the block at offset %d (disk block", 5*4096)
-			if len(rep.Remaining) > 0 || !strings.Contains(text, want) || !strings.Contains(text, "rewrote it from the data") {
+			if len(c.bytes) > 2 || len(c.zero) > 0 {
+				want = "/large: the checksums of the blocks at offsets [0, 2097152) fail their page's check"
+			}
+			if len(rep.Remaining) > 0 || !strings.Contains(text, want) || !strings.Contains(text, c.reason) {
 				t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+			}
+			if c.zeroBad {
+				clear(data[5*4096 : 6*4096])
 			}
 			wantContent(t, fs, "/large", data)
 			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) > 0 {
@@ -466,7 +510,7 @@ func TestRepairSeed(t *testing.T) {
 			var sd *diskstore.SeedDamageError
 			want := 1
 			if c.record {
-				want = 2
+				want = 3 // and the record's SumDamageError, and its page's SumCheckError
 			}
 			if got := len(errs) == want && errors.As(errs[len(errs)-1], &sd); got != c.rewrite {
 				t.Fatalf("Check: %d errors, first %v; want a SeedDamageError: %v", len(errs), errs[0], c.rewrite)

@@ -146,12 +146,17 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	}
 	// Checksums: pages sane, non-zero only on mapped blocks below EOF.
 	err = sm.walk(func(r rec) bool {
-		p := sumPage{r[0], pram.Off(r[1]), r[2]}
+		p := sumPage{r[0], pram.Off(r[1]), r[2], r[3]}
 		if !s.sumPageSane(p) {
 			k.errs = append(k.errs, &BadSumPageError{Owner: owner, Seg: seg, Base: p.base, Page: p.page, Cap: p.cap})
 			return true
 		}
 		k.c.Mark(p.page, "diskstore checksum page")
+		if s.sumChecks {
+			if t := s.pageTerms(p); t != p.chk {
+				k.errs = append(k.errs, &SumCheckError{Owner: owner, Seg: seg, Base: p.base, Stored: p.chk, Computed: t})
+			}
+		}
 		for i := uint64(0); i < p.cap; i++ {
 			if s.a.U64(p.page+pram.Off(8*i)) == 0 {
 				continue

@@ -14,7 +14,7 @@ import (
 // block of zeros has checksum 0 (it needs no disk block and is never read);
 // any other block's checksum is never 0.
 //
-// Page sums (sumFormatPages, every store Format makes): the checksum is the
+// Page sums (sumFormatPages and sumFormatChecked): the checksum is the
 // sum, modulo 2^64, of a farm hash of each 4 KiB page that is not all zeros,
 // each seeded with the seed and the page's index in the file. A write that
 // changes a few pages of a block updates the sum from those pages alone:
@@ -30,9 +30,15 @@ import (
 // Whole-block hash (sumFormatWhole, arenas formatted before page sums): one
 // farm hash of the block. Such arenas keep it; they only miss the cheap
 // update.
+//
+// Checked pages (sumFormatChecked, every store Format makes since session
+// 42): page sums as above, and each checksum page's record also keeps a
+// check word (sumcheck.go), so that a checksum zeroed by damage, which
+// would read as "never written" (zeros, the disk not read), is caught.
 const (
-	sumFormatWhole = 0
-	sumFormatPages = 1
+	sumFormatWhole   = 0
+	sumFormatPages   = 1
+	sumFormatChecked = 2
 
 	hashPage = Alignment // the page of page sums
 )

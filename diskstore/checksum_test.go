@@ -129,7 +129,7 @@ func TestWholeBlockSumFormat(t *testing.T) {
 	}
 	e.check(map[pram.Off]int64{a: int64(len(synced))})
 
-	e.a.PutU64(e.s.st+stOffSumFormat, 2)
+	e.a.PutU64(e.s.st+stOffSumFormat, 3)
 	if err := e.s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestWholeBlockSumFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(h, reopenDev(t, e.dev), Options{}); !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), "checksum format 2") {
+	if _, err := Open(h, reopenDev(t, e.dev), Options{}); !errors.Is(err, ErrVersion) || !strings.Contains(err.Error(), "checksum format 3") {
 		t.Fatalf("Open of an unknown checksum format: %v", err)
 	}
 }

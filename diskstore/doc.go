@@ -152,7 +152,9 @@
 //   - a block of zeros needs no disk block: its checksum is 0, holes stay
 //     holes, and a block whose checksum is 0 is never read (a preallocated
 //     block therefore reads as zeros whatever the disk holds: stale data of
-//     a deleted file never shows);
+//     a deleted file never shows); a check word per checksum page
+//     (sumcheck.go) makes a checksum zeroed by damage fail the read instead
+//     of reading as zeros;
 //   - a mapped block whose checksum is 0 (preallocated, never written) is
 //     written in place; so a block that held data and is written with
 //     zeros is unmapped and freed, as a punched hole, never kept mapped

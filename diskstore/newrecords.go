@@ -59,9 +59,11 @@ func NewFreeMap(h *alloc.Heap, dev Device) (from, to pram.Off, err error) {
 //   - the count of quarantined blocks: the quarantine's extents;
 //   - the intent area: the one place in the heap that holds its magic and
 //     slot count (none or two: a new area, which Open lays);
-//   - the checksum format: page sums, the format every Format has written
-//     since 2026-11-30 (an older arena's blocks would then all fail their
-//     checksums, which fsck reports and, without --zero-bad-blocks, leaves);
+//   - the checksum format: checked page sums when the files' lists of
+//     checksum pages have the check word's width (or there is no file),
+//     else page sums, the format Format wrote from 2026-11-30 until then
+//     (an older arena's blocks would then all fail their checksums, which
+//     fsck reports and, without --zero-bad-blocks, leaves);
 //   - the count of large files: 0, which the repair's walk sets to what it
 //     reaches; the error counters start again at 0.
 //
@@ -84,13 +86,14 @@ func NewStats(h *alloc.Heap, dev Device) (from, to pram.Off, err error) {
 	from = pram.Off(a.Root(RootStats))
 	s := &Store{a: a, h: h, fm: fm, super: sup, bs: uint64(sup.BlockSize)}
 	epoch, quarantined := s.foundEpoch()
+	format := s.foundSumFormat()
 	intents := foundIntentArea(a)
 	to, err = layRecord(h, RootStats, statsSize, "stats record", func(tx *pram.Tx, to pram.Off) {
 		tx.Set64(to, statsMagic)
 		tx.Set64(to+stOffEpoch, epoch)
 		tx.Set64(to+stOffQuarantined, quarantined)
 		tx.Set64(to+stOffIntents, uint64(intents))
-		tx.Set64(to+stOffSumFormat, sumFormatPages)
+		tx.Set64(to+stOffSumFormat, format)
 	})
 	return from, to, err
 }
@@ -143,6 +146,28 @@ func (s *Store) foundEpoch() (epoch, quarantined uint64) {
 		})
 	}
 	return epoch, quarantined
+}
+
+// foundSumFormat is the checksum format the files' lists of checksum pages
+// show, for NewStats: checked page sums when most segment lists in the heap
+// have lists of the check word's width, or when there is none.
+func (s *Store) foundSumFormat() uint64 {
+	checked, plain := 0, 0
+	for _, seg := range heapRecords(s.a, segListMagic, segListSize) {
+		if sz, err := s.h.SizeOf(seg); err != nil || sz != segListSize {
+			continue
+		}
+		switch s.a.U32(seg + slOffSums + xhWords) {
+		case sumWordsChecked:
+			checked++
+		case sumWordsPlain:
+			plain++
+		}
+	}
+	if plain > checked {
+		return sumFormatPages
+	}
+	return sumFormatChecked
 }
 
 // foundIntentArea is the one intent area in the heap (its magic and slot

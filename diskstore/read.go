@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"fmt"
+	"math"
 
 	"conquest/pram"
 )
@@ -49,6 +50,7 @@ func (s *Store) readDisk(seg pram.Off, p []byte, off int64) error {
 	fbEnd := (end + bs - 1) / bs
 	seed := s.a.U64(seg + slOffSeed)
 	var sumsBuf [32]uint64
+	checked := uint64(math.MaxUint64) // the checksum page last checked
 	for fb < fbEnd {
 		sp, err := s.lookup(seg, fb)
 		if err != nil {
@@ -81,7 +83,17 @@ func (s *Store) readDisk(seg pram.Off, p []byte, off int64) error {
 			at := max((fb+i)*bs, uint64(off)) - (fb+i)*bs // p's start within the block
 			switch {
 			case sums[i] == 0:
-				clear(dst(i, i+1)) // never written, or zeros: the disk is not read
+				// Never written, or zeros: the disk is not read, once the
+				// page's check says the 0 is not damage (sumcheck.go).
+				if base := (fb + i) &^ (sumsPerPage - 1); base != checked {
+					if ok, _, err := s.checkPageOf(seg, fb+i); err != nil {
+						return err
+					} else if !ok {
+						return s.lostSumErr(seg, fb+i, disk)
+					}
+					checked = base
+				}
+				clear(dst(i, i+1))
 				i++
 			case s.cache.get(seg, fb+i, seed, disk, sums[i], dst(i, i+1), at):
 				i++
@@ -157,6 +169,16 @@ func (s *Store) runVerifies(seg pram.Off, fb uint64, disk Block, sums []uint64, 
 		return false
 	}
 	return s.firstMismatch(seg, fb, sums, dst) < 0
+}
+
+// lostSumErr reports a mapped block without a checksum in a page that
+// fails its check: its checksum may be lost to damage, so its zeros would
+// be a guess. Counted, logged, returned as EIO, as a mismatch is.
+func (s *Store) lostSumErr(seg pram.Off, fb uint64, disk Block) error {
+	s.a.PutU64(s.st+stOffChecksumEr, s.a.U64(s.st+stOffChecksumEr)+1)
+	s.o.Logf("diskstore: checksum page fails its check: inode %d, offset %d, disk block %d has no checksum, which may be lost: returning EIO (run `conquest fsck --repair`)",
+		s.owner(seg), fb*s.bs, disk)
+	return fmt.Errorf("%w: %w: inode %d, offset %d, disk block %d: its checksum page fails its check", ErrIO, ErrDataChecksum, s.owner(seg), fb*s.bs, disk)
 }
 
 // sumErr reports a checksum mismatch: counted, logged, returned as EIO.

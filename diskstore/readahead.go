@@ -358,6 +358,12 @@ func (ra *Readahead) prefetchRange(seg pram.Off, from, to int64, gen uint64) boo
 				}
 				if sums[i] != 0 {
 					pieces = append(pieces, piece{int64(fb+i)*bs - from, fb + i, sp.disk + Block(i), sums[i:j]})
+				} else {
+					for b := fb + i; b < fb+j; b = (b | (sumsPerPage - 1)) + 1 {
+						if ok, _, err := s.checkPageOf(seg, b); err != nil || !ok {
+							return false // a checksum maybe lost: the read itself fails (lostSumErr)
+						}
+					}
 				}
 				i = j
 			}

@@ -91,7 +91,7 @@ func (s *Store) ClearStraySum(tx *pram.Tx, seg pram.Off, fb uint64) error {
 	if sp.disk != 0 {
 		return fmt.Errorf("%w: inode %d: file block %d maps disk block %d", ErrCorrupt, s.owner(seg), fb, sp.disk)
 	}
-	return s.clearSums(tx, seg, fb, fb+1)
+	return s.fixSum(tx, seg, fb, 0)
 }
 
 // DropSumPage repairs a *BadSumPageError: it removes seg's record of the
@@ -236,7 +236,7 @@ func (s *Store) RewriteSum(tx *pram.Tx, seg pram.Off, fb, stored, data uint64) e
 	if sum != stored || got != data || !sumDamaged(stored, data) {
 		return fmt.Errorf("%w: inode %d, file block %d: recorded checksum %#x, data's %#x: not a damaged record of it", ErrCorrupt, s.owner(seg), fb, sum, got)
 	}
-	if err := s.setSums(tx, seg, fb, []uint64{data}); err != nil {
+	if err := s.fixSum(tx, seg, fb, data); err != nil {
 		return err
 	}
 	s.bump(seg) // cached reads of the file are stale
@@ -331,7 +331,7 @@ func (s *Store) MendSumPage(tx *pram.Tx, seg pram.Off, base uint64) (string, err
 			for v := range uint64(256) {
 				cand := r
 				cand[field] = r[field]&^(0xff<<at) | v<<at
-				p := sumPage{cand[0], pram.Off(cand[1]), cand[2]}
+				p := sumPage{cand[0], pram.Off(cand[1]), cand[2], cand[3]}
 				if cand[field] == r[field] || !s.sumPageSane(p) {
 					continue
 				}

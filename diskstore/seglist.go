@@ -22,10 +22,12 @@ import (
 //	+32 segs    xlist of segments {fileBlock, diskBlock, count}: file blocks
 //	            [fileBlock, fileBlock+count) live in disk blocks
 //	            [diskBlock, diskBlock+count). Unmapped file blocks are holes.
-//	+64 sums    xlist of checksum pages {base, page, cap}: the checksums of
-//	            file blocks [base, base+cap), base a multiple of sumsPerPage,
-//	            in an arena allocation of cap words (cap a power of two, grown
-//	            on demand, so a small file's page is small).
+//	+64 sums    xlist of checksum pages {base, page, cap, check}: the
+//	            checksums of file blocks [base, base+cap), base a multiple of
+//	            sumsPerPage, in an arena allocation of cap words (cap a power
+//	            of two, grown on demand, so a small file's page is small);
+//	            check is the page's check word (sumcheck.go), absent (three
+//	            words) in arenas formatted before it.
 //	+96 unsynced xlist of unsynced records {fileBlock, epoch, oldBlock,
 //	            oldSum, keep}: the blocks published since the last device
 //	            sync (unsynced.go); lazy, so that lists made before it
@@ -44,7 +46,6 @@ const (
 	slOffSegs      = 32
 	slOffSums      = 64
 	segWords       = 3
-	sumWords       = 3
 	sumsPerPage    = 512
 	minSumPageCap  = 16
 	segRecordBytes = segWords * 8
@@ -55,7 +56,7 @@ func (s *Store) segs(seg pram.Off) xlist {
 }
 
 func (s *Store) sums(seg pram.Off) xlist {
-	return xlist{a: s.a, h: s.h, hdr: seg + slOffSums, words: sumWords, what: "checksum page"}
+	return xlist{a: s.a, h: s.h, hdr: seg + slOffSums, words: s.sumWords(), what: "checksum page"}
 }
 
 // validSeg checks the header of the segment list at seg.
@@ -91,7 +92,7 @@ func (s *Store) newFile(tx *pram.Tx, owner, seed uint64) (pram.Off, error) {
 	le.PutUint64(b[slOffOwner:], owner)
 	le.PutUint64(b[slOffSeed:], seed)
 	le.PutUint32(b[slOffSegs+xhWords:], segWords)
-	le.PutUint32(b[slOffSums+xhWords:], sumWords)
+	le.PutUint32(b[slOffSums+xhWords:], uint32(s.sumWords()))
 	le.PutUint32(b[slOffUnsynced+xhWords:], unsyncedWords)
 	tx.Set64(s.st+stOffFiles, s.a.U64(s.st+stOffFiles)+1)
 	return seg, nil
@@ -329,11 +330,15 @@ type sumPage struct {
 	base uint64
 	page pram.Off
 	cap  uint64
+	chk  uint64 // the check word (sumFormatChecked), else 0
 }
+
+// rec is the list record of p.
+func (p sumPage) rec() rec { return rec{p.base, uint64(p.page), p.cap, p.chk} }
 
 func (s *Store) sumPageAt(l xlist, c xcur) (sumPage, error) {
 	r := l.get(c)
-	p := sumPage{r[0], pram.Off(r[1]), r[2]}
+	p := sumPage{r[0], pram.Off(r[1]), r[2], r[3]}
 	if !s.sumPageSane(p) {
 		return p, fmt.Errorf("%w: checksum page base %d at %d, capacity %d", ErrCorrupt, p.base, p.page, p.cap)
 	}
@@ -398,8 +403,22 @@ func wordsBytes(v []uint64) []byte {
 	return b
 }
 
-// setSums stores the checksums of file blocks fb, fb+1, ... through tx.
+// setSums stores the checksums of file blocks fb, fb+1, ... through tx,
+// and keeps the check words of their pages (sumcheck.go).
 func (s *Store) setSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64) error {
+	return s.putSums(tx, seg, fb, vals, true)
+}
+
+// setSumsRaw stores checksums without changing the check words: for a
+// repair that puts back the value an entry had before damage changed it
+// (the check word still counts that value).
+func (s *Store) setSumsRaw(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64) error {
+	return s.putSums(tx, seg, fb, vals, false)
+}
+
+// putSums is setSums; check says whether the pages' check words follow.
+func (s *Store) putSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64, check bool) error {
+	check = check && s.sumChecks
 	l := s.sums(seg)
 	for len(vals) > 0 {
 		base := fb &^ (sumsPerPage - 1)
@@ -425,6 +444,17 @@ func (s *Store) setSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64) err
 			}
 			ok = p.base == base
 		}
+		// delta is what the written entries change in the check word.
+		delta := func(w uint64) uint64 {
+			if !check {
+				return 0
+			}
+			d := termsOf(base+idx, chunk[:w])
+			for i := idx; i < min(idx+w, p.cap); i++ {
+				d -= sumTerm(base+i, s.a.U64(p.page+pram.Off(8*i)))
+			}
+			return d
+		}
 		if !ok {
 			if need == 0 {
 				continue
@@ -435,7 +465,11 @@ func (s *Store) setSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64) err
 			}
 			// Fresh page, written unlogged; entries past need are zeros.
 			copy(freshBytes(s.h, s.a, pg, 8*idx, 8*(need-idx)), wordsBytes(chunk[:need-idx]))
-			err = l.insert(tx, rec{base, uint64(pg), pcap})
+			np := sumPage{base, pg, pcap, 0}
+			if check {
+				np.chk = termsOf(base+idx, chunk[:need-idx])
+			}
+			err = l.insert(tx, np.rec())
 			if errors.Is(err, errListFull) {
 				err = fmt.Errorf("%w: file too large for its checksum list", ErrFileTooBig)
 			}
@@ -450,8 +484,9 @@ func (s *Store) setSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64) err
 				return err
 			}
 			w := min(k, pcap-idx) // fresh page, written unlogged
+			np := sumPage{base, pg, pcap, p.chk + delta(w)}
 			copy(freshBytes(s.h, s.a, pg, 8*idx, 8*w), wordsBytes(chunk[:w]))
-			if err := l.set(tx, c, rec{base, uint64(pg), pcap}); err != nil {
+			if err := l.set(tx, c, np.rec()); err != nil {
 				return err
 			}
 			if err := s.h.Free(tx, p.page); err != nil {
@@ -461,6 +496,12 @@ func (s *Store) setSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64) err
 		}
 		if idx < p.cap {
 			w := min(k, p.cap-idx)
+			if d := delta(w); d != 0 {
+				p.chk += d
+				if err := l.set(tx, c, p.rec()); err != nil {
+					return err
+				}
+			}
 			tx.SetBytes(p.page+pram.Off(8*idx), wordsBytes(chunk[:w]))
 		}
 	}
@@ -485,8 +526,15 @@ func (s *Store) newSumPage(tx *pram.Tx, need uint64, old pram.Off, oldCap uint64
 }
 
 // clearSums zeroes the checksums of file blocks [fb, end), freeing pages
-// that lie wholly inside the range.
+// that lie wholly inside the range, and keeps the check words of the pages
+// it clears in part.
 func (s *Store) clearSums(tx *pram.Tx, seg pram.Off, fb, end uint64) error {
+	return s.zeroSums(tx, seg, fb, end, s.sumChecks)
+}
+
+// zeroSums is clearSums; check says whether the check words follow (not
+// for a repair that drops an entry damage made up).
+func (s *Store) zeroSums(tx *pram.Tx, seg pram.Off, fb, end uint64, check bool) error {
 	l := s.sums(seg)
 	for fb < end {
 		c, ok, err := l.seekGE(fb &^ (sumsPerPage - 1))
@@ -512,6 +560,18 @@ func (s *Store) clearSums(tx *pram.Tx, seg pram.Off, fb, end uint64) error {
 		// A page the range covers in part: clear the covered entries.
 		lo, hi := max(fb, p.base)-p.base, min(end-p.base, p.cap)
 		if lo < hi {
+			if check {
+				var d uint64
+				for i := lo; i < hi; i++ {
+					d += sumTerm(p.base+i, s.a.U64(p.page+pram.Off(8*i)))
+				}
+				if d != 0 {
+					p.chk -= d
+					if err := l.set(tx, c, p.rec()); err != nil {
+						return err
+					}
+				}
+			}
 			tx.Zero(p.page+pram.Off(8*lo), (hi-lo)*8)
 		}
 		fb = p.base + sumsPerPage

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,8 @@ const (
 //	+48 intents        Off    the intent area of in-place appends (inplace.go)
 //	+56 sumFormat      uint64 how block checksums are computed (checksum.go):
 //	                          0 whole-block hash (arenas formatted before
-//	                          page sums), 1 page sums (Format)
+//	                          page sums), 1 page sums, 2 page sums with a
+//	                          check word per checksum page (Format)
 //
 // Arenas formatted before the epoch and quarantine existed have zeros there,
 // which is their correct initial value.
@@ -61,12 +63,20 @@ const (
 // *StoreHeaderError, and RewriteHeaders writes that format back.
 const maxSumFormat = 0xff
 
-// sumFormat is the checksum format that the stats record's word f means.
+// sumFormat is the checksum format that the stats record's word f means:
+// a word past any format is taken as the known format it is fewest bits
+// away from.
 func sumFormat(f uint64) uint64 {
-	if f > maxSumFormat {
-		return f & 1
+	if f <= maxSumFormat {
+		return f
 	}
-	return f
+	best := uint64(sumFormatWhole)
+	for k := uint64(sumFormatWhole); k <= sumFormatChecked; k++ {
+		if bits.OnesCount64(f^k) < bits.OnesCount64(f^best) {
+			best = k
+		}
+	}
+	return best
 }
 
 // Durability chooses when written data reaches the device; see doc.go,
@@ -229,13 +239,14 @@ type Store struct {
 	st    pram.Off // stats record
 	zero  []byte   // one zero block
 
-	cache    *blockCache  // verified blocks (own lock)
-	blocks   sync.Pool    // *[]byte: aligned one-block buffers for reads
-	prefetch bool         // Readahead fetches ahead in the background
-	pageSums bool         // checksums are page sums (checksum.go); immutable
-	streamed atomic.Int64 // bytes prefetched or advised by all Readaheads
-	raHeld   atomic.Int64 // bytes of buffers all Readaheads hold (ReadaheadBudget)
-	fastApp  atomic.Int64 // appends written by appendFast
+	cache     *blockCache  // verified blocks (own lock)
+	blocks    sync.Pool    // *[]byte: aligned one-block buffers for reads
+	prefetch  bool         // Readahead fetches ahead in the background
+	pageSums  bool         // checksums are page sums (checksum.go); immutable
+	sumChecks bool         // checksum pages keep a check word (sumcheck.go); immutable
+	streamed  atomic.Int64 // bytes prefetched or advised by all Readaheads
+	raHeld    atomic.Int64 // bytes of buffers all Readaheads hold (ReadaheadBudget)
+	fastApp   atomic.Int64 // appends written by appendFast
 
 	mu         sync.Mutex
 	files      map[pram.Off]*fileState // volatile per-file state, by segment list
@@ -361,7 +372,7 @@ func Format(tx *pram.Tx, h *alloc.Heap, dev Device, blockSize uint32, o Options)
 	tx.Set64(fm+fmOffBlockSize, uint64(blockSize))
 	tx.Set64(fm+fmOffBlocks, sup.Blocks)
 	tx.Set64(st, statsMagic)
-	tx.Set64(st+stOffSumFormat, sumFormatPages)
+	tx.Set64(st+stOffSumFormat, sumFormatChecked)
 	tx.Set64(pram.RootOff(RootFreeMap), uint64(fm))
 	tx.Set64(pram.RootOff(RootStats), uint64(st))
 	s := newStore(a, h, dev, sup, fm, st, o)
@@ -403,7 +414,9 @@ func newStore(a *pram.Arena, h *alloc.Heap, dev Device, sup Super, fm, st pram.O
 	s := &Store{a: a, h: h, dev: dev, super: sup, bs: uint64(sup.BlockSize), o: o, fm: fm, st: st,
 		zero: make([]byte, sup.BlockSize), files: make(map[pram.Off]*fileState),
 		cache: newBlockCache(uint64(sup.BlockSize), o.CacheBytes)}
-	s.pageSums = sumFormat(a.U64(st+stOffSumFormat)) == sumFormatPages
+	f := sumFormat(a.U64(st + stOffSumFormat))
+	s.pageSums = f >= sumFormatPages && f <= sumFormatChecked
+	s.sumChecks = f == sumFormatChecked
 	s.blocks.New = func() any { b := AlignedBuffer(int(sup.BlockSize)); return &b }
 	switch o.Prefetch {
 	case PrefetchOn:
@@ -449,7 +462,7 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	if free := a.U64(fm + fmOffFree); free >= sup.Blocks && !o.ForCheck { // the walk counts, the repair rebuilds
 		return nil, fmt.Errorf("%w: free map counts %d free blocks of %d", ErrCorrupt, free, sup.Blocks)
 	}
-	if f := a.U64(st + stOffSumFormat); f > sumFormatPages && f <= maxSumFormat {
+	if f := a.U64(st + stOffSumFormat); f > sumFormatChecked && f <= maxSumFormat {
 		return nil, fmt.Errorf("%w: unknown checksum format %d (made by a newer Conquest?)", ErrVersion, f)
 	} else if f > maxSumFormat && !o.ForCheck {
 		return nil, fmt.Errorf("%w: checksum format word %#x in the stats record is damaged", ErrCorrupt, f)

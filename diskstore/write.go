@@ -377,6 +377,15 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 		dst := buf[uint64(i)*bs : uint64(i+1)*bs]
 		if p.filled || p.old == 0 {
 			if !p.filled {
+				if p.disk != 0 {
+					// Kept as zeros around the write: not if its page's
+					// check says the 0 may be damage (sumcheck.go).
+					if ok, _, err := s.checkPageOf(seg, fb0+uint64(i)); err != nil {
+						return err
+					} else if !ok {
+						return s.lostSumErr(seg, fb0+uint64(i), p.disk)
+					}
+				}
 				clear(dst)
 			}
 			continue
