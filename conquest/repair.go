@@ -699,9 +699,19 @@ func (ck *checker) segFix(ino Ino, seg pram.Off, key, problem string, fix func(t
 // straySums: checksums recorded for blocks of ino's file that map no disk
 // block are zeroed (nothing could read them).
 func (ck *checker) straySums(ino Ino, seg pram.Off, errs []error) {
+	// A segment whose count lost blocks maps them again (segBlocks): their
+	// checksums are the evidence, not strays.
+	regained := func(fb uint64) bool {
+		for _, err := range errs {
+			if sc, ok := errors.AsType[*diskstore.SegCountError](err); ok && fb >= sc.FileBlock+sc.Count && fb < sc.FileBlock+sc.Want {
+				return true
+			}
+		}
+		return false
+	}
 	for _, err := range errs {
 		ss, ok := errors.AsType[*diskstore.StraySumError](err)
-		if !ok {
+		if !ok || regained(ss.Block) {
 			continue
 		}
 		fb := ss.Block
@@ -828,6 +838,15 @@ func (ck *checker) segBlocks(ino Ino, seg pram.Off, errs []error) {
 				func(tx *pram.Tx) (string, error) {
 					n, err := ck.fs.ds.SetSegBlocks(tx, seg)
 					return fmt.Sprintf("set it to the %d blocks its segments map", n), err
+				})
+		}
+		if sc, ok := errors.AsType[*diskstore.SegCountError](err); ok {
+			bs := uint64(ck.fs.ds.BlockSize())
+			ck.segFix(ino, seg, fmt.Sprintf("seg count %d %d", ino, sc.FileBlock),
+				fmt.Sprintf("the segment at offset %d counts %d blocks, its list's count and its blocks' checksums show %d", sc.FileBlock*bs, sc.Count, sc.Want),
+				func(tx *pram.Tx) (string, error) {
+					err := ck.fs.ds.SetSegCount(tx, seg, sc.FileBlock, sc.Count, sc.Want)
+					return fmt.Sprintf("set it to %d", sc.Want), err
 				})
 		}
 	}

@@ -142,7 +142,11 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 		return k.errs[first:]
 	}
 	if h := s.a.U64(seg + slOffBlocks); h != held {
-		k.errs = append(k.errs, &SegBlocksError{Owner: owner, Seg: seg, Counted: h, Mapped: held})
+		if mend, ok := s.segCountMend(seg, segsSeen, h, held); ok {
+			k.errs = append(k.errs, mend)
+		} else {
+			k.errs = append(k.errs, &SegBlocksError{Owner: owner, Seg: seg, Counted: h, Mapped: held})
+		}
 	}
 	// Checksums: pages sane, non-zero only on mapped blocks below EOF.
 	err = sm.walk(func(r rec) bool {
