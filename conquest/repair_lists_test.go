@@ -877,17 +877,8 @@ func TestRepairNewRecords(t *testing.T) {
 			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) == 0 {
 				t.Fatal("Check found nothing to repair")
 			}
-			rep, err := fs.Repair(RepairOptions{VerifyData: true})
-			must(t, err)
-			if len(rep.Remaining) > 0 {
-				t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
-			}
 			must(t, fs.Close())
-			env.diskOpts.ForCheck = false
-			fs = env.open()
-			if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) > 0 {
-				t.Fatalf("Check after the repair: %v", errs)
-			}
+			fs = repairedAsFsck(t, env)
 			for name, data := range files {
 				wantContent(t, fs, "/"+name, data)
 			}
@@ -963,4 +954,24 @@ func TestRepairSegCount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// repairedAsFsck opens env's pair as fsck does (ForCheck), repairs it with
+// nothing left, and opens it again as a mount does, clean.
+func repairedAsFsck(t *testing.T, env *testEnv) *FS {
+	t.Helper()
+	env.diskOpts.ForCheck = true
+	fs := env.open()
+	rep, err := fs.Repair(RepairOptions{VerifyData: true})
+	must(t, err)
+	if len(rep.Remaining) > 0 {
+		t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
+	}
+	must(t, fs.Close())
+	env.diskOpts.ForCheck = false
+	fs = env.open()
+	if errs := fs.CheckWith(CheckOptions{VerifyData: true}); len(errs) > 0 {
+		t.Fatalf("Check after the repair: %v", errs)
+	}
+	return fs
 }

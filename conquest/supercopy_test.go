@@ -118,16 +118,7 @@ func TestSuperCopy(t *testing.T) {
 	if _, _, err := FindRootInode(env.path); err != nil {
 		t.Fatal(err)
 	}
-	env.diskOpts.ForCheck = true
-	fs = env.open()
-	rep, err = fs.Repair(RepairOptions{VerifyData: true})
-	must(t, err)
-	if len(rep.Remaining) > 0 {
-		t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
-	}
-	must(t, fs.Close())
-	env.diskOpts.ForCheck = false
-	fs = env.open()
+	fs = repairedAsFsck(t, env)
 	wantContent(t, fs, "/small", small)
 	wantContent(t, fs, "/large", large)
 	if !bytes.Equal(fs.a.StaticPart(), static) {

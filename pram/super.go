@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 
 	farm "github.com/dgryski/go-farm"
 )
@@ -127,18 +128,11 @@ func backupValid(page []byte, kind Kind, deviceSize uint64) (Geometry, bool) {
 // false, nil when the static part is sound. Nothing else is read or
 // changed.
 func RestoreSuper(path string) (bool, error) {
-	f, kind, devSize, err := openBacking(path, false)
+	f, kind, devSize, page, err := lockedPage0(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	if err := lockFile(f); err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
-	}
-	page := make([]byte, PageSize)
-	if n, err := f.ReadAt(page, 0); n < PageSize {
-		return false, fmt.Errorf("%s: %w: reading the superblock: %v", path, ErrNotConquest, err)
-	}
 	if _, err := validateStatic(page, kind, devSize); err == nil {
 		return false, nil
 	}
@@ -152,6 +146,26 @@ func RestoreSuper(path string) (bool, error) {
 		return false, fmt.Errorf("%s: restoring the superblock: %w", path, err)
 	}
 	return true, nil
+}
+
+// lockedPage0 opens the image at path for writing, locks it, and reads its
+// page 0, for the repairs that write the superblock's static part back.
+// The caller closes f.
+func lockedPage0(path string) (f *os.File, kind Kind, devSize uint64, page []byte, err error) {
+	f, kind, devSize, err = openBacking(path, false)
+	if err != nil {
+		return nil, 0, 0, nil, err
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return nil, 0, 0, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	page = make([]byte, PageSize)
+	if n, err := f.ReadAt(page, 0); n < PageSize {
+		f.Close()
+		return nil, 0, 0, nil, fmt.Errorf("%s: %w: reading the superblock: %v", path, ErrNotConquest, err)
+	}
+	return f, kind, devSize, page, nil
 }
 
 // Validate checks a superblock image (the first page of an arena) against

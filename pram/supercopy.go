@@ -52,18 +52,11 @@ func WriteStatic(path string, b []byte) (bool, error) {
 	if _, err := CheckStatic(path, b); err != nil {
 		return false, fmt.Errorf("%s: the copy of the superblock: %w", path, err)
 	}
-	f, kind, devSize, err := openBacking(path, false)
+	f, kind, devSize, page, err := lockedPage0(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	if err := lockFile(f); err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
-	}
-	page := make([]byte, PageSize)
-	if n, err := f.ReadAt(page, 0); n < PageSize {
-		return false, fmt.Errorf("%s: %w: reading the superblock: %v", path, ErrNotConquest, err)
-	}
 	if _, err := validateStatic(page, kind, devSize); err == nil {
 		if !bytes.Equal(page[:StaticLen], b) {
 			return false, fmt.Errorf("%s: %w: the superblock is sound and differs from the copy: not overwriting it", path, ErrCorrupt)
