@@ -220,6 +220,9 @@ func (ck *checker) inodeContents(in inode) {
 			ck.memDamage(in.ino, damaged)
 		} else if len(shared) > 0 && !in.onDisk() {
 			ck.sharedBlocks(in.ino, shared)
+		} else if end, past := fs.memDataPastSize(in); past && in.flags()&flagOrphan == 0 {
+			report("size %d is below the data it stores (to %d)", in.size(), end)
+			ck.memSizeBelowData(in.ino, end)
 		}
 		ck.diskFile(in, report, damaged)
 	case S_IFDIR:

@@ -440,6 +440,49 @@ func (fs *FS) memCheck(c *alloc.Checker, in inode, report func(string, ...any), 
 	}
 }
 
+// memDataPastSize reports whether a file kept in the arena stores data no
+// size covers, and where the last byte of it ends. Nothing the file system
+// does leaves non-zero bytes in a block wholly past the size (a truncate
+// frees such blocks, a fallocate with KEEP_SIZE reserves zeroed ones), nor
+// in a small block when the size is 0 (a truncate to 0 frees it); a size
+// damaged downward (zeroed, say: the file read as empty and fsck said
+// clean) does. The partial last block may hold stale bytes past the size
+// (a truncate does not zero them), so they are no evidence.
+// Preconditions: fs.mu held; memCheck found the storage sound.
+func (fs *FS) memDataPastSize(in inode) (end uint64, past bool) {
+	data, size := in.data(), in.size()
+	if data == 0 || in.onDisk() {
+		return 0, false
+	}
+	lastNonZero := func(b []byte) int {
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != 0 {
+				return i
+			}
+		}
+		return -1
+	}
+	if in.small() {
+		if size != 0 {
+			return 0, false
+		}
+		if i := lastNonZero(fs.a.Bytes(data, in.idxLen())); i >= 0 {
+			return uint64(i) + 1, true
+		}
+		return 0, false
+	}
+	for b := in.idxLen(); b > 0 && (b-1)*BlockSize >= size; b-- {
+		blk := pram.Off(fs.a.U64(data + pram.Off(8*(b-1))))
+		if blk == 0 {
+			continue
+		}
+		if i := lastNonZero(fs.a.Bytes(blk, BlockSize)); i >= 0 {
+			return (b-1)*BlockSize + uint64(i) + 1, true
+		}
+	}
+	return 0, false
+}
+
 // memRepair makes the arena storage fields of a file kept in the arena
 // consistent again after memCheck found them damaged (fsck --repair), and
 // says what it did. What cannot be trusted is dropped and reads as zeros:

@@ -890,6 +890,23 @@ func (ck *checker) sizeBelowData(ino Ino, seg pram.Off, size uint64, errs []erro
 		})
 }
 
+// memSizeBelowData: ino's file, kept in the arena, stores data past its
+// size (memDataPastSize). As for a large file (sizeBelowData), the size is
+// taken to be what is damaged: it is raised to the end of the last
+// non-zero byte stored (exact unless the file ended in zero bytes).
+func (ck *checker) memSizeBelowData(ino Ino, end uint64) {
+	ck.inodeFix(ino, fmt.Sprintf("mem size %d %d", ino, end), "data past the end of the file", 1,
+		func(tx *pram.Tx, in inode) (string, error) {
+			got, past := ck.fs.memDataPastSize(in)
+			if !past || got != end {
+				return "", fmt.Errorf("%w: inode %d changed", ErrIO, ino)
+			}
+			old := in.size()
+			in.set64(tx, iSize, end)
+			return fmt.Sprintf("set its size from %d to %d, the end of the data it stores", old, end), nil
+		})
+}
+
 // badUnsynced: unsynced records of ino's file that are damaged or name an
 // unmapped block are dropped (they only guide recovery after a power
 // failure; see diskstore.Store.DropUnsynced).

@@ -1004,3 +1004,54 @@ func TestRepairLostFileFullArena(t *testing.T) {
 	}
 	wantContent(t, fs, fmt.Sprintf("/lost+found/#%d", ino), data)
 }
+
+// TestRepairArenaFileSize: a file kept in the arena whose size word is
+// damaged downward (zeroed by a corruption review: the file read as empty,
+// and fsck and fsck --repair said clean) stores data no size covers: a
+// block wholly past the size holding non-zero bytes, or a small block
+// holding them at size 0, which nothing the file system does leaves. The
+// walk reports it and the repair raises the size to the end of the data.
+// Blocks a KEEP_SIZE fallocate reserved past the size (zeros) and stale
+// bytes a truncate left in the last block are no evidence.
+func TestRepairArenaFileSize(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{})
+	files := map[string][]byte{}
+	for _, n := range []int{100, 2323, 10000} {
+		d := pattern(n, byte(n))
+		d[n-1] = 0x7f // the end of the data is the end of the file
+		name := sprintf("f%d", n)
+		files[name] = d
+		create(t, fs, RootIno, name, d)
+	}
+	// Controls: reserved past the size, and truncated within a block.
+	keep := create(t, fs, RootIno, "keep", pattern(3000, 1))
+	must(t, fs.Fallocate(keep.Ino, 0, 64<<10, FallocKeepSize))
+	cut := create(t, fs, RootIno, "cut", pattern(9000, 2))
+	_, err := fs.SetAttr(cut.Ino, SetAttr{Valid: SetSize, Size: 5000}, user)
+	must(t, err)
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check before the damage: %v", errs)
+	}
+	damaged := map[string]uint64{"f100": 0, "f2323": 0, "f10000": 4096}
+	for name, size := range damaged {
+		in, _ := fs.inode(lookup(t, fs, RootIno, name).Ino)
+		corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iSize, size) })
+	}
+	errs := fs.Check()
+	if len(errs) != 3 {
+		t.Fatalf("Check: %v; want the three files' sizes below their data", errs)
+	}
+	for _, err := range errs {
+		if !strings.Contains(err.Error(), "is below the data it stores") {
+			t.Fatalf("Check: %v", err)
+		}
+	}
+	rep, err := fs.Repair(RepairOptions{})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) > 0 || strings.Count(text, "the end of the data it stores") != 3 {
+		t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+	}
+	for name, d := range files {
+		wantContent(t, fs, "/"+name, d)
+	}
+}
