@@ -284,7 +284,7 @@ func (s *Store) readWritten(seg pram.Off, fb uint64, buf []byte) (uint64, error)
 }
 
 // MendSumPage repairs a *BadSumPageError without losing data when one byte
-// of the record (its page pointer or capacity, a flipped bit or an
+// of the record (its base, page pointer or capacity, a flipped bit or an
 // overwritten byte) is what is damaged: of the records one byte away that
 // are sane, it takes the one whose page holds checksums that the file's
 // data verifies (up to four written blocks read, none failing), if exactly
@@ -323,21 +323,31 @@ func (s *Store) MendSumPage(tx *pram.Tx, seg pram.Off, base uint64) (string, err
 		}
 		return good > 0
 	}
+	// A base (the record's key) must stay between its neighbours'.
+	lo, hi := uint64(0), uint64(math.MaxUint64)
+	if base > 0 {
+		if pc, ok, err := l.seekLE(base - 1); err == nil && ok {
+			lo = l.get(pc)[0] + 1
+		}
+	}
+	if nc, ok, err := l.next(c); err == nil && ok {
+		hi = l.get(nc)[0]
+	}
 	var found rec
 	var what string
 	n := 0
-	for _, field := range []int{1, 2} {
+	for _, field := range []int{0, 1, 2} {
 		for at := 0; at < 64; at += 8 {
 			for v := range uint64(256) {
 				cand := r
 				cand[field] = r[field]&^(0xff<<at) | v<<at
 				p := sumPage{cand[0], pram.Off(cand[1]), cand[2], cand[3]}
-				if cand[field] == r[field] || !s.sumPageSane(p) {
+				if cand[field] == r[field] || !s.sumPageSane(p) || cand[0] < lo || cand[0] >= hi {
 					continue
 				}
 				if verifies(p) {
 					found, n = cand, n+1
-					what = fmt.Sprintf("page %d→%d, capacity %d→%d", r[1], cand[1], r[2], cand[2])
+					what = fmt.Sprintf("base %d→%d, page %d→%d, capacity %d→%d", r[0], cand[0], r[1], cand[1], r[2], cand[2])
 				}
 			}
 		}
