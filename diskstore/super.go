@@ -173,11 +173,26 @@ func decodeSuper(page []byte, devSize int64) (Super, error) {
 		return s, fmt.Errorf("%w: %d blocks", ErrGeometry, s.Blocks)
 	}
 	if devSize != 0 && s.Blocks > BlockCount(devSize, s.BlockSize) {
-		return s, fmt.Errorf("%w: superblock says %d blocks of %d bytes, device has %d bytes",
-			ErrGeometry, s.Blocks, s.BlockSize, devSize)
+		return s, &ShortDeviceError{Blocks: s.Blocks, BlockSize: uint64(s.BlockSize), Size: uint64(devSize)}
 	}
 	return s, nil
 }
+
+// ShortDeviceError is a disk smaller than its superblock says (an image
+// file cut short, say). It is ErrGeometry. `conquest fsck --repair` grows
+// an image file back to its size; the lost part reads as zeros, and data
+// that was there fails its checksums.
+type ShortDeviceError struct {
+	Blocks, BlockSize uint64 // the superblock's
+	Size              uint64 // the device's, in bytes
+}
+
+func (e *ShortDeviceError) Error() string {
+	return fmt.Sprintf("%v: superblock says %d blocks of %d bytes, device has %d bytes", ErrGeometry, e.Blocks, e.BlockSize, e.Size)
+}
+
+// Unwrap returns ErrGeometry.
+func (e *ShortDeviceError) Unwrap() error { return ErrGeometry }
 
 // FormatDisk writes a fresh superblock for the file system with the given
 // UUID over the whole device and syncs it. Nothing else on the disk is

@@ -85,6 +85,7 @@ func fsckCommand() *cli.Command {
 			}
 			var rebuilt []string // fixes made before the file system could be opened
 			triedCopy := false   // the heap's copy of the superblock was looked for
+			grewDisk := false    // a disk image cut short was grown back
 			for step := 0; err != nil && c.Bool("repair") && step < 8; step++ {
 				if errors.Is(err, pram.ErrSuperBackup) {
 					// The superblock's static part is damaged and page 0
@@ -128,6 +129,16 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: finding the root directory's inode failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("arena root slot 1: %v: set it from %#x to %#x, the root directory's inode", err, from, to))
+				} else if short, ok := errors.AsType[*diskstore.ShortDeviceError](err); ok && !grewDisk {
+					// A disk image cut short: grow it back to its size if
+					// it is this arena's (the lost part reads as zeros;
+					// data that was there fails its checksums below).
+					grewDisk = true
+					did, rerr := growShortDisk(im, short)
+					if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%v", explainOpen(im, err), rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, did)
 				} else if me := missingRecord(err); me != nil {
 					// The disk's free map or stats record is overwritten:
 					// lay a new one. The walk below rebuilds the free map
@@ -342,4 +353,43 @@ func restoreDiskSuper(path string) error {
 		err = cerr
 	}
 	return err
+}
+
+// growShortDisk grows the disk image file im.disk, cut short, back to the
+// size its superblock says, once that superblock names the arena's UUID
+// (another pair's disk is left alone). A block device is not grown.
+func growShortDisk(im images, short *diskstore.ShortDeviceError) (string, error) {
+	st, err := os.Stat(im.disk)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: a device smaller than its superblock says cannot be grown", im.disk)
+	}
+	g, err := pram.ReadGeometry(im.pram)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(im.disk)
+	if err != nil {
+		return "", err
+	}
+	page := make([]byte, 4096)
+	_, err = io.ReadFull(f, page)
+	f.Close()
+	if err != nil {
+		return "", fmt.Errorf("%s: reading its superblock: %w", im.disk, err)
+	}
+	sup, err := diskstore.DecodeSuper(page, 0)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", im.disk, err)
+	}
+	if sup.UUID != g.UUID || sup.Blocks != short.Blocks {
+		return "", fmt.Errorf("%s: its superblock names file system %s, the arena is %s: not growing another pair's disk", im.disk, pram.FormatUUID(sup.UUID), g.UUIDString())
+	}
+	size := int64(sup.Blocks) * int64(sup.BlockSize)
+	if err := os.Truncate(im.disk, size); err != nil {
+		return "", fmt.Errorf("%s: growing it back to %d bytes: %w", im.disk, size, err)
+	}
+	return fmt.Sprintf("disk image: %s had %d bytes of its %d: grew it back (the lost part reads as zeros; data that was there fails its checksums)", im.disk, short.Size, size), nil
 }

@@ -329,3 +329,80 @@ func TestFsckRestoresLostArenaSuper(t *testing.T) {
 		})
 	}
 }
+
+// TestFsckGrowsShortDisk: a disk image cut short (a copy that ran out of
+// room, say) was refused by every command, fsck --repair's too, even when
+// the part cut held no data. Now the refusal names the repair, which grows
+// the image back once its superblock names the arena: cut past the data,
+// every file is intact; cut into a large file, the lost blocks fail their
+// checksums (EIO), and with --zero-bad-blocks become holes.
+func TestFsckGrowsShortDisk(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cut    int64 // bytes left of the 64 MiB disk
+		intact bool
+	}{
+		{"past the data", 40 << 20, true},
+		{"into a large file", 1 << 20, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c2 := newCLI(t)
+			dir := t.TempDir()
+			pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+			c2.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
+			files := map[string][]byte{
+				"big":   bytes.Repeat([]byte("large file "), 400000), // 4.4 MB at the disk's start
+				"small": []byte("small"),
+			}
+			m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+			for name, data := range files {
+				if err := os.WriteFile(m.Path(name), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.Unmount()
+			if err := os.Truncate(disk, c.cut); err != nil {
+				t.Fatal(err)
+			}
+			mnt := filepath.Join(dir, "mnt")
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			c2.fails(1, "`conquest fsck --repair --pram "+pramImg+" --disk "+disk+"` grows an image file back", "mount", "--pram", pramImg, "--disk", disk, mnt)
+			out, errs, code := c2.run("fsck", "--repair", "--pram", pramImg, "--disk", disk)
+			if !strings.Contains(out, "grew it back") {
+				t.Fatalf("fsck --repair: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+			}
+			if st, err := os.Stat(disk); err != nil || st.Size() != 64<<20 {
+				t.Fatalf("the disk after the repair: %v, %v", st, err)
+			}
+			if c.intact {
+				if code != 1 || !strings.Contains(out, "clean now") {
+					t.Fatalf("fsck --repair: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+				}
+				repairedIntact(t, c2, pramImg, disk, files)
+				return
+			}
+			if code != 4 || !strings.Contains(out, "fails its checksum") {
+				t.Fatalf("fsck --repair of a disk cut into a file: exit %d, want 4 naming the lost blocks\nstdout: %s\nstderr: %s", code, out, errs)
+			}
+			out, errs, code = c2.run("fsck", "--repair", "--zero-bad-blocks", "--pram", pramImg, "--disk", disk)
+			if code != 1 || !strings.Contains(out, "clean now") {
+				t.Fatalf("fsck --repair --zero-bad-blocks: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
+			}
+			c2.ok("fsck", "--pram", pramImg, "--disk", disk)
+			m = mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+			got, err := os.ReadFile(m.Path("big"))
+			if err != nil || len(got) != len(files["big"]) {
+				t.Fatalf("big after the repair: %d bytes, %v", len(got), err)
+			}
+			if !bytes.Equal(got[:512<<10], files["big"][:512<<10]) {
+				t.Error("the part of big left on the disk changed")
+			}
+			if small, err := os.ReadFile(m.Path("small")); err != nil || string(small) != "small" {
+				t.Errorf("small: %q, %v", small, err)
+			}
+			m.Unmount()
+		})
+	}
+}

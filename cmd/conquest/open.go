@@ -103,6 +103,8 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%w: mkfs did not finish formatting it (interrupted?), so it holds no files; `conquest mkfs --force --pram %s --disk %s` formats the pair again", err, im.pram, im.disk)
 	case errors.As(err, &crash):
 		return fmt.Errorf("%w; refusing to mount it: run `conquest fsck --repair --pram %s --disk %s`", err, im.pram, im.disk)
+	case errors.As(err, new(*diskstore.ShortDeviceError)):
+		return fmt.Errorf("%w: the disk is shorter than its superblock says (an image file cut short?); refusing to use it (`conquest fsck --repair --pram %s --disk %s` grows an image file back: the lost part reads as zeros, and data that was there fails its checksums)", err, im.pram, im.disk)
 	case missingRecord(err) != nil:
 		return fmt.Errorf("%w: the disk's %s is lost; refusing to use the pair until `conquest fsck --repair --pram %s --disk %s` lays a new one", err, missingRecord(err).What, im.pram, im.disk)
 	case isDamage(err):
