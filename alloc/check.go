@@ -35,7 +35,12 @@ type Checker struct {
 	dropped int
 	marks   map[uint64]*[4]uint64 // data page -> marked slots (bit 0 for a large allocation)
 	leaks   bool                  // Finish reports unmarked allocations
+	unknown map[uint64][]pram.Off // page of unknown kind -> the offsets marked in it (RepairKindFrom)
 }
+
+// MarkedInUnknown is the offsets Mark was given inside data page pg when
+// its entry's kind was unknown: the objects the walk found live there.
+func (c *Checker) MarkedInUnknown(pg uint64) []pram.Off { return c.unknown[pg] }
 
 // NewChecker starts a walk.
 func (h *Heap) NewChecker() *Checker {
@@ -75,6 +80,12 @@ func (c *Checker) Mark(off pram.Off, what string) error {
 	l, err := c.h.locate(off)
 	if err == nil && l.free {
 		err = fmt.Errorf("%w: %#x is free", ErrNotAllocated, off)
+	}
+	if pg, ok := c.h.unknownKindPage(off); ok {
+		if c.unknown == nil {
+			c.unknown = make(map[uint64][]pram.Off)
+		}
+		c.unknown[pg] = append(c.unknown[pg], off)
 	}
 	if err != nil {
 		err = fmt.Errorf("%s: %w", what, err)

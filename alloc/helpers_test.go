@@ -65,6 +65,18 @@ func inTx(t testing.TB, a *pram.Arena, f func(tx *pram.Tx) error) {
 	tx.Commit()
 }
 
+// inTxErr runs f in a transaction, commits it if f succeeds and aborts it
+// if not, and returns f's error.
+func inTxErr(a *pram.Arena, f func(tx *pram.Tx) error) error {
+	tx := a.Begin()
+	if err := f(tx); err != nil {
+		tx.Abort()
+		return err
+	}
+	tx.Commit()
+	return nil
+}
+
 func mustAlloc(t testing.TB, h *Heap, n uint64) pram.Off {
 	t.Helper()
 	var off pram.Off

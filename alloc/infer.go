@@ -1,8 +1,10 @@
 package alloc
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"conquest/pram"
 )
@@ -144,4 +146,124 @@ func (h *Heap) inferOrder(pg, top uint64) (uint, error) {
 		return 0, fmt.Errorf("%w: page %d: a free block cannot fill the %d pages up to the next block", ErrCorrupt, pg, gap)
 	}
 	return j, nil
+}
+
+// unknownKindPage reports whether off lies in a data page below top whose
+// entry has a kind no block has, and which page.
+func (h *Heap) unknownKindPage(off pram.Off) (uint64, bool) {
+	g := &h.g
+	if off < g.dataOff || off >= g.dataEnd() {
+		return 0, false
+	}
+	pg := uint64(off-g.dataOff) >> pageShift
+	top := h.a.U64(g.hdr + hdrTop)
+	if pg >= min(top, g.npages) {
+		return 0, false
+	}
+	return pg, h.readEnt(pg).kind > kindSlab
+}
+
+// RepairKindFrom repairs an *UnknownKindError that RepairKind cannot (the
+// entry's other fields are damaged too: one random word over it was
+// enough to make every object in the page unreachable, the root
+// directory's table among them, and the file system unmountable) from the
+// objects the file system's walk found live in the page, offs (see
+// Checker.MarkedInUnknown). A slab of class c is taken when c is the one
+// class for which every offset is a slot boundary and the page's slot
+// bitmap (kept apart from the damaged word) holds exactly those slots set;
+// failing that, the one class for which it holds them all. The entry then
+// becomes that slab, with its count of objects from the bitmap; its list
+// links are left for the lists' rebuild to judge. Else nothing changes
+// (ErrCorrupt).
+func (h *Heap) RepairKindFrom(tx *pram.Tx, pg uint64, offs []pram.Off) (string, error) {
+	top := h.a.U64(h.g.hdr + hdrTop)
+	if top > h.g.npages || pg >= top {
+		return "", fmt.Errorf("%w: page %d is not below top %d", ErrCorrupt, pg, top)
+	}
+	if e := h.readEnt(pg); e.kind <= kindSlab {
+		return "", fmt.Errorf("%w: page %d: kind %d is a known one", ErrCorrupt, pg, e.kind)
+	}
+	base := h.g.page(pg)
+	// fits reports whether every offset is a set slot of class c, and
+	// whether the set slots are exactly those.
+	fits := func(c int) (all, exact bool) {
+		size := uint64(classSizes[c])
+		var want [4]uint64
+		for _, off := range offs {
+			if off < base || uint64(off-base) >= pageSize {
+				return false, false
+			}
+			w := uint64(off - base)
+			if w%size != 0 || w/size >= slotsOf(c) {
+				return false, false
+			}
+			want[w/size/64] |= 1 << (w / size % 64)
+		}
+		exact = true
+		for i := range bitmapWords(c) {
+			v := h.a.U64(h.bitmapWord(pg, c, i))
+			if v&^slotMask(c, i) != 0 || want[i]&^v != 0 {
+				return false, false
+			}
+			exact = exact && v == want[i]
+		}
+		return true, exact
+	}
+	var exact, all []int
+	for c := range NumClasses {
+		a, x := fits(c)
+		if x {
+			exact = append(exact, c)
+		}
+		if a {
+			all = append(all, c)
+		}
+	}
+	var c int
+	why := fmt.Sprintf("as its %d live object(s) and its slot bitmap show", len(offs))
+	listed, onList := h.onPartialList(pg)
+	switch {
+	case len(offs) > 0 && len(exact) == 1:
+		c = exact[0]
+	case len(offs) > 0 && len(exact) == 0 && len(all) == 1:
+		c = all[0]
+	case onList && slices.Contains(all, listed) && h.slotsSet(pg, listed) < slotsOf(listed):
+		// The objects do not tell (none found: a walk may reach them
+		// only through the kind), but the page sits on one class's list
+		// of partial slabs and its bitmap fits that class.
+		c, why = listed, fmt.Sprintf("as its place on the partial list of class %d and its slot bitmap show", listed)
+	default:
+		return "", fmt.Errorf("%w: page %d: its %d live object(s) fit %d slab classes' bitmaps exactly and %d in all, and no partial list holds it: no single class", ErrCorrupt, pg, len(offs), len(exact), len(all))
+	}
+	used := h.slotsSet(pg, c)
+	var w [8]byte
+	w[entKind] = kindSlab
+	w[entOrder] = uint8(c)
+	binary.LittleEndian.PutUint16(w[entUsed:], uint16(used))
+	tx.SetBytes(h.g.ent(pg), w[:]) // entNPages 0
+	return fmt.Sprintf("a slab of class %d (%d bytes) with %d objects in use, %s", c, classSizes[c], used, why), nil
+}
+
+// onPartialList reports the one class whose list of partial slabs holds
+// page pg by its links (kept apart from the entry's kind): the list's
+// head, or a neighbour pg's links name that links back to it.
+func (h *Heap) onPartialList(pg uint64) (int, bool) {
+	e := h.readEnt(pg)
+	me := uint32(pg + 1)
+	found, n := 0, 0
+	for c := range NumClasses {
+		on := h.a.U64(h.partialHead(c)) == uint64(me) && e.prev == 0
+		link := func(p uint32, back func(entry) uint32) bool {
+			if p == 0 || uint64(p-1) >= h.g.npages {
+				return false
+			}
+			nb := h.readEnt(uint64(p - 1))
+			return nb.kind == kindSlab && int(nb.order) == c && back(nb) == me
+		}
+		on = on || link(e.prev, func(nb entry) uint32 { return nb.next }) || link(e.next, func(nb entry) uint32 { return nb.prev })
+		if on {
+			found, n = c, n+1
+		}
+	}
+	return found, n == 1
 }

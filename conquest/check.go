@@ -43,6 +43,7 @@ func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
 	ck := &checker{fs: fs, c: fs.h.NewChecker(), seen: make(map[Ino]*checkInfo), fd: fd, crashed: o.crashed}
 	if fd != nil {
 		fd.seen = ck.seen
+		fd.ac = ck.c
 	}
 	defer func() {
 		if r := recover(); r != nil {

@@ -144,6 +144,7 @@ type badBlock struct {
 // findings is what one walk found that Repair can act on.
 type findings struct {
 	fixes     [numPhases][]finding
+	ac        *alloc.Checker // the walk's: the live objects it found in pages of unknown kind
 	keys      map[string]bool
 	bad       []badBlock
 	handled   int             // errors a finding not yet tried addresses
@@ -1569,10 +1570,20 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 				key: fmt.Sprintf("alloc kind %d", pg), where: "arena heap", problem: uk.Error(),
 				apply: func(tx *pram.Tx) (string, error) {
 					what, err := fs.h.RepairKind(tx, pg)
-					if err != nil {
+					if err == nil {
+						return "its other fields prove it " + what + ": set its kind", nil
+					}
+					if fd.ac == nil {
 						return "", err
 					}
-					return "its other fields prove it " + what + ": set its kind", nil
+					// The entry's other fields are damaged too: the
+					// objects the walk found in the page, and its slot
+					// bitmap, may still tell.
+					what, ferr := fs.h.RepairKindFrom(tx, pg, fd.ac.MarkedInUnknown(pg))
+					if ferr != nil {
+						return "", fmt.Errorf("%w; %w", err, ferr)
+					}
+					return "it is " + what + ": set its entry", nil
 				},
 			})
 			continue
