@@ -279,25 +279,8 @@ func TestFsckRebuildsLostDiskSuper(t *testing.T) {
 func TestFsckRestoresLostArenaSuper(t *testing.T) {
 	for _, damage := range []string{"zeroed", "random"} {
 		t.Run(damage, func(t *testing.T) {
-			c := newCLI(t)
+			c, pramImg, disk, files := populatedImage(t)
 			dir := t.TempDir()
-			pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
-			c.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
-			files := map[string][]byte{
-				"big1":        bytes.Repeat([]byte("large file one "), 1<<17),
-				"small":       []byte("small"),
-				"dir/smaller": []byte("smaller"),
-			}
-			m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
-			if err := os.Mkdir(m.Path("dir"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for name, data := range files {
-				if err := os.WriteFile(m.Path(name), data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			m.Unmount()
 			page := make([]byte, 4096)
 			if damage == "random" {
 				r := rand.New(rand.NewPCG(1, 2))
@@ -334,7 +317,7 @@ func TestFsckRestoresLostArenaSuper(t *testing.T) {
 // room, say) was refused by every command, fsck --repair's too, even when
 // the part cut held no data. Now the refusal names the repair, which grows
 // the image back once its superblock names the arena: cut past the data,
-// every file is intact; cut into a large file, the lost blocks fail their
+// every file is intact; cut into the large file, the lost blocks fail their
 // checksums (EIO), and with --zero-bad-blocks become holes.
 func TestFsckGrowsShortDisk(t *testing.T) {
 	for _, c := range []struct {
@@ -343,24 +326,11 @@ func TestFsckGrowsShortDisk(t *testing.T) {
 		intact bool
 	}{
 		{"past the data", 40 << 20, true},
-		{"into a large file", 1 << 20, false},
+		{"into the large file", 1 << 20, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			c2 := newCLI(t)
+			c2, pramImg, disk, files := populatedImage(t) // "big", 2 MiB, at the disk's start
 			dir := t.TempDir()
-			pramImg, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
-			c2.ok("mkfs", "--pram", pramImg, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
-			files := map[string][]byte{
-				"big":   bytes.Repeat([]byte("large file "), 400000), // 4.4 MB at the disk's start
-				"small": []byte("small"),
-			}
-			m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
-			for name, data := range files {
-				if err := os.WriteFile(m.Path(name), data, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			m.Unmount()
 			if err := os.Truncate(disk, c.cut); err != nil {
 				t.Fatal(err)
 			}
@@ -391,16 +361,18 @@ func TestFsckGrowsShortDisk(t *testing.T) {
 				t.Fatalf("fsck --repair --zero-bad-blocks: exit %d\nstdout: %s\nstderr: %s", code, out, errs)
 			}
 			c2.ok("fsck", "--pram", pramImg, "--disk", disk)
-			m = mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
-			got, err := os.ReadFile(m.Path("big"))
-			if err != nil || len(got) != len(files["big"]) {
-				t.Fatalf("big after the repair: %d bytes, %v", len(got), err)
-			}
-			if !bytes.Equal(got[:512<<10], files["big"][:512<<10]) {
-				t.Error("the part of big left on the disk changed")
-			}
-			if small, err := os.ReadFile(m.Path("small")); err != nil || string(small) != "small" {
-				t.Errorf("small: %q, %v", small, err)
+			m := mounttest.MountProcess(t, mounttest.WithImages(pramImg, disk))
+			for name, want := range files {
+				got, err := os.ReadFile(m.Path(name))
+				if err != nil || len(got) != len(want) {
+					t.Fatalf("%s after the repair: %d bytes, %v", name, len(got), err)
+				}
+				if name == "big" {
+					got, want = got[:512<<10], want[:512<<10] // the part left on the disk
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s changed", name)
+				}
 			}
 			m.Unmount()
 		})
