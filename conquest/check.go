@@ -320,6 +320,7 @@ func (ck *checker) diskFile(in inode, report func(string, ...any), memDamaged in
 		errs := ck.dk.File(in.seg(), int64(size)) // its errors come back from Finish
 		ck.badBlocks(in.ino, errs)
 		ck.segMagic(in.ino, in.seg(), errs)
+		ck.sumBases(in.ino, in.seg(), errs)
 		ck.straySums(in.ino, in.seg(), errs)
 		ck.badUnsynced(in.ino, in.seg(), errs)
 		ck.badSumPages(in.ino, in.seg(), errs)

@@ -721,6 +721,23 @@ func (ck *checker) straySums(ino Ino, seg pram.Off, errs []error) {
 	}
 }
 
+// sumBases: a checksum page record whose base is damaged (its check word
+// passes under the one base a byte away that keeps the list's order) gets
+// that base back, before its entries are taken for strays.
+func (ck *checker) sumBases(ino Ino, seg pram.Off, errs []error) {
+	for _, err := range errs {
+		sb, ok := errors.AsType[*diskstore.SumBaseError](err)
+		if !ok {
+			continue
+		}
+		ck.segFix(ino, seg, fmt.Sprintf("sum base %d %d", ino, sb.Base),
+			fmt.Sprintf("checksum page record for file blocks from %d fails its check word", sb.Base),
+			func(tx *pram.Tx) (string, error) {
+				return fmt.Sprintf("its check word proves the base damaged: set it to %d", sb.Want), ck.fs.ds.SetSumBase(tx, seg, sb.Base, sb.Want)
+			})
+	}
+}
+
 // badSumPages: a damaged record of a checksum page of ino's file is mended
 // when one byte of it is what is damaged and the data verifies the
 // checksums the mended record points at (diskstore.Store.MendSumPage).

@@ -3,6 +3,7 @@ package diskstore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"conquest/alloc"
@@ -149,7 +150,13 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 		}
 	}
 	// Checksums: pages sane, non-zero only on mapped blocks below EOF.
+	var bases []uint64 // the records' bases, for a damaged one's neighbours
+	if s.sumChecks {
+		_ = sm.walk(func(r rec) bool { bases = append(bases, r[0]); return true })
+	}
+	ri := -1
 	err = sm.walk(func(r rec) bool {
+		ri++
 		p := sumPage{r[0], pram.Off(r[1]), r[2], r[3]}
 		if !s.sumPageSane(p) {
 			k.errs = append(k.errs, &BadSumPageError{Owner: owner, Seg: seg, Base: p.base, Page: p.page, Cap: p.cap})
@@ -158,6 +165,18 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 		k.c.Mark(p.page, "diskstore checksum page")
 		if s.sumChecks {
 			if t := s.pageTerms(p); t != p.chk {
+				lo, hi := uint64(0), uint64(math.MaxUint64)
+				if ri > 0 && ri-1 < len(bases) {
+					lo = bases[ri-1] + 1
+				}
+				if ri+1 < len(bases) {
+					hi = bases[ri+1]
+				}
+				if want, ok := s.findSumBase(r, lo, hi); ok {
+					// Its entries belong to other blocks: not strays.
+					k.errs = append(k.errs, &SumBaseError{Owner: owner, Seg: seg, Base: p.base, Want: want})
+					return true
+				}
 				k.errs = append(k.errs, &SumCheckError{Owner: owner, Seg: seg, Base: p.base, Stored: p.chk, Computed: t})
 			}
 		}

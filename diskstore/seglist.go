@@ -56,7 +56,11 @@ func (s *Store) segs(seg pram.Off) xlist {
 }
 
 func (s *Store) sums(seg pram.Off) xlist {
-	return xlist{a: s.a, h: s.h, hdr: seg + slOffSums, words: s.sumWords(), what: "checksum page"}
+	l := xlist{a: s.a, h: s.h, hdr: seg + slOffSums, words: s.sumWords(), what: "checksum page"}
+	if s.sumChecks {
+		l.keyFits = s.sumBaseFits
+	}
+	return l
 }
 
 // validSeg checks the header of the segment list at seg.

@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"conquest/pram"
@@ -293,4 +294,81 @@ func (s *Store) ReconcileSums(tx *pram.Tx, seg pram.Off, base uint64, zeroUnknow
 	}
 	return fmt.Sprintf("no damaged record explains the page's check: made file block(s) %s holes (block size %d; unwritten, or their checksums lost with their data), and wrote the check word again",
 		strings.Join(holes, ", "), s.bs), nil
+}
+
+// sumBaseFits reports whether checksum page record r, its base taken to be
+// base, passes its check word (the terms depend on the base): a base
+// damaged into another page's base is told from the right one.
+func (s *Store) sumBaseFits(r rec, base uint64) bool {
+	p := sumPage{base, pram.Off(r[1]), r[2], r[3]}
+	return base%sumsPerPage == 0 && s.sumPageSane(p) && s.pageTerms(p) == p.chk
+}
+
+// SumBaseError is a checksum page record whose base (its key) fails the
+// page's check word where the one base a byte away that fits the list's
+// order passes it: the base is damaged (its entries would otherwise be
+// taken for checksums of blocks the file does not map, and cleared).
+// Store.SetSumBase repairs it. It is ErrCorrupt.
+type SumBaseError struct {
+	Owner      uint64
+	Seg        pram.Off
+	Base, Want uint64
+}
+
+func (e *SumBaseError) Error() string {
+	return fmt.Sprintf("%v: inode %d: the checksum page record for file blocks from %d fails its check word, which the base %d passes: its base is damaged",
+		ErrCorrupt, e.Owner, e.Base, e.Want)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *SumBaseError) Unwrap() error { return ErrCorrupt }
+
+// findSumBase is the one base a byte away from record r's, in [lo, hi)
+// (past its previous neighbour's base, before its next one's), that passes
+// its check word.
+func (s *Store) findSumBase(r rec, lo, hi uint64) (uint64, bool) {
+	found, n := uint64(0), 0
+	for at := 0; at < 64; at += 8 {
+		for v := range uint64(256) {
+			b := r[0]&^(0xff<<at) | v<<at
+			if b == r[0] || b < lo || b >= hi {
+				continue
+			}
+			if s.sumBaseFits(r, b) {
+				found, n = b, n+1
+			}
+		}
+	}
+	return found, n == 1
+}
+
+// SetSumBase repairs a *SumBaseError: it sets the base of seg's checksum
+// page record at base to want, once want still passes the page's check and
+// keeps the list's order (else ErrCorrupt, nothing changed).
+func (s *Store) SetSumBase(tx *pram.Tx, seg pram.Off, base, want uint64) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	l := s.sums(seg)
+	c, ok, err := l.seekLE(base)
+	if err != nil || !ok || l.get(c)[0] != base {
+		return fmt.Errorf("%w: inode %d has no checksum page record at file block %d (%v)", ErrCorrupt, s.owner(seg), base, err)
+	}
+	r := l.get(c)
+	lo, hi := uint64(0), uint64(math.MaxUint64)
+	if pc, ok, err := l.prev(c); err == nil && ok {
+		lo = l.get(pc)[0] + 1
+	}
+	if nc, ok, err := l.next(c); err == nil && ok {
+		hi = l.get(nc)[0]
+	}
+	if want < lo || want >= hi || !s.sumBaseFits(r, want) {
+		return fmt.Errorf("%w: inode %d: base %d no longer fits the checksum page record at %d", ErrCorrupt, s.owner(seg), want, base)
+	}
+	r[0] = want
+	if err := l.set(tx, c, r); err != nil {
+		return err
+	}
+	s.bump(seg)
+	return nil
 }

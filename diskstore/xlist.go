@@ -63,6 +63,11 @@ type xlist struct {
 	// bytes that arenas formatted before the list existed have as zeros);
 	// the first insert stores the record width.
 	lazy bool
+	// keyFits, if set, says whether record r is right at key: mend then
+	// sets a leaf's first key from its directory key when only that one
+	// fits, instead of the directory key from the record (a checksum
+	// page's check word depends on its base, sumcheck.go).
+	keyFits func(r rec, key uint64) bool
 }
 
 // xhead is a validated copy of a header.

@@ -152,6 +152,13 @@ func (l xlist) mend(tx *pram.Tx) (string, error) {
 	for i, lf := range leaves {
 		first := l.a.U64(lf.off + leafHeaderSize)
 		if k := l.a.U64(dirKeyOff(h, i)); k != first {
+			if l.keyFits != nil && lf.n > 0 {
+				if r := l.get(xcur{leaf: xleaf{idx: i, off: lf.off, n: lf.n, cap: lf.cap}, i: 0}); l.keyFits(r, k) && !l.keyFits(r, first) {
+					tx.Set64(lf.off+leafHeaderSize, k)
+					did = append(did, fmt.Sprintf("leaf %d's first key %d→%d (the record fits the directory's key)", i, first, k))
+					continue
+				}
+			}
 			tx.Set64(dirKeyOff(h, i), first)
 			did = append(did, fmt.Sprintf("directory key %d %d→%d", i, k, first))
 		}
