@@ -908,6 +908,26 @@ func (ck *checker) sizeBelowData(ino Ino, seg pram.Off, size uint64, errs []erro
 		})
 }
 
+// inodeRecordsIn is the offsets of the inode records in data page pg of
+// the heap: 256-byte places that hold the inode magic and their own inode
+// number (Ino is the record's offset >> 8; the root's is 1, at root slot 1).
+// Freed records have the magic zeroed.
+func (fs *FS) inodeRecordsIn(pg uint64) []pram.Off {
+	start, end := fs.h.DataRange()
+	page := start + pram.Off(pg*pram.PageSize)
+	if page < start || page+pram.PageSize > end {
+		return nil
+	}
+	var offs []pram.Off
+	for off := page; off < page+pram.PageSize; off += inodeSize {
+		ino := fs.a.U64(off + iIno)
+		if fs.a.U64(off+iMagic) == inodeMagic && (ino == uint64(off>>inodeShift) || ino == uint64(RootIno) && off == pram.Off(fs.a.Root(slotRoot))) {
+			offs = append(offs, off)
+		}
+	}
+	return offs
+}
+
 // memSizeBelowData: ino's file, kept in the arena, stores data past its
 // size (memDataPastSize). As for a large file (sizeBelowData), the size is
 // taken to be what is damaged: it is raised to the end of the last
@@ -1596,7 +1616,13 @@ func (fs *FS) allocFindings(fd *findings, errs []error) {
 					// The entry's other fields are damaged too: the
 					// objects the walk found in the page, and its slot
 					// bitmap, may still tell.
-					what, ferr := fs.h.RepairKindFrom(tx, pg, fd.ac.MarkedInUnknown(pg))
+					offs := fd.ac.MarkedInUnknown(pg)
+					if len(offs) == 0 {
+						// Inodes are validated before they are marked,
+						// so a page of them shows none: its records do.
+						offs = fs.inodeRecordsIn(pg)
+					}
+					what, ferr := fs.h.RepairKindFrom(tx, pg, offs)
 					if ferr != nil {
 						return "", fmt.Errorf("%w; %w", err, ferr)
 					}
