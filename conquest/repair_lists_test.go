@@ -923,6 +923,9 @@ func TestRepairSegCount(t *testing.T) {
 		{"raised by three", 3},
 		{"lowered by eleven", -11},
 		{"lowered to one block", -74},
+		// A count of 0 was taken for a segment outside the disk, and the
+		// list's count was set to the segments' first (a third review).
+		{"lowered to zero", -75},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs, _ := newTestFSOpt(t, fsOpt{disk: true})

@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -116,9 +117,13 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 	}
 	eof := (uint64(size) + s.bs - 1) / s.bs
 	var held, prevEnd uint64
-	var segsSeen []segment
+	var segsSeen, empty []segment // empty: segments of count 0 (a count damaged to 0?)
 	err := sl.walk(func(r rec) bool {
 		x := segment{r[0], Block(r[1]), r[2]}
+		if x.count == 0 && x.disk >= 1 && uint64(x.disk) < s.super.Blocks {
+			empty = append(empty, x) // reported below unless its count is mended
+			return true
+		}
 		if x.count == 0 || x.disk < 1 || uint64(x.disk)+x.count > s.super.Blocks || uint64(x.disk)+x.count < x.count {
 			k.add("inode %d: segment at file block %d maps disk blocks [%d, +%d) outside the disk", owner, x.fb, x.disk, x.count)
 			return true
@@ -142,11 +147,20 @@ func (k *Checker) File(seg pram.Off, size int64) []error {
 		k.partial = true
 		return k.errs[first:]
 	}
+	var mended *SegCountError
 	if h := s.a.U64(seg + slOffBlocks); h != held {
-		if mend, ok := s.segCountMend(seg, segsSeen, h, held); ok {
+		all := append(slices.Clone(segsSeen), empty...)
+		slices.SortFunc(all, func(a, b segment) int { return cmp.Compare(a.fb, b.fb) })
+		if mend, ok := s.segCountMend(seg, all, h, held); ok {
 			k.errs = append(k.errs, mend)
+			mended = mend
 		} else {
 			k.errs = append(k.errs, &SegBlocksError{Owner: owner, Seg: seg, Counted: h, Mapped: held})
+		}
+	}
+	for _, x := range empty {
+		if mended == nil || mended.FileBlock != x.fb {
+			k.add("inode %d: segment at file block %d maps disk blocks [%d, +%d) outside the disk", owner, x.fb, x.disk, x.count)
 		}
 	}
 	// Checksums: pages sane, non-zero only on mapped blocks below EOF.
