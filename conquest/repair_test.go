@@ -1104,4 +1104,29 @@ func TestRepairSlabEntryWord(t *testing.T) {
 	for name, d := range files {
 		wantContent(t, fs, "/"+name, d)
 	}
+	// The whole entry random (its bitmap too): nothing proves the class,
+	// and the names of the inodes in the page stay (they were removed
+	// before); with the entry put back, every file is there.
+	keep := append([]byte(nil), fs.a.Bytes(ent, 32)...)
+	corrupt(fs, func(tx *pram.Tx) {
+		for w := pram.Off(0); w < 32; w += 8 {
+			tx.Set64(ent+w, 0x5a3c7e1f9d2b4a68^uint64(w)*0x9e3779b97f4a7c15)
+		}
+	})
+	rep, err = fs.Repair(RepairOptions{})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) == 0 || strings.Contains(text, "removed the entry") {
+		t.Fatalf("fixes:\n%sremaining: %v; want the page left and no name removed", text, rep.Remaining)
+	}
+	corrupt(fs, func(tx *pram.Tx) { tx.SetBytes(ent, keep) })
+	// What the walk could not reach was counted out (the inode count):
+	// counters, which the next repair sets again.
+	rep, err = fs.Repair(RepairOptions{})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) > 0 || strings.Contains(text, "removed the entry") {
+		t.Fatalf("with the entry put back, fixes:\n%sremaining: %v", text, rep.Remaining)
+	}
+	for name, d := range files {
+		wantContent(t, fs, "/"+name, d)
+	}
 }
