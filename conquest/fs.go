@@ -665,7 +665,14 @@ func (fs *FS) mapErr(err error) error {
 			return err
 		}
 	}
-	fs.logf("%s: internal error: %v", fs.a.Path(), err)
+	what := "internal error" // a bug, as far as the layers below can tell
+	for _, c := range []error{ErrCorrupt, alloc.ErrCorrupt, diskstore.ErrCorrupt, dirhash.ErrCorrupt, pram.ErrCorrupt} {
+		if errors.Is(err, c) {
+			what = "damaged" // a structure failed its checks: damage, not a bug
+			break
+		}
+	}
+	fs.logf("%s: %s: %v", fs.a.Path(), what, err)
 	fs.damaged.Store(true) // damage, or a bug: either way, check it in full next time
 	return ErrIO
 }
