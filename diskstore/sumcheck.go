@@ -245,18 +245,15 @@ func (s *Store) ReconcileSums(tx *pram.Tx, seg pram.Off, base uint64, zeroUnknow
 		return restore(sus)
 	}
 	var pair []suspect
+	pairs := 0 // more than one explains nothing
 	for i := range sus {
 		for j := i + 1; j < len(sus); j++ {
 			if sus[i].delta+sus[j].delta == r {
-				if pair != nil {
-					pair = []suspect{} // more than one pair: nothing explained
-					break
-				}
-				pair = []suspect{sus[i], sus[j]}
+				pair, pairs = []suspect{sus[i], sus[j]}, pairs+1
 			}
 		}
 	}
-	if len(pair) == 2 {
+	if pairs == 1 {
 		return restore(pair)
 	}
 	if len(sus) > 0 && !zeroUnknown {
