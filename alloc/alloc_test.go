@@ -384,3 +384,31 @@ func TestConcurrentReaders(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestHasFreeSlot: HasFreeSlot says whether an allocation of a size would
+// take a slot of a slab already in use (no page): never for a large size,
+// not before the class has a slab, and not while its slabs are full.
+func TestHasFreeSlot(t *testing.T) {
+	_, h, _ := newArena(t, 4<<20)
+	const n = 256
+	if h.HasFreeSlot(n) || h.HasFreeSlot(0) || h.HasFreeSlot(MaxSmall+1) {
+		t.Fatal("a fresh heap reports a free slot")
+	}
+	slots := slotsOf(classOf(n))
+	var offs []pram.Off
+	for i := uint64(0); i < slots; i++ {
+		offs = append(offs, mustAlloc(t, h, n))
+		if got, want := h.HasFreeSlot(n), i+1 < slots; got != want {
+			t.Fatalf("after %d of %d slots: HasFreeSlot = %v", i+1, slots, got)
+		}
+	}
+	pages := h.Stats().FreePages
+	mustFree(t, h, offs[3])
+	if !h.HasFreeSlot(n) {
+		t.Fatal("a slot freed in a full slab is not reported")
+	}
+	mustAlloc(t, h, n)
+	if h.Stats().FreePages != pages || h.HasFreeSlot(n) {
+		t.Fatalf("the freed slot was not the one taken: %d free pages, was %d", h.Stats().FreePages, pages)
+	}
+}

@@ -285,6 +285,18 @@ func (h *Heap) partialHead(c int) pram.Off  { return h.g.hdr + hdrPartial + pram
 // Arena is the arena the heap lives in.
 func (h *Heap) Arena() *pram.Arena { return h.a }
 
+// HasFreeSlot reports whether Alloc(n) would take a free slot of a slab
+// already in use, and so no page: n is small and its class's list of
+// slabs with free slots is not empty (a damaged list head counts as
+// none). Preconditions: the caller holds the writer's lock or a reader's.
+func (h *Heap) HasFreeSlot(n uint64) bool {
+	if n == 0 || n > MaxSmall {
+		return false
+	}
+	v := h.a.U64(h.partialHead(classOf(n)))
+	return v != 0 && v-1 < h.g.npages
+}
+
 // DataRange is the heap's data area [start, end): every allocation lies in
 // it. Extension of DESIGN.md.
 func (h *Heap) DataRange() (start, end pram.Off) { return h.g.dataOff, h.g.dataEnd() }

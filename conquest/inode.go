@@ -257,10 +257,13 @@ func (fs *FS) inodeAt(off pram.Off) (inode, error) {
 // caller's uid and the gid of the caller or, in a setgid directory, of the
 // directory (new subdirectories inherit S_ISGID), as ext4 does.
 // A new inode may not take the arena's mapReserve (spill.go) unless
-// reserve is set (only for /lost+found made by Repair).
+// reserve is set (only for /lost+found made by Repair); one that fits in
+// the free slot of an inode record a removed file left takes no page, and
+// so none of the reserve (as on an ext4 out of inodes, a remove makes
+// room for a create).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now Timespec, reserve bool) (inode, error) {
-	if fs.ds != nil && !reserve {
+	if fs.ds != nil && !reserve && !fs.h.HasFreeSlot(inodeSize) {
 		if st := fs.h.Stats(); st.AvailBytes < fs.mapReserve(st)+inodeSize {
 			return inode{}, ErrNoSpace
 		}

@@ -183,3 +183,36 @@ func TestFsyncOnFullArena(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateAfterRemoveOnFullArena: with a disk, new inodes stop short of
+// the arena kept for mapping its free blocks (mapReserve), as an ext4 runs
+// out of inodes. As there, removing one file must make room for one new
+// one: its inode record's slot takes no page. It used to take 16 to 32
+// removes (a whole page of records) before a create worked again.
+func TestCreateAfterRemoveOnFullArena(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 16 << 20, disk: true})
+	d := mkdir(t, fs, RootIno, "d")
+	many := mkdir(t, fs, d.Ino, "many")
+	n := 0
+	for ; ; n++ {
+		at, h, err := fs.Create(many.Ino, sprintf("%07d", n), 0o644, O_CREAT|O_RDWR, user)
+		if errors.Is(err, ErrNoSpace) {
+			break
+		}
+		must(t, err)
+		fs.Release(at.Ino, h)
+		fs.Forget(at.Ino, 1)
+	}
+	if st := fs.h.Stats(); st.AvailBytes >= fs.mapReserve(st)+inodeSize {
+		t.Fatalf("creates stopped after %d files with %d bytes available and %d kept for the disk's map", n, st.AvailBytes, fs.mapReserve(st))
+	}
+	for k := 0; k < 40; k++ {
+		must(t, fs.Unlink(many.Ino, sprintf("%07d", k)))
+		at, h, err := fs.Create(d.Ino, sprintf("new%d", k), 0o644, O_CREAT|O_RDWR|O_EXCL, user)
+		if err != nil {
+			t.Fatalf("after %d files filled the arena and %d were removed, a create in another directory: %v", n, k+1, err)
+		}
+		fs.Release(at.Ino, h)
+		fs.Forget(at.Ino, 1)
+	}
+}

@@ -529,3 +529,49 @@ func TestFallocateNoSpaceThroughMount(t *testing.T) {
 		}
 	})
 }
+
+// TestCreateAfterRemoveThroughMount fills a 16 MiB arena with empty files
+// until a create fails with ENOSPC (new inodes stop short of the arena kept
+// for the disk's free map, as an ext4 runs out of inodes), then removes
+// one file at a time: as on ext4, each remove must make room for one
+// create, in another directory. It used to take 16 to 32 removes. The
+// kernel forgets a removed inode a moment after the unlink, so a create
+// that fails is retried for a while.
+func TestCreateAfterRemoveThroughMount(t *testing.T) {
+	t.Parallel() // see doc.go, "Time"
+	dir := t.TempDir()
+	m := mountNew(t, filepath.Join(dir, "pram.img"), filepath.Join(dir, "disk.img"), 16<<20, false)
+	if err := os.Mkdir(m.Path("many"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	create := func(path string) error {
+		fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644)
+		if err == nil {
+			err = unix.Close(fd)
+		}
+		return err
+	}
+	n := 0
+	var err error
+	for ; n < 200000; n++ {
+		if err = create(m.Path(fmt.Sprintf("many/%07d", n))); err != nil {
+			break
+		}
+	}
+	isNoSpace(t, fmt.Sprintf("create %d", n), err)
+	for k := 0; k < 10; k++ {
+		if err := unix.Unlink(m.Path(fmt.Sprintf("many/%07d", k))); err != nil {
+			t.Fatal(err)
+		}
+		path := m.Path(fmt.Sprint("new", k))
+		err := create(path)
+		for deadline := time.Now().Add(5 * time.Second); errors.Is(err, unix.ENOSPC) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			err = create(path)
+		}
+		if err != nil {
+			t.Fatalf("%d empty files filled the arena; after removing %d, a create: %v (%s)", n, k+1, err, spaceReport(m))
+		}
+	}
+	t.Logf("%d empty files filled the arena; each of 10 removes made room for a create", n)
+}
