@@ -387,11 +387,12 @@ func TestConcurrentReaders(t *testing.T) {
 
 // TestHasFreeSlot: HasFreeSlot says whether an allocation of a size would
 // take a slot of a slab already in use (no page): never for a large size,
-// not before the class has a slab, and not while its slabs are full.
+// not before the class has a slab, and not while its slabs are full;
+// FreeSlots counts those slots, over as many slabs as it is allowed.
 func TestHasFreeSlot(t *testing.T) {
 	_, h, _ := newArena(t, 4<<20)
 	const n = 256
-	if h.HasFreeSlot(n) || h.HasFreeSlot(0) || h.HasFreeSlot(MaxSmall+1) {
+	if h.HasFreeSlot(n) || h.HasFreeSlot(0) || h.HasFreeSlot(MaxSmall+1) || h.FreeSlots(n, 10) != 0 {
 		t.Fatal("a fresh heap reports a free slot")
 	}
 	slots := slotsOf(classOf(n))
@@ -401,14 +402,20 @@ func TestHasFreeSlot(t *testing.T) {
 		if got, want := h.HasFreeSlot(n), i+1 < slots; got != want {
 			t.Fatalf("after %d of %d slots: HasFreeSlot = %v", i+1, slots, got)
 		}
+		if got := h.FreeSlots(n, 10); got != slots-i-1 {
+			t.Fatalf("after %d of %d slots: FreeSlots = %d", i+1, slots, got)
+		}
 	}
+	// A second slab, then a slot freed in the full first one: both count,
+	// and the bound stops the walk after the first slab on the list.
+	mustAlloc(t, h, n)
 	pages := h.Stats().FreePages
 	mustFree(t, h, offs[3])
-	if !h.HasFreeSlot(n) {
-		t.Fatal("a slot freed in a full slab is not reported")
+	if !h.HasFreeSlot(n) || h.FreeSlots(n, 10) != slots || h.FreeSlots(n, 1) == slots {
+		t.Fatalf("two slabs with %d free slots: FreeSlots %d, %d within one slab", slots, h.FreeSlots(n, 10), h.FreeSlots(n, 1))
 	}
 	mustAlloc(t, h, n)
-	if h.Stats().FreePages != pages || h.HasFreeSlot(n) {
-		t.Fatalf("the freed slot was not the one taken: %d free pages, was %d", h.Stats().FreePages, pages)
+	if h.Stats().FreePages != pages || h.FreeSlots(n, 10) != slots-1 {
+		t.Fatalf("an allocation took a page (%d free, was %d) or no slot (FreeSlots %d)", h.Stats().FreePages, pages, h.FreeSlots(n, 10))
 	}
 }

@@ -297,6 +297,31 @@ func (h *Heap) HasFreeSlot(n uint64) bool {
 	return v != 0 && v-1 < h.g.npages
 }
 
+// FreeSlots counts the free slots that allocations of n bytes could take
+// without a page: those of the slabs on n's class's list of slabs with
+// free slots, of which it looks at no more than maxSlabs (statfs's count
+// of free inodes; a damaged list ends the count there). It is 0 for a
+// size that is not small. Preconditions: the caller holds the writer's
+// lock or a reader's.
+func (h *Heap) FreeSlots(n uint64, maxSlabs int) uint64 {
+	if n == 0 || n > MaxSmall {
+		return 0
+	}
+	c := classOf(n)
+	slots, top := slotsOf(c), min(h.counters().top, h.g.npages)
+	free := uint64(0)
+	v := h.a.U64(h.partialHead(c))
+	for i := 0; v != 0 && v <= top && i < maxSlabs; i++ {
+		e := h.readEnt(v - 1)
+		if e.kind != kindSlab || int(e.order) != c || uint64(e.used) >= slots {
+			break
+		}
+		free += slots - uint64(e.used)
+		v = uint64(e.next)
+	}
+	return free
+}
+
 // DataRange is the heap's data area [start, end): every allocation lies in
 // it. Extension of DESIGN.md.
 func (h *Heap) DataRange() (start, end pram.Off) { return h.g.dataOff, h.g.dataEnd() }

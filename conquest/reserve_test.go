@@ -206,8 +206,15 @@ func TestCreateAfterRemoveOnFullArena(t *testing.T) {
 	if st := fs.h.Stats(); st.AvailBytes >= fs.mapReserve(st)+inodeSize {
 		t.Fatalf("creates stopped after %d files with %d bytes available and %d kept for the disk's map", n, st.AvailBytes, fs.mapReserve(st))
 	}
+	// df -i agrees: no free inode when a create fails, one after a remove.
+	if st := fs.StatFS(); st.Ffree != 0 {
+		t.Errorf("statfs shows %d free inodes when a create fails with ENOSPC", st.Ffree)
+	}
 	for k := 0; k < 40; k++ {
 		must(t, fs.Unlink(many.Ino, sprintf("%07d", k)))
+		if st := fs.StatFS(); st.Ffree == 0 {
+			t.Errorf("after %d removes, statfs shows no free inode", k+1)
+		}
 		at, h, err := fs.Create(d.Ino, sprintf("new%d", k), 0o644, O_CREAT|O_RDWR|O_EXCL, user)
 		if err != nil {
 			t.Fatalf("after %d files filled the arena and %d were removed, a create in another directory: %v", n, k+1, err)

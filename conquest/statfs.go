@@ -2,6 +2,10 @@ package conquest
 
 import "conquest/pram"
 
+// statfsMaxSlabs bounds the pages of inode records whose free slots StatFS
+// counts (a walk of at most 64 Ki page-map entries).
+const statfsMaxSlabs = 1 << 16
+
 // StatFS reports block and inode counts: blocks are 4 KiB of the arena heap
 // (free = the allocator's free bytes) plus the disk's data blocks counted
 // in 4 KiB units (free = the free map's blocks); inodes in use come from
@@ -30,8 +34,10 @@ func (fs *FS) StatFS() StatFS {
 		// The disk's overwrite reserve is free but not available too.
 		avail += ds.AvailBlocks * ds.BlockSize / BlockSize
 	}
-	// New inodes may not take the arena's mapReserve (spill.go).
-	ffree := (st.AvailBytes + st.SlackBytes - min(fs.mapReserve(st), st.AvailBytes+st.SlackBytes)) / inodeSize
+	// Free inodes: the free slots of pages of inode records, and what the
+	// available pages hold beyond the arena's mapReserve, which new inodes
+	// may not take (newInode, spill.go).
+	ffree := fs.h.FreeSlots(inodeSize, statfsMaxSlabs) + (st.AvailBytes-min(fs.mapReserve(st), st.AvailBytes))/inodeSize
 	return StatFS{
 		Blocks: blocks, Bfree: free, Bavail: avail,
 		Files: used + ffree, Ffree: ffree,

@@ -559,6 +559,10 @@ func TestCreateAfterRemoveThroughMount(t *testing.T) {
 		}
 	}
 	isNoSpace(t, fmt.Sprintf("create %d", n), err)
+	var st unix.Statfs_t
+	if err := unix.Statfs(m.Dir, &st); err != nil || st.Ffree != 0 {
+		t.Errorf("statfs shows %d free inodes when a create fails with ENOSPC (%v)", st.Ffree, err)
+	}
 	for k := 0; k < 10; k++ {
 		if err := unix.Unlink(m.Path(fmt.Sprintf("many/%07d", k))); err != nil {
 			t.Fatal(err)
