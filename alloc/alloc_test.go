@@ -385,22 +385,22 @@ func TestConcurrentReaders(t *testing.T) {
 	wg.Wait()
 }
 
-// TestHasFreeSlot: HasFreeSlot says whether an allocation of a size would
-// take a slot of a slab already in use (no page): never for a large size,
-// not before the class has a slab, and not while its slabs are full;
-// FreeSlots counts those slots, over as many slabs as it is allowed.
-func TestHasFreeSlot(t *testing.T) {
+// TestFreeSlots: FreeSlots counts the slots of slabs already in use that
+// an allocation of a size could take (no page), over as many slabs as it
+// is allowed: none for a large size, none before the class has a slab,
+// none while its slabs are full.
+func TestFreeSlots(t *testing.T) {
 	_, h, _ := newArena(t, 4<<20)
 	const n = 256
-	if h.HasFreeSlot(n) || h.HasFreeSlot(0) || h.HasFreeSlot(MaxSmall+1) || h.FreeSlots(n, 10) != 0 {
+	if h.FreeSlots(n, 1) != 0 || h.FreeSlots(0, 10) != 0 || h.FreeSlots(MaxSmall+1, 10) != 0 || h.FreeSlots(n, 10) != 0 {
 		t.Fatal("a fresh heap reports a free slot")
 	}
 	slots := slotsOf(classOf(n))
 	var offs []pram.Off
 	for i := uint64(0); i < slots; i++ {
 		offs = append(offs, mustAlloc(t, h, n))
-		if got, want := h.HasFreeSlot(n), i+1 < slots; got != want {
-			t.Fatalf("after %d of %d slots: HasFreeSlot = %v", i+1, slots, got)
+		if got, want := h.FreeSlots(n, 1) > 0, i+1 < slots; got != want {
+			t.Fatalf("after %d of %d slots: a free slot within one slab = %v", i+1, slots, got)
 		}
 		if got := h.FreeSlots(n, 10); got != slots-i-1 {
 			t.Fatalf("after %d of %d slots: FreeSlots = %d", i+1, slots, got)
@@ -411,7 +411,7 @@ func TestHasFreeSlot(t *testing.T) {
 	mustAlloc(t, h, n)
 	pages := h.Stats().FreePages
 	mustFree(t, h, offs[3])
-	if !h.HasFreeSlot(n) || h.FreeSlots(n, 10) != slots || h.FreeSlots(n, 1) == slots {
+	if h.FreeSlots(n, 1) == 0 || h.FreeSlots(n, 10) != slots || h.FreeSlots(n, 1) == slots {
 		t.Fatalf("two slabs with %d free slots: FreeSlots %d, %d within one slab", slots, h.FreeSlots(n, 10), h.FreeSlots(n, 1))
 	}
 	mustAlloc(t, h, n)

@@ -285,23 +285,12 @@ func (h *Heap) partialHead(c int) pram.Off  { return h.g.hdr + hdrPartial + pram
 // Arena is the arena the heap lives in.
 func (h *Heap) Arena() *pram.Arena { return h.a }
 
-// HasFreeSlot reports whether Alloc(n) would take a free slot of a slab
-// already in use, and so no page: n is small and its class's list of
-// slabs with free slots is not empty (a damaged list head counts as
-// none). Preconditions: the caller holds the writer's lock or a reader's.
-func (h *Heap) HasFreeSlot(n uint64) bool {
-	if n == 0 || n > MaxSmall {
-		return false
-	}
-	v := h.a.U64(h.partialHead(classOf(n)))
-	return v != 0 && v-1 < h.g.npages
-}
-
 // FreeSlots counts the free slots that allocations of n bytes could take
 // without a page: those of the slabs on n's class's list of slabs with
-// free slots, of which it looks at no more than maxSlabs (statfs's count
-// of free inodes; a damaged list ends the count there). It is 0 for a
-// size that is not small. Preconditions: the caller holds the writer's
+// free slots, of which it looks at no more than maxSlabs (1 answers
+// whether Alloc(n) would take a page; statfs counts free inodes; a
+// damaged list ends the count there). It is 0 for a size that is not
+// small. Preconditions: the caller holds the writer's
 // lock or a reader's.
 func (h *Heap) FreeSlots(n uint64, maxSlabs int) uint64 {
 	if n == 0 || n > MaxSmall {

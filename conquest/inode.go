@@ -263,7 +263,7 @@ func (fs *FS) inodeAt(off pram.Off) (inode, error) {
 // room for a create).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) newInode(tx *pram.Tx, parent inode, mode, rdev uint32, c Cred, now Timespec, reserve bool) (inode, error) {
-	if fs.ds != nil && !reserve && !fs.h.HasFreeSlot(inodeSize) {
+	if fs.ds != nil && !reserve && fs.h.FreeSlots(inodeSize, 1) == 0 {
 		if st := fs.h.Stats(); st.AvailBytes < fs.mapReserve(st)+inodeSize {
 			return inode{}, ErrNoSpace
 		}
