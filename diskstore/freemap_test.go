@@ -18,6 +18,7 @@ func TestFreeMapModel(t *testing.T) {
 	const blocks = 1 << 16
 	e := newEnv(t, envOpts{arenaSize: 32 << 20, blockSize: 4096, dev: NewMemDevice(blocks * 4096)})
 	s := e.s
+	used0 := e.h.Stats().UsedBytes // the free map: one extent
 	free := make([]bool, blocks)
 	for b := 1; b < blocks; b++ {
 		free[b] = true
@@ -174,6 +175,18 @@ func TestFreeMapModel(t *testing.T) {
 	h, _ := s.freeList().head()
 	if h.nleaves != 1 {
 		t.Fatalf("%d leaves for one extent", h.nleaves)
+	}
+	// And the leaf and the directory have shrunk back (shrinkLeaf,
+	// shrinkDir): the free map takes the arena what it took at the start.
+	lf, err := s.freeList().leaf(h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := e.h.SizeOf(lf.off); size != minLeafBytes || h.dirCap != minDirEntries {
+		t.Fatalf("one extent in a leaf of %d bytes and a directory of %d entries; want %d and %d", size, h.dirCap, minLeafBytes, minDirEntries)
+	}
+	if used := e.h.Stats().UsedBytes; used != used0 {
+		t.Fatalf("the arena holds %d bytes after freeing all, %d at the start", used, used0)
 	}
 	t.Logf("up to %d free extents; takeRun took %d", maxExtents, takes)
 	if takes < 100 {

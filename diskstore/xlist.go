@@ -16,8 +16,11 @@ import (
 // the quarantine are xlists.
 //
 // Leaves start small (minLeafBytes) and double up to maxLeafBytes before they
-// split, so a list of one or two records costs a few hundred bytes. A store
-// logs at most one leaf (4 KiB) plus, on a split, the shifted tail of the
+// split, so a list of one or two records costs a few hundred bytes. As
+// records go, a leaf takes in the next one when both fit in half of it, and
+// a leaf or the directory left a quarter full moves to half its size, so a
+// list that shrinks gives the arena back. A store logs at most one leaf
+// (4 KiB) plus, on a split, the shifted tail of the
 // directory (at most 64 KiB): the journal cost of an operation is bounded.
 //
 // Stored layout of the 32-byte header, embedded in its owner:
@@ -397,18 +400,23 @@ func (l xlist) leafBytes(lf xleaf) uint64 {
 
 // growLeaf moves a full leaf to an allocation twice its size.
 func (l xlist) growLeaf(tx *pram.Tx, h xhead, lf xleaf) (xleaf, error) {
-	size := l.leafBytes(lf)
 	nsize := uint64(minLeafBytes)
 	for l.leafCap(nsize) <= lf.cap {
 		nsize *= 2
 	}
+	return l.moveLeaf(tx, h, lf, nsize)
+}
+
+// moveLeaf moves leaf lf to a new allocation of nsize bytes, which holds
+// its records.
+func (l xlist) moveLeaf(tx *pram.Tx, h xhead, lf xleaf, nsize uint64) (xleaf, error) {
 	no, err := l.h.Alloc(tx, nsize)
 	if err != nil {
 		return lf, err
 	}
 	nb := freshBytes(l.h, l.a, no, 0, nsize)
 	clear(nb)
-	copy(nb, l.a.View(lf.off, size))
+	copy(nb, l.a.View(lf.off, leafHeaderSize+uint64(lf.n*l.recBytes())))
 	ncap := l.leafCap(nsize)
 	binary.LittleEndian.PutUint32(nb[4:], uint32(ncap))
 	tx.SetOff(dirLeafOff(h, lf.idx), no)
@@ -416,6 +424,28 @@ func (l xlist) growLeaf(tx *pram.Tx, h xhead, lf xleaf) (xleaf, error) {
 		return lf, err
 	}
 	return xleaf{idx: lf.idx, off: no, n: lf.n, cap: ncap}, nil
+}
+
+// shrinkLeaf moves a leaf that removals left at most a quarter full to an
+// allocation half its size (one it fills at most half, so that the next
+// inserts do not grow it back at once). Leaves grow as a list fills; without
+// this, a free map that was cut into many extents and then merged again
+// would keep its grown leaves. A shrink is an economy, never a need: when
+// the arena has no room for the smaller allocation (a removal is how room
+// is made), the leaf stays as it is.
+func (l xlist) shrinkLeaf(tx *pram.Tx, h xhead, lf xleaf) error {
+	size, err := l.h.SizeOf(lf.off)
+	if err != nil {
+		return err
+	}
+	if size/2 < minLeafBytes || 2*lf.n > l.leafCap(size/2) {
+		return nil
+	}
+	_, err = l.moveLeaf(tx, h, lf, size/2)
+	if errors.Is(err, alloc.ErrNoSpace) {
+		return nil
+	}
+	return err
 }
 
 // split moves the upper half of a full leaf into a new leaf after it.
@@ -452,10 +482,15 @@ func (l xlist) split(tx *pram.Tx, h xhead, lf xleaf) (xhead, xleaf, xleaf, error
 }
 
 func (l xlist) growDir(tx *pram.Tx, h xhead) (xhead, error) {
-	ncap := h.dirCap * 2
-	if ncap > maxDirEntries {
+	if h.dirCap*2 > maxDirEntries {
 		return h, errListFull
 	}
+	return l.moveDir(tx, h, h.dirCap*2)
+}
+
+// moveDir moves the directory to a new allocation of ncap entries, which
+// holds its h.nleaves.
+func (l xlist) moveDir(tx *pram.Tx, h xhead, ncap int) (xhead, error) {
 	nd, err := l.h.Alloc(tx, uint64(ncap*dirEntrySize))
 	if err != nil {
 		return h, err
@@ -503,7 +538,7 @@ func (l xlist) remove(tx *pram.Tx, c xcur) error {
 			return l.dropLeaf(tx, h, nl)
 		}
 	}
-	return nil
+	return l.shrinkLeaf(tx, h, lf)
 }
 
 // removeRange deletes every record whose key is in [lo, hi), calling fn on
@@ -542,8 +577,13 @@ func (l xlist) removeRange(tx *pram.Tx, lo, hi uint64, fn func(r rec) error) err
 			if err := l.dropLeaf(tx, h, lf); err != nil {
 				return err
 			}
-		} else if i == 0 {
-			tx.Set64(dirKeyOff(h, lf.idx), l.key(lf, 0))
+		} else {
+			if i == 0 {
+				tx.Set64(dirKeyOff(h, lf.idx), l.key(lf, 0))
+			}
+			if err := l.shrinkLeaf(tx, h, lf); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -564,8 +604,24 @@ func (l xlist) dropLeaf(tx *pram.Tx, h xhead, lf xleaf) error {
 		return nil
 	}
 	tx.Move(dirKeyOff(h, lf.idx), dirKeyOff(h, lf.idx+1), uint64((h.nleaves-lf.idx-1)*dirEntrySize))
-	tx.Set32(l.hdr+xhNLeaves, uint32(h.nleaves-1))
-	return nil
+	h.nleaves--
+	tx.Set32(l.hdr+xhNLeaves, uint32(h.nleaves))
+	return l.shrinkDir(tx, h)
+}
+
+// shrinkDir moves a directory that dropped leaves left at most a quarter
+// full to an allocation half its size, as shrinkLeaf does for a leaf (and,
+// like it, leaves the directory as it is when the arena has no room).
+func (l xlist) shrinkDir(tx *pram.Tx, h xhead) error {
+	ncap := h.dirCap / 2
+	if ncap < minDirEntries || 2*h.nleaves > ncap {
+		return nil
+	}
+	_, err := l.moveDir(tx, h, ncap)
+	if errors.Is(err, alloc.ErrNoSpace) {
+		return nil
+	}
+	return err
 }
 
 // destroy frees every allocation of the list and empties it.
