@@ -217,6 +217,8 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 func (fs *FS) memWrite(tx *pram.Tx, in inode, o uint64, src []byte) (int, error) {
 	c := src[:min(uint64(len(src)), writeChunk, maxMemFileSize-o)]
 	end := o + uint64(len(c))
+	past := fs.memStoragePast(tx, in, o, &end) // before memReserve adds any
+	c = c[:end-o]
 	reached, err := fs.memReserve(tx, in, o, end, true)
 	if err != nil {
 		return 0, err
@@ -229,7 +231,7 @@ func (fs *FS) memWrite(tx *pram.Tx, in inode, o uint64, src []byte) (int, error)
 	if size := in.size(); o > size {
 		fs.memZero(in, size, o)
 	}
-	fs.memCopyIn(in, o, c)
+	fs.memStore(tx, in, o, c, past)
 	if end > in.size() {
 		in.set64(tx, iSize, end)
 	}

@@ -264,6 +264,97 @@ func (fs *FS) memCopyIn(in inode, off uint64, src []byte) {
 	}
 }
 
+// pastStorage is the storage wholly past a file's size that a write is
+// about to store into (memStoragePast).
+type pastStorage struct {
+	small  pram.Off // the small block, when the size is 0
+	blocks []uint64 // else the indexes of such blocks, ascending
+}
+
+// memStoragePast returns the storage that already exists wholly past the
+// file's size within [off, *end): blocks, or the small block of a file of
+// size 0, that a KEEP_SIZE fallocate reserved (zeroed; nothing else leaves
+// storage there). A write stores into them through the journal (memStore),
+// so that a crash before its Tx commits leaves them zeros: Check takes
+// non-zero bytes there for a size damaged downward (memDataPastSize), and a
+// system crash would otherwise leave the arena refused at mount. Storage
+// that memReserve adds needs no journal (a rollback frees it), nor does
+// storage within the size (a torn overwrite there is allowed). *end is
+// lowered to a block boundary when the journal cannot hold every such
+// block and still keep journalReserve; at least one is always kept.
+// Preconditions: fs.mu held exclusively; !in.onDisk(); off < *end.
+func (fs *FS) memStoragePast(tx *pram.Tx, in inode, off uint64, end *uint64) pastStorage {
+	data, size := in.data(), in.size()
+	if data == 0 {
+		return pastStorage{}
+	}
+	if in.small() {
+		if size == 0 {
+			return pastStorage{small: data}
+		}
+		return pastStorage{}
+	}
+	var p pastStorage
+	room, keep := tx.Room(), min(journalReserve, fs.a.Geometry().JournalLen/4)
+	need := uint64(0) // journal bytes: the blocks' records and memReserve's
+	for b := off / BlockSize; b*BlockSize < *end; b++ {
+		blk := uint64(0)
+		if b < in.idxLen() {
+			blk = fs.a.U64(data + pram.Off(8*b))
+		}
+		switch {
+		case blk == 0:
+			need += reserveJournalCost
+		case b*BlockSize >= size:
+			need += 16 + BlockSize // a journal record of the whole block
+		default:
+			continue
+		}
+		if len(p.blocks) > 0 && need+keep > room {
+			*end = b * BlockSize
+			break
+		}
+		if blk != 0 {
+			p.blocks = append(p.blocks, b)
+		}
+	}
+	return p
+}
+
+// reserveJournalCost bounds the journal bytes memReserve takes per block it
+// allocates (measured: about 170, index growth included).
+const reserveJournalCost = 256
+
+// memStore stores src at file offset off: through the journal into the
+// storage past the size that memStoragePast found before memReserve, the
+// rest unlogged (memCopyIn).
+// Preconditions: memReserve covered [off, off+len(src)).
+func (fs *FS) memStore(tx *pram.Tx, in inode, off uint64, src []byte, past pastStorage) {
+	if in.small() {
+		if past.small != 0 && in.data() == past.small {
+			tx.SetBytes(past.small+pram.Off(off), src)
+		} else {
+			fs.memCopyIn(in, off, src)
+		}
+		return
+	}
+	for _, b := range past.blocks {
+		lo, hi := max(off, b*BlockSize), min(off+uint64(len(src)), (b+1)*BlockSize)
+		if lo >= hi {
+			continue
+		}
+		if lo > off {
+			fs.memCopyIn(in, off, src[:lo-off])
+		}
+		blk := pram.Off(fs.a.U64(in.data() + pram.Off(8*b)))
+		tx.SetBytes(blk+pram.Off(lo%BlockSize), src[lo-off:hi-off])
+		src, off = src[hi-off:], hi
+	}
+	if len(src) > 0 {
+		fs.memCopyIn(in, off, src)
+	}
+}
+
 // memZero clears whatever storage exists for bytes [from, to) (unlogged).
 func (fs *FS) memZero(in inode, from, to uint64) {
 	data := in.data()
