@@ -7,6 +7,7 @@ package conquest
 
 import (
 	"bytes"
+	"errors"
 	"math/rand"
 	"strings"
 	"testing"
@@ -319,4 +320,70 @@ func TestOverwriteFragmentedFreeSpace(t *testing.T) {
 			t.Fatalf("b%d differs from its model", i)
 		}
 	}
+}
+
+// Fixed: errDiskWriteFull. Bug (an outside review, session 44): random 128
+// KiB rewrites of large files punched every other 4 KiB block, on a 16 MiB
+// arena on tmpfs (a 256 KiB journal) and a 128 MiB disk of 4 KiB blocks,
+// failed with EIO now and then (1 in 3,000; here 2, and none with the arena
+// shadowed, whose held blocks leave the free space otherwise cut), and the
+// daemon marked the arena damaged:
+// "transaction too large for the journal". A write's pieces are sized at
+// diskstore.JournalPerBlock a block, but on such a disk one rewritten block
+// may shift a leaf of the free map, two of the segment list, one of the
+// quarantine and one of the unsynced list. The write is now tried again in
+// smaller pieces.
+func TestRewritesOnPunchedFilesFitTheJournal(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 16 << 20, disk: true, threshold: 1 << 20, diskSize: 128 << 20, inPlace: true})
+	var files []Ino
+	for i := 0; ; i++ {
+		at, h, err := fs.Create(RootIno, "B"+string(rune('a'+i%26))+string(rune('a'+i/26)), 0o644, O_CREAT|O_RDWR, user)
+		must(t, err)
+		full := false
+		for off := 0; off < 4<<20 && !full; off += 128 << 10 {
+			if _, err := fs.Write(at.Ino, h, int64(off), pattern(128<<10, byte(i)), false); err != nil {
+				if !errors.Is(err, ErrNoSpace) {
+					t.Fatalf("filling: %v", err)
+				}
+				full = true
+			}
+		}
+		fs.Release(at.Ino, h)
+		files = append(files, at.Ino)
+		if full {
+			break
+		}
+	}
+	for _, f := range files {
+		at, err := fs.GetAttr(f)
+		must(t, err)
+		for off := int64(0); off < int64(at.Size); off += 8192 {
+			must(t, fs.Fallocate(f, off, 4096, FallocPunchHole|FallocKeepSize))
+		}
+	}
+	r := rand.New(rand.NewSource(1))
+	buf := pattern(128<<10, 9)
+	var eio, nospace int
+	for i := 0; i < 3000; i++ {
+		f := files[r.Intn(len(files))]
+		h, err := fs.Open(f, O_RDWR)
+		must(t, err)
+		_, err = fs.Write(f, h, int64(r.Intn(4<<20-128<<10)), buf, false)
+		fs.Release(f, h)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNoSpace):
+			nospace++
+		default:
+			eio++
+			t.Errorf("write %d: %v", i, err)
+		}
+		if eio > 3 {
+			break
+		}
+	}
+	if fs.damaged.Load() {
+		t.Errorf("the arena was marked damaged")
+	}
+	t.Logf("%d files; %d writes failed with ENOSPC", len(files), nospace)
 }

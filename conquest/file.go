@@ -135,15 +135,20 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 	}
 	now := fs.now()
 	total := 0
+	pieceCap := 0 // disk blocks per piece of a large file's write; 0: diskWrite's own
 	for {
 		chunk := src[total:]
-		wrote, more := 0, false
+		wrote, more, onDisk := 0, false, false
 		err := fs.update(func(tx *pram.Tx) (err error) {
 			moved := false
-			// A move that overflowed the journal (holdMove).
+			// A move that overflowed the journal (holdMove), or a write to
+			// the disk (diskWriteFull).
 			defer overflowAs(&err, func() error {
 				if moved {
 					return errMoveFull
+				}
+				if onDisk {
+					return errDiskWriteFull
 				}
 				return nil
 			})
@@ -182,7 +187,8 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 				}
 			}
 			if in.onDisk() {
-				if wrote, err = fs.diskWrite(tx, in, o, appendMode, chunk); err != nil {
+				onDisk = true
+				if wrote, err = fs.diskWrite(tx, in, o, appendMode, chunk, pieceCap); err != nil {
 					return err
 				}
 			} else if wrote, err = fs.memWrite(tx, in, o, chunk); err != nil {
@@ -196,6 +202,12 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 		if errors.Is(err, errMoveFull) {
 			fs.holdMove(ino)
 			continue // the same chunk, in the arena
+		}
+		if errors.Is(err, errDiskWriteFull) {
+			if pieceCap = diskWriteFull(fs, pieceCap); pieceCap > 0 {
+				continue // the same chunk, in smaller pieces
+			}
+			err = ErrIO
 		}
 		if err == nil && more {
 			err = fs.finishShrinkLocked(ino)

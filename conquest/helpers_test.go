@@ -3,6 +3,7 @@ package conquest
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -71,6 +72,7 @@ type fsOpt struct {
 	diskOpts  diskstore.Options
 	noAtime   bool
 	commit    time.Duration // Options.DiskCommit (0: no periodic disk commit)
+	inPlace   bool          // the arena on tmpfs (/dev/shm), mapped in place, not shadowed
 }
 
 // newTestFS formats an arena in t.TempDir, opens it and registers a
@@ -85,7 +87,15 @@ func newTestFSOpt(t *testing.T, o fsOpt) (*FS, *testEnv) {
 		o.size = 32 << 20
 	}
 	dir := t.TempDir()
-	env := &testEnv{t: t, path: filepath.Join(dir, "arena"), clock: &testClock{now: Timespec{Sec: 1_700_000_000}},
+	arenaDir := dir
+	if o.inPlace {
+		var err error
+		if arenaDir, err = os.MkdirTemp("/dev/shm", "conquest-inplace-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(arenaDir) })
+	}
+	env := &testEnv{t: t, path: filepath.Join(arenaDir, "arena"), clock: &testClock{now: Timespec{Sec: 1_700_000_000}},
 		dev: o.dev, diskOpts: o.diskOpts, noAtime: o.noAtime, commit: o.commit}
 	mo := MkfsOptions{PramSize: o.size, JournalLen: o.journalLen, RootUid: 1000, RootGid: 1000}
 	if o.disk || o.dev != nil {
