@@ -62,6 +62,7 @@ type FS struct {
 	moveHeld  map[Ino]struct{} // files whose move at a write overflowed the journal: they wait for the commit (move.go; mu)
 	moveErr   string           // the last error of a move logged (move.go; mu held exclusively)
 	moveWait  int              // ticks the disk commit waits before moving again after a failed batch (move.go; mu)
+	adopting  bool             // a batch's move is in its transaction: update starts no batch (moveForSpace; mu)
 	// moveFound holds arena files above the threshold that an open found
 	// unqueued (a crash forgets the queue); the next batch queues them
 	// (move.go). Its mutex is a leaf, taken under FS.mu (shared or not).
@@ -486,7 +487,28 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) error {
 	if errors.Is(err, ErrNoSpace) && fs.ds != nil && fs.dropPreallocs() {
 		err = fs.updateHeld(fn)
 	}
+	if errors.Is(err, ErrNoSpace) && fs.ds != nil && fs.moveForSpace() {
+		err = fs.updateHeld(fn)
+	}
 	return err
+}
+
+// moveForSpace moves the files queued for the disk commit (move.go) at
+// once, when an operation found no space, and reports whether the arena
+// has more room for it. Written faster than the commit moves them (a batch
+// of moveBatch bytes a tick), files above the threshold could fill the arena
+// while they wait: writes to them move them at once (the spill reserve), but
+// a create failed with ENOSPC, a review found, with df showing 900 MB free.
+// Not inside a batch's own transaction, and not while the batches wait
+// after a failure (moveWait: a full or failing disk).
+// Preconditions: fs.mu held exclusively, no Tx open.
+func (fs *FS) moveForSpace() bool {
+	if fs.adopting || fs.moveWait > 0 || !fs.takeFound() {
+		return false
+	}
+	before := fs.h.Stats().AvailBytes
+	fs.moveAllLocked()
+	return fs.h.Stats().AvailBytes > before
 }
 
 // dropPreallocs gives back, when an operation found no space, the blocks

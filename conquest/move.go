@@ -337,6 +337,8 @@ func (fs *FS) adoptLocked(m stagedMove, n int) (moved bool, err error) {
 		return false, err // gone, or changed: queued still, for the next tick
 	}
 	shrink := false
+	fs.adopting = true // the update below must not start a batch (moveForSpace)
+	defer func() { fs.adopting = false }()
 	err = fs.update(func(tx *pram.Tx) (err error) {
 		defer overflowAs(&err, func() error { return errMoveFull })
 		seg, err := fs.ds.Adopt(tx, m.st)

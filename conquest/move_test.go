@@ -698,3 +698,44 @@ func TestMoveDamagedWhileStaged(t *testing.T) {
 	}
 	wantContent(t, fs, "/x", data)
 }
+
+// TestMoveForSpace: files above the threshold written faster than the disk
+// commit moves them no longer fill the arena until a create fails: an
+// operation that finds no space moves the queued files at once and tries
+// again (moveForSpace). An outside review (session 44) wrote 1.2 MB files
+// with 100 files of 2,000 bytes after each on a 64 MiB arena and a 1 GiB
+// disk: a create failed with ENOSPC after 2.4 s with 900 MB free on the
+// disk, and worked again once the commit had caught up.
+func TestMoveForSpace(t *testing.T) {
+	fs, _ := newMoveFS(t, fsOpt{size: 16 << 20, diskSize: 256 << 20})
+	big, small := pattern(100<<10, 1), pattern(2000, 2)
+	moved := 0
+	for i := 0; i < 400; i++ {
+		for j := 0; j < 10; j++ {
+			at, h, err := fs.Create(RootIno, fmt.Sprintf("s%d_%d", i, j), 0o644, O_CREAT|O_RDWR, user)
+			if err != nil {
+				st := fs.h.Stats()
+				t.Fatalf("file %d of round %d: create: %v (%d files queued, arena %d bytes available)", j, i, err, len(fs.moving), st.AvailBytes)
+			}
+			if _, err := fs.Write(at.Ino, h, 0, small, false); err != nil {
+				t.Fatalf("file %d of round %d: write: %v", j, i, err)
+			}
+			fs.Release(at.Ino, h)
+		}
+		at, h, err := fs.Create(RootIno, fmt.Sprintf("b%d", i), 0o644, O_CREAT|O_RDWR, user)
+		if err != nil {
+			t.Fatalf("big file %d: create: %v (%d files queued)", i, err, len(fs.moving))
+		}
+		if _, err := fs.Write(at.Ino, h, 0, big, false); err != nil {
+			t.Fatalf("big file %d: write: %v", i, err)
+		}
+		fs.Release(at.Ino, h)
+		if isLarge(t, fs, at.Ino) {
+			moved++ // moved at once by a write (spill) or by an earlier moveForSpace
+		}
+	}
+	if moved == 400 {
+		t.Fatal("every big file moved at once: none was queued, the test tests nothing")
+	}
+	t.Logf("%d of 400 big files on the disk at once", moved)
+}
