@@ -63,7 +63,11 @@
 // then exclusively when the store has something to settle, and, for files
 // waiting to move, once per file to copy its data and once per file to
 // switch it to its blocks: the batch's disk writes and device sync run
-// without FS.mu (move.go, diskstore.WriteStaged). Close stops it and waits
+// without FS.mu (move.go, diskstore.WriteStaged). Close, and an operation
+// that finds the arena full (moveForSpace, fs.go), run batches with FS.mu
+// held exclusively throughout, disk writes and sync included; a batch of
+// the goroutine's in flight meanwhile finds the files moved when it takes
+// FS.mu to switch them, and leaves them. Close stops it and waits
 // for it before taking FS.mu. After a batch it calls the SetMovedHook
 // function for each file moved, with FS.mu not held (the FUSE adapter
 // writes an invalidation to the kernel there).

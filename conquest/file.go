@@ -204,7 +204,7 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 			continue // the same chunk, in the arena
 		}
 		if errors.Is(err, errDiskWriteFull) {
-			if pieceCap = diskWriteFull(fs, pieceCap); pieceCap > 0 {
+			if pieceCap = fs.diskWriteFull(pieceCap); pieceCap > 0 {
 				continue // the same chunk, in smaller pieces
 			}
 			err = ErrIO

@@ -381,7 +381,7 @@ var errDiskWriteFull = fmt.Errorf("%w: a write to the disk overflowed the journa
 // blocks (0: diskWrite's own size): half of it, and 0 when a single block
 // overflowed (the write then fails with EIO). The Tx was rolled back whole,
 // so the retry starts the chunk again.
-func diskWriteFull(fs *FS, pieceCap int) int {
+func (fs *FS) diskWriteFull(pieceCap int) int {
 	if pieceCap == 0 {
 		pieceCap = fs.diskPieceBlocks()
 	}
