@@ -63,6 +63,7 @@ type FS struct {
 	moveErr   string           // the last error of a move logged (move.go; mu held exclusively)
 	moveWait  int              // ticks the disk commit waits before moving again after a failed batch (move.go; mu)
 	adopting  bool             // a batch's move is in its transaction: update starts no batch (moveForSpace; mu)
+	moveAll   bool             // moveForSpace's batches move files unlinked while open too (moveCandidate; mu)
 	// moveFound holds arena files above the threshold that an open found
 	// unqueued (a crash forgets the queue); the next batch queues them
 	// (move.go). Its mutex is a leaf, taken under FS.mu (shared or not).
@@ -499,16 +500,65 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) error {
 // of moveBatch bytes a tick), files above the threshold could fill the arena
 // while they wait: writes to them move them at once (the spill reserve), but
 // a create failed with ENOSPC, a review found, with df showing 900 MB free.
-// Not inside a batch's own transaction, and not while the batches wait
-// after a failure (moveWait: a full or failing disk).
+// Files unlinked while open above the threshold move too, which the commit
+// leaves in the arena (they may vanish at the next close): 48 such files of
+// 1.2 MB held a 64 MiB arena full in the same review. Not inside a batch's
+// own transaction, and not while the batches wait after a failure
+// (moveWait: a full or failing disk).
 // Preconditions: fs.mu held exclusively, no Tx open.
 func (fs *FS) moveForSpace() bool {
-	if fs.adopting || fs.moveWait > 0 || !fs.takeFound() {
+	if fs.adopting || fs.moveWait > 0 {
+		return false
+	}
+	queued := fs.takeFound()
+	for _, ino := range fs.unlinkedToMove() {
+		if fs.moving == nil {
+			fs.moving = make(map[Ino]struct{})
+		}
+		fs.moving[ino] = struct{}{}
+		queued = true
+	}
+	if !queued {
 		return false
 	}
 	before := fs.h.Stats().AvailBytes
+	fs.moveAll = true
+	defer func() { fs.moveAll = false }()
 	fs.moveAllLocked()
+	if fs.moveWait > 0 && fs.ds.HeldBlocks() > 0 {
+		// The batch failed, and the disk's free blocks may all be held for
+		// the next checkpoint (blocks that closes gave back, with the arena
+		// shadowed): staging, unlike a transaction, does not make that
+		// checkpoint itself (updateHeld). Make it, and try once more.
+		fs.checkpointForSpace()
+		fs.moveWait = 0
+		fs.moveAllLocked()
+	}
 	return fs.h.Stats().AvailBytes > before
+}
+
+// unlinkedToMove returns the arena files above the threshold that are
+// unlinked but still open (on the orphan list with no links).
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) unlinkedToMove() []Ino {
+	var inos []Ino
+	var err error
+	func() {
+		defer fs.guard(&err) // a damaged list: none
+		seen := make(map[pram.Off]bool)
+		for off := pram.Off(fs.a.Root(slotOrphans)); off != 0 && !seen[off]; {
+			seen[off] = true
+			in, e := fs.inodeAt(off)
+			if e != nil {
+				return
+			}
+			if in.isReg() && in.nlink() == 0 && fs.wantDisk(in, in.size()) {
+				inos = append(inos, in.ino)
+			}
+			off = in.orphNext()
+		}
+	}()
+	return inos
 }
 
 // dropPreallocs gives back, when an operation found no space, the blocks

@@ -303,11 +303,12 @@ func (fs *FS) stageBatch(lock, unlock func(), tried map[Ino]struct{}) (batch []s
 }
 
 // moveCandidate returns ino's inode if it still needs to move: a linked
-// arena regular file above the threshold. Otherwise ino leaves the queue.
+// arena regular file above the threshold (or an unlinked one, for
+// moveForSpace). Otherwise ino leaves the queue.
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveCandidate(ino Ino) (inode, bool) {
 	in, err := fs.inode(ino)
-	if err != nil || !in.isReg() || in.nlink() == 0 || !fs.wantDisk(in, in.size()) {
+	if err != nil || !in.isReg() || in.nlink() == 0 && !fs.moveAll || !fs.wantDisk(in, in.size()) {
 		delete(fs.moving, ino)
 		delete(fs.moveHeld, ino)
 		return inode{}, false
