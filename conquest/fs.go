@@ -641,6 +641,11 @@ func (fs *FS) updateOnce(fn func(tx *pram.Tx) error) (err error) {
 			return
 		}
 		fs.abortTx(tx)
+		if e, ok := r.(error); ok && errors.Is(e, pram.ErrTxFull) {
+			fs.txFullLog(e)
+			err = ErrIO
+			return
+		}
 		fs.damageLog("operation aborted", r)
 		err = ErrIO
 	}()
@@ -650,6 +655,20 @@ func (fs *FS) updateOnce(fn func(tx *pram.Tx) error) (err error) {
 	}
 	fs.commitTx(tx)
 	return nil
+}
+
+// txFullLog logs an operation that outgrew the arena's journal, which is a
+// bug of the operation's budget (what it checks of tx.Room()), not damage:
+// the journal refuses a record before storing anything, and the rollback
+// undid the rest, so the arena is as before the operation, which fails
+// with EIO. Unlike damageLog it marks no full check due. The first one is
+// logged with its stack.
+func (fs *FS) txFullLog(err error) {
+	msg := fmt.Sprintf("%s: an operation needed more than the arena's journal holds and was rolled back (the file system is consistent; please report it): %v", fs.a.Path(), err)
+	if fs.stacked.CompareAndSwap(false, true) {
+		msg += "\n" + string(debug.Stack())
+	}
+	fs.logf("%s", msg)
 }
 
 // commitTx commits tx, through the disk store when there is one (its
