@@ -397,8 +397,9 @@ func (fs *FS) diskPieceBlocks() int {
 }
 
 // diskSetSize truncates or extends a disk file (truncate(2)). A file cut to
-// ToArena size moves back into the arena. A shrink that releases more than
-// one step of disk data publishes the new size at once, records the end of
+// ToArena size moves back into the arena. A shrink, or a grow that frees
+// what was reserved past the new end, that releases more than one step of
+// disk data publishes the new size at once, records the end of
 // the data still to release in iDiskCur, puts the inode on the orphan list
 // and returns more: the caller commits and runs finishShrinkLocked, which
 // releases the rest step by step (Open does it after a crash; nothing can
@@ -409,24 +410,35 @@ func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err er
 	// A truncate frees the blocks fallocate(KEEP_SIZE) reserved past the
 	// end, as on ext4.
 	in.set64(tx, iKeepEnd, 0)
+	held, err := fs.ds.DiskBytes(seg)
+	if err != nil {
+		return false, err
+	}
+	// What goes reaches the last mapped block, past the end too: a grow
+	// frees what was reserved past the new end. That took one Tx however
+	// much it was, and reservations cut into pieces (KEEP_SIZE, then holes
+	// punched in them) overflowed a 256 KiB journal at about 185 pieces
+	// (EIO, found by an outside review); so a grow steps down like a shrink.
+	mapped, err := fs.ds.MappedEnd(seg)
+	if err != nil {
+		return false, err
+	}
+	end := max(uint64(mapped), fs.roundUp(old))
+	if held > fs.diskStepBytes() && end > fs.roundUp(size)+fs.diskStepBytes() {
+		if size > in.size() {
+			// Gathered bytes below size must be on disk before the
+			// arena's size covers them.
+			if err := fs.ds.Writeback(tx, seg); err != nil {
+				return false, err
+			}
+		}
+		in.set64(tx, iDiskCur, max(in.u64(iDiskCur), end))
+		in.set64(tx, iSize, size)
+		fs.setLsize(in.ino, 0)
+		fs.orphanAdd(tx, in)
+		return true, nil
+	}
 	if size < old {
-		held, err := fs.ds.DiskBytes(seg)
-		if err != nil {
-			return false, err
-		}
-		// What goes reaches the last mapped block, past the end too.
-		mapped, err := fs.ds.MappedEnd(seg)
-		if err != nil {
-			return false, err
-		}
-		end := max(uint64(mapped), fs.roundUp(old))
-		if held > fs.diskStepBytes() && end-fs.roundUp(size) > fs.diskStepBytes() {
-			in.set64(tx, iDiskCur, max(in.u64(iDiskCur), end))
-			in.set64(tx, iSize, size)
-			fs.setLsize(in.ino, 0)
-			fs.orphanAdd(tx, in)
-			return true, nil
-		}
 		if diskstore.ToArena(int64(size), fs.threshold) {
 			ok, err := fs.toArenaLocked(tx, in, size)
 			if err != nil || ok {
