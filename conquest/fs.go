@@ -541,24 +541,9 @@ func (fs *FS) moveForSpace() bool {
 // unlinked but still open (on the orphan list with no links).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) unlinkedToMove() []Ino {
-	var inos []Ino
-	var err error
-	func() {
-		defer fs.guard(&err) // a damaged list: none
-		seen := make(map[pram.Off]bool)
-		for off := pram.Off(fs.a.Root(slotOrphans)); off != 0 && !seen[off]; {
-			seen[off] = true
-			in, e := fs.inodeAt(off)
-			if e != nil {
-				return
-			}
-			if in.isReg() && in.nlink() == 0 && fs.wantDisk(in, in.size()) {
-				inos = append(inos, in.ino)
-			}
-			off = in.orphNext()
-		}
-	}()
-	return inos
+	return fs.orphansWhere(func(in inode) bool {
+		return in.isReg() && in.nlink() == 0 && fs.wantDisk(in, in.size())
+	})
 }
 
 // dropPreallocs gives back, when an operation found no space, the blocks

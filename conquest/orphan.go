@@ -200,7 +200,20 @@ func (fs *FS) releaseLocked(ino Ino) {
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) retryStuckLocked() {
 	fs.stuck = false
-	var candidates []Ino
+	candidates := fs.orphansWhere(func(in inode) bool { return in.nlink() == 0 && !fs.vol.inUse(in.ino) })
+	for _, ino := range candidates {
+		if err := fs.freeInodeLocked(ino); errors.Is(err, ErrNoSpace) {
+			fs.stuck = true
+		}
+	}
+}
+
+// orphansWhere returns the inodes on the orphan list for which keep is
+// true, in list order. A damaged list ends the walk (the ones found before
+// are returned; Check reports the damage).
+// Preconditions: fs.mu held.
+func (fs *FS) orphansWhere(keep func(in inode) bool) []Ino {
+	var inos []Ino
 	var err error
 	func() {
 		defer fs.guard(&err)
@@ -211,17 +224,13 @@ func (fs *FS) retryStuckLocked() {
 			if e != nil {
 				return
 			}
-			if in.nlink() == 0 && !fs.vol.inUse(in.ino) {
-				candidates = append(candidates, in.ino)
+			if keep(in) {
+				inos = append(inos, in.ino)
 			}
 			off = in.orphNext()
 		}
 	}()
-	for _, ino := range candidates {
-		if err := fs.freeInodeLocked(ino); errors.Is(err, ErrNoSpace) {
-			fs.stuck = true
-		}
-	}
+	return inos
 }
 
 // reapOrphansLocked processes the whole orphan list: frees every unlinked
