@@ -26,4 +26,5 @@ var (
 	ErrBusy         = errors.New("conquest: device or resource busy")          // EBUSY
 	ErrXattr2Big    = errors.New("conquest: extended attribute list too long") // E2BIG
 	ErrReadOnly     = errors.New("conquest: read-only file system")            // EROFS
+	ErrNoSuchOffset = errors.New("conquest: no data or hole at that offset")   // ENXIO
 )

@@ -45,12 +45,19 @@ func setSize(t *testing.T, fs *FS, ino Ino, size uint64) Attr {
 
 // TestFileWriteReadModel writes, truncates and punches at random offsets
 // around the small-file, block and index-growth boundaries and compares
-// every byte with a []byte model.
+// every byte with a []byte model, and SEEK_DATA/SEEK_HOLE with it
+// (checkSeek); also with a disk and a 64 KiB threshold, which the file
+// crosses both ways.
 func TestFileWriteReadModel(t *testing.T) {
+	t.Run("arena", func(t *testing.T) { testFileWriteReadModel(t, fsOpt{}) })
+	t.Run("disk", func(t *testing.T) { testFileWriteReadModel(t, fsOpt{disk: true}) })
+}
+
+func testFileWriteReadModel(t *testing.T, o fsOpt) {
 	seed := int64(rand.Uint32())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewSource(seed))
-	fs, env := newTestFS(t)
+	fs, env := newTestFSOpt(t, o)
 	f := create(t, fs, RootIno, "f", nil)
 	var model []byte
 	offs := []int{0, 1, 100, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 65536, 16*4096 - 3, 200000, 1 << 20}
@@ -108,6 +115,7 @@ func TestFileWriteReadModel(t *testing.T) {
 			}
 			t.Fatalf("step %d: size %d, want %d", i, len(got), len(model))
 		}
+		checkSeek(t, fs, f.Ino, model)
 		if i%50 == 0 {
 			if errs := fs.Check(); len(errs) > 0 {
 				t.Fatalf("step %d: Check: %v", i, errs)

@@ -755,7 +755,7 @@ func (fs *FS) mapErr(err error) error {
 
 var sentinels = []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrNameTooLong,
 	ErrNoSpace, ErrInvalid, ErrPerm, ErrAccess, ErrNoData, ErrRange, ErrFileTooBig, ErrTooManyLinks,
-	ErrIO, ErrStale, ErrNotSupported, ErrBusy, ErrXattr2Big, ErrReadOnly}
+	ErrIO, ErrStale, ErrNotSupported, ErrBusy, ErrXattr2Big, ErrReadOnly, ErrNoSuchOffset}
 
 // write runs fn as one mutating operation: exclusive lock, one transaction.
 func (fs *FS) write(fn func(tx *pram.Tx, now Timespec) error) error {

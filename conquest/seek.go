@@ -1,0 +1,95 @@
+package conquest
+
+import "conquest/pram"
+
+// Whence values of Seek (lseek(2)'s SEEK_DATA and SEEK_HOLE).
+const (
+	SeekData = 3
+	SeekHole = 4
+)
+
+// Seek answers lseek(2) with SEEK_DATA or SEEK_HOLE for a regular file: the
+// first offset at or after off that holds data (SeekData) or lies in a hole
+// (SeekHole; the end of the file counts as one). An offset that is negative
+// or at or past the end of the file, or a SeekData with no data after it,
+// is ErrNoSuchOffset (ENXIO), as on ext4.
+//
+// Data is what the file stores: in the arena, every index block allocated
+// (and all of a small file's one block); on the disk, every block mapped
+// or buffered. Holes are the rest. Space reserved by fallocate counts as
+// data; POSIX allows a hole to be reported as data, never the reverse.
+func (fs *FS) Seek(ino Ino, off int64, whence int) (int64, error) {
+	if whence != SeekData && whence != SeekHole {
+		return 0, ErrInvalid
+	}
+	var pos int64
+	err := fs.read(func() error {
+		in, err := fs.regInode(ino)
+		if err != nil {
+			return err
+		}
+		if err := fs.sizeSane(in); err != nil {
+			return err
+		}
+		size := int64(fs.fileSize(in))
+		if off < 0 || off >= size {
+			return ErrNoSuchOffset
+		}
+		switch {
+		case in.onDisk() && whence == SeekData:
+			pos, err = fs.ds.NextData(in.seg(), off)
+		case in.onDisk():
+			pos, err = fs.ds.NextHole(in.seg(), off)
+		default:
+			pos = fs.memSeek(in, off, whence == SeekData)
+		}
+		if err != nil {
+			return err
+		}
+		if pos >= size {
+			if whence == SeekData {
+				return ErrNoSuchOffset
+			}
+			pos = size
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return pos, nil
+}
+
+// memSeek is Seek's answer for a file in the arena, unclipped: the first
+// offset at or after off that holds data (data) or not. Past the storage
+// every offset is a hole, so a search for data there returns the maximum.
+// Preconditions: fs.mu held (shared).
+func (fs *FS) memSeek(in inode, off int64, data bool) int64 {
+	const none = int64(maxMemFileSize) << 1 // past any arena file's size
+	stored := func(b uint64) bool {         // block b of the file is stored
+		switch d := in.data(); {
+		case d == 0:
+			return false
+		case in.small():
+			return b*BlockSize < in.idxLen()
+		default:
+			return b < in.idxLen() && fs.a.U64(d+pram.Off(8*b)) != 0
+		}
+	}
+	limit := in.idxLen() // blocks past the index (or the small block) are holes
+	if in.small() {
+		limit = (limit + BlockSize - 1) / BlockSize
+	}
+	if in.data() == 0 {
+		limit = 0
+	}
+	for b := uint64(off) / BlockSize; b < limit; b++ {
+		if stored(b) == data {
+			return max(off, int64(b*BlockSize))
+		}
+	}
+	if data {
+		return none
+	}
+	return max(off, int64(limit*BlockSize))
+}
