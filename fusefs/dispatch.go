@@ -331,6 +331,10 @@ func (s *Server) dispatch(req fuse.Request) bool {
 			s.count(opCreate)
 			s.tmpfile(r)
 			return true
+		case opcodeLseek:
+			s.count(opOther)
+			s.lseek(r)
+			return true
 		}
 		s.count(opOther)
 		r.RespondError(syscall.ENOSYS)

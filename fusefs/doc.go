@@ -67,10 +67,11 @@
 // the device ends serving like ENODEV (a lazy unmount's last close races a
 // read and can return it).
 //
-// RENAME2 (renameat2 with flags) and TMPFILE (O_TMPFILE), which bazil
-// cannot parse, are decoded from the raw message it keeps for an
-// unrecognized request (rename2.go, tmpfile.go).
-// The other operations bazil cannot parse (READDIRPLUS, LSEEK,
+// RENAME2 (renameat2 with flags), TMPFILE (O_TMPFILE) and LSEEK
+// (SEEK_DATA and SEEK_HOLE), which bazil cannot parse, are decoded from
+// the raw message it keeps for an unrecognized request (rename2.go,
+// tmpfile.go, lseek.go; LSEEK is ENOSYS with the writeback cache).
+// The other operations bazil cannot parse (READDIRPLUS,
 // COPY_FILE_RANGE, IOCTL, BMAP), POLL and FLUSH are answered ENOSYS, after
 // which the kernel falls back to its generic paths or, for POLL and FLUSH, stops sending them: POLL
 // is asked once, at Mount, and there is nothing to do at close, and not

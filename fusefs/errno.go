@@ -33,6 +33,7 @@ var errnoTable = [...]struct {
 	{conquest.ErrBusy, syscall.EBUSY},
 	{conquest.ErrXattr2Big, syscall.E2BIG},
 	{conquest.ErrReadOnly, syscall.EROFS},
+	{conquest.ErrNoSuchOffset, syscall.ENXIO},
 }
 
 // Errno maps an error from the core to the errno the kernel is given. A bare

@@ -581,6 +581,42 @@ func TestParseRename2(t *testing.T) {
 	}
 }
 
+// parseLseek takes a well-formed FUSE_LSEEK message apart (fh, offset,
+// whence) and refuses a malformed one, so that lseek answers ENOSYS
+// instead of acting on garbage.
+func TestParseLseek(t *testing.T) {
+	build := func(off int64, whence uint32) []byte {
+		m := make([]byte, inHeaderSize+lseekInSize)
+		binary.LittleEndian.PutUint32(m[0:], uint32(len(m)))
+		binary.LittleEndian.PutUint32(m[4:], opcodeLseek)
+		binary.LittleEndian.PutUint64(m[inHeaderSize:], 99) // fh
+		binary.LittleEndian.PutUint64(m[inHeaderSize+8:], uint64(off))
+		binary.LittleEndian.PutUint32(m[inHeaderSize+16:], whence)
+		return m
+	}
+	in, ok := parseLseek(build(1<<40+3, 4))
+	if !ok || in.offset != 1<<40+3 || in.whence != 4 {
+		t.Fatalf("parsed %+v, %v", in, ok)
+	}
+	if in, ok := parseLseek(build(-1, 3)); !ok || in.offset != -1 {
+		t.Fatalf("negative offset parsed %+v, %v", in, ok)
+	}
+	long := append(build(0, 3), 0)
+	binary.LittleEndian.PutUint32(long[0:], uint32(len(long)))
+	wrongOp := build(0, 3)
+	binary.LittleEndian.PutUint32(wrongOp[4:], opcodeRename2)
+	for what, m := range map[string][]byte{
+		"short":          build(0, 3)[:inHeaderSize+16],
+		"trailing bytes": long,
+		"another opcode": wrongOp,
+		"nil":            nil,
+	} {
+		if in, ok := parseLseek(m); ok {
+			t.Errorf("%s: parsed as %+v", what, in)
+		}
+	}
+}
+
 // STATFS waits for frees that started before it arrived and never for
 // later ones: among other processes' endless deletes it must not wait out
 // freeWait every time (stress-ng's symlink stressor, two instances, took
