@@ -1,6 +1,7 @@
 package conquest
 
 import (
+	"bytes"
 	"testing"
 )
 
@@ -126,4 +127,58 @@ func TestSeek(t *testing.T) {
 	mustErr(t, func() error { _, err := fs.Seek(RootIno, 0, SeekData); return err }(), ErrIsDir)
 	mustErr(t, func() error { _, err := fs.Seek(d.Ino, 4<<20, SeekHole); return err }(), ErrNoSuchOffset)
 	mustErr(t, func() error { _, err := fs.Seek(d.Ino, -1, SeekData); return err }(), ErrNoSuchOffset)
+}
+
+// TestMoveBackKeepsHoles: a sparse disk file cut to half the threshold
+// moves back into the arena with only its data: the holes take no arena
+// blocks and still read as zeros and show to SEEK_HOLE (before session 45
+// the move filled them in).
+func TestMoveBackKeepsHoles(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true}) // threshold 64 KiB, disk blocks 4 KiB
+	f := create(t, fs, RootIno, "f", nil)
+	model := make([]byte, 30000)
+	for _, w := range []struct {
+		off int64
+		n   int
+	}{{0, 100}, {20000, 10}, {200000, 5}} {
+		data := pattern(w.n, 3)
+		write(t, fs, f.Ino, w.off, data)
+		if int(w.off)+w.n <= len(model) {
+			copy(model[w.off:], data)
+		}
+	}
+	var st Attr
+	must(t, fs.read(func() error {
+		in, err := fs.inode(f.Ino)
+		if err == nil && !in.onDisk() {
+			t.Fatal("the file did not move to the disk")
+		}
+		return err
+	}))
+	st = setSize(t, fs, f.Ino, 30000)
+	must(t, fs.read(func() error {
+		in, err := fs.inode(f.Ino)
+		if err == nil && in.onDisk() {
+			t.Fatal("the file did not move back into the arena")
+		}
+		return err
+	}))
+	if got := readAll(t, fs, f.Ino); !bytes.Equal(got, model) {
+		t.Fatal("contents changed in the move back")
+	}
+	st, err := fs.GetAttr(f.Ino)
+	must(t, err)
+	if st.Blocks != 2*BlockSize/512 {
+		t.Fatalf("moved back: %d sectors allocated, want the 2 blocks that hold data", st.Blocks)
+	}
+	checkSeek(t, fs, f.Ino, model)
+	if d, err := fs.Seek(f.Ino, 100, SeekData); err != nil || d != 100 {
+		t.Fatalf("SeekData(100) = %d, %v", d, err)
+	}
+	if h, err := fs.Seek(f.Ino, 0, SeekHole); err != nil || h != BlockSize {
+		t.Fatalf("SeekHole(0) = %d, %v, want %d", h, err, BlockSize)
+	}
+	if d, err := fs.Seek(f.Ino, BlockSize, SeekData); err != nil || d != 16384 {
+		t.Fatalf("SeekData(4096) = %d, %v, want 16384", d, err)
+	}
 }
