@@ -15,9 +15,12 @@ const (
 // is ErrNoSuchOffset (ENXIO), as on ext4.
 //
 // Data is what the file stores: in the arena, every index block allocated
-// (and all of a small file's one block); on the disk, every block mapped
-// or buffered. Holes are the rest. Space reserved by fallocate counts as
-// data; POSIX allows a hole to be reported as data, never the reverse.
+// (fallocate's included) and all of a small file's one block; on the disk,
+// every block written (mapped with a checksum) or buffered
+// (diskstore.NextData). Holes are the rest: on the disk also the blocks
+// that fallocate reserved or writes took ahead and nothing wrote, which
+// read as zeros. POSIX allows a hole to be reported as data, never the
+// reverse.
 func (fs *FS) Seek(ino Ino, off int64, whence int) (int64, error) {
 	if whence != SeekData && whence != SeekHole {
 		return 0, ErrInvalid
