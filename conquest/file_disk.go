@@ -586,21 +586,36 @@ func (fs *FS) flushDiskLocked(ino Ino, durable, trim bool) error {
 	if err != nil || !trim || seg == 0 {
 		return err
 	}
-	if in, err := fs.inode(ino); err != nil || !fs.ds.HasPrealloc(seg, int64(in.size())) {
-		return nil
-	}
-	err = fs.update(func(tx *pram.Tx) error {
-		in, err := fs.inode(ino)
-		if err != nil || !in.isReg() || !in.onDisk() || in.seg() != seg {
+	// One Tx per call: a window cut into many holes takes several.
+	for range maxDropTxs {
+		if in, err := fs.inode(ino); err != nil || !fs.ds.HasPrealloc(seg, int64(in.size())) {
 			return nil
 		}
-		return fs.ds.DropPrealloc(tx, seg, int64(in.size()))
-	})
-	if err != nil && !errors.Is(err, ErrNoSpace) {
-		fs.logf("%s: inode %d keeps disk blocks it did not write: %v", fs.diskPath, ino, err)
+		dropped := false
+		err = fs.update(func(tx *pram.Tx) error {
+			in, err := fs.inode(ino)
+			if err != nil || !in.isReg() || !in.onDisk() || in.seg() != seg {
+				return nil
+			}
+			dropped = true
+			return fs.ds.DropPrealloc(tx, seg, int64(in.size()))
+		})
+		if err == nil && !dropped {
+			return nil
+		}
+		if err != nil {
+			if !errors.Is(err, ErrNoSpace) {
+				fs.logf("%s: inode %d keeps disk blocks it did not write: %v", fs.diskPath, ino, err)
+			}
+			return nil
+		}
 	}
 	return nil
 }
+
+// maxDropTxs bounds the Txs one file's DropPrealloc takes at a close (each
+// unmaps a few hundred runs of unwritten blocks at least).
+const maxDropTxs = 64
 
 func (fs *FS) flushDiskTx(ino Ino, durable, trim bool, segp *pram.Off) error {
 	return fs.update(func(tx *pram.Tx) error {

@@ -560,12 +560,19 @@ func (fs *FS) dropPreallocs() bool {
 		if err != nil {
 			continue
 		}
-		err = fs.updateOnce(func(tx *pram.Tx) error {
-			if in, err := fs.inode(Ino(owner)); err != nil || !in.isReg() || !in.onDisk() || in.seg() != seg {
-				return nil
+		for range maxDropTxs {
+			dropped := false
+			err = fs.updateOnce(func(tx *pram.Tx) error {
+				if in, err := fs.inode(Ino(owner)); err != nil || !in.isReg() || !in.onDisk() || in.seg() != seg {
+					return nil
+				}
+				dropped = true
+				return fs.ds.DropPrealloc(tx, seg, diskstore.MaxFileSize)
+			})
+			if err != nil || !dropped || !fs.ds.HasPrealloc(seg, diskstore.MaxFileSize) {
+				break
 			}
-			return fs.ds.DropPrealloc(tx, seg, diskstore.MaxFileSize)
-		})
+		}
 		if err != nil && !errors.Is(err, diskstore.ErrNoSpace) {
 			fs.logf("%s: giving back preallocated blocks of inode %d: %v", fs.diskPath, owner, err)
 		}

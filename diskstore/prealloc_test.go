@@ -83,8 +83,10 @@ func TestDropPrealloc(t *testing.T) {
 	}
 	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, small, 5000) })
 
-	// A hole written in the middle after the preallocation: only the tail
-	// past the last written block goes.
+	// Blocks 0 and 5 written after the preallocation (a file written with
+	// a hole between, as `cp --sparse` writes): the unwritten blocks
+	// between them go too, splitting the segment (before session 45 only
+	// the tail past the last written block went: 6 held).
 	mid := e.newFile(5)
 	if err := e.write(mid, 0, []byte{1}); err != nil {
 		t.Fatal(err)
@@ -93,8 +95,8 @@ func TestDropPrealloc(t *testing.T) {
 		t.Fatal(err)
 	}
 	drop(mid, 20<<20)
-	if h := held(mid); h != 6 {
-		t.Fatalf("blocks 0 and 5 written: %d held after DropPrealloc, want 6 (0-5, the tail freed)", h)
+	if h := held(mid); h != 2 {
+		t.Fatalf("blocks 0 and 5 written: %d held after DropPrealloc, want 2", h)
 	}
 
 	for seg, bytesAt := range map[pram.Off]map[int64]byte{one: {0: 7}, res: {0: 9}, mid: {0: 1, 5*bs + 3: 2}} {
@@ -141,4 +143,113 @@ func TestAppendsFillSmallDisk(t *testing.T) {
 		t.Fatalf("the file reads wrong: %v", err)
 	}
 	e.check(map[pram.Off]int64{seg: off})
+}
+
+// DropPrealloc over a window cut into more unwritten runs than one Tx's
+// journal can record splits of (a byte written in every other block of
+// 16 MiB, with a 256 KiB journal): it unmaps as many as fit, fails
+// nothing, and changes no byte.
+func TestDropPreallocManyHoles(t *testing.T) {
+	e := newEnv(t, envOpts{arenaSize: 16 << 20, blockSize: 4096})
+	held := func(seg pram.Off) uint64 { return e.s.a.U64(seg + slOffBlocks) }
+	bs := int64(e.s.bs)
+	const blocks = 4096
+	seg := e.newFile(1)
+	want := make([]byte, blocks*bs)
+	for b := int64(0); b < blocks; b += 2 {
+		if err := e.write(seg, b*bs+7, []byte{byte(b/2) | 1}); err != nil {
+			t.Fatal(err)
+		}
+		want[b*bs+7] = byte(b/2) | 1
+	}
+	before := held(seg)
+	if before < blocks-1 {
+		t.Fatalf("only %d blocks held: the writes took nothing ahead", before)
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.DropPrealloc(tx, seg, blocks*bs) })
+	after := held(seg)
+	if after >= before || after <= blocks/2 {
+		t.Fatalf("%d blocks held before one DropPrealloc, %d after (%d written): want some, not all, given back", before, after, blocks/2)
+	}
+	if !e.s.HasPrealloc(seg, blocks*bs) {
+		t.Fatal("the rest of the window was forgotten")
+	}
+	// Further calls, each in a Tx of its own, take the rest (the core's
+	// loop at the last close).
+	for calls := 1; e.s.HasPrealloc(seg, blocks*bs); calls++ {
+		if calls > 64 {
+			t.Fatal("DropPrealloc makes no progress")
+		}
+		e.must(func(tx *pram.Tx) error { return e.s.DropPrealloc(tx, seg, blocks*bs) })
+	}
+	if h := held(seg); h != blocks/2 {
+		t.Fatalf("%d blocks held after the window was dropped, want the %d written", h, blocks/2)
+	}
+	if got, err := e.read(seg, 0, len(want)); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the file reads wrong after DropPrealloc: %v", err)
+	}
+	e.check(map[pram.Off]int64{seg: blocks * bs})
+}
+
+// A file written forward with holes between its writes wider than what
+// each write takes ahead (`cp --sparse` of a sparse file): the windows
+// join across the holes, so DropPrealloc gives back every unwritten block
+// (before session 45 only the last window was remembered, and a copy kept
+// a third more blocks than its source). Blocks fallocate reserved in such
+// a gap keep the windows apart and stay reserved.
+func TestDropPreallocAcrossHoles(t *testing.T) {
+	e := newEnv(t, envOpts{blockSize: 4096})
+	held := func(seg pram.Off) uint64 { return e.s.a.U64(seg + slOffBlocks) }
+	bs := int64(e.s.bs)
+	dropAll := func(seg pram.Off, size int64) {
+		t.Helper()
+		for calls := 0; e.s.HasPrealloc(seg, size); calls++ {
+			if calls > 64 {
+				t.Fatal("DropPrealloc makes no progress")
+			}
+			e.must(func(tx *pram.Tx) error { return e.s.DropPrealloc(tx, seg, size) })
+		}
+	}
+
+	seg := e.newFile(1)
+	const writes, stride = 40, 700 // blocks apart: more than is taken ahead
+	for i := int64(0); i < writes; i++ {
+		if err := e.write(seg, i*stride*bs, []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := writes * stride * bs
+	if held(seg) <= writes {
+		t.Fatalf("%d blocks held for %d written: nothing taken ahead", held(seg), writes)
+	}
+	dropAll(seg, size)
+	if h := held(seg); h != writes {
+		t.Fatalf("%d blocks held after DropPrealloc, want the %d written", h, writes)
+	}
+
+	// A fallocated run between two writes: kept.
+	res := e.newFile(2)
+	if err := e.write(res, 0, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.Allocate(tx, res, 1000*bs, 10*bs) })
+	if err := e.write(res, 2000*bs, []byte{2}); err != nil {
+		t.Fatal(err)
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, res, 2001*bs) })
+	dropAll(res, 2001*bs)
+	for fb := uint64(1000); fb < 1010; fb++ {
+		if sp, err := e.s.lookup(res, fb); err != nil || sp.disk == 0 {
+			t.Fatalf("fallocated block %d was given back (%v)", fb, err)
+		}
+	}
+	if h := held(res); h < 12 {
+		t.Fatalf("%d blocks held after DropPrealloc, want at least the 2 written and the 10 fallocated", h)
+	}
+	want := make([]byte, 2001*bs)
+	want[0], want[2000*bs] = 1, 2
+	if got, err := e.read(res, 0, len(want)); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("reads wrong after DropPrealloc: %v", err)
+	}
+	e.check(map[pram.Off]int64{seg: size, res: 2001 * bs})
 }

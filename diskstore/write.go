@@ -716,7 +716,7 @@ func (s *Store) allocFor(tx *pram.Tx, seg pram.Off, fb0 uint64, plan []blk) (all
 			}
 		}
 		if got > count {
-			s.notePrealloc(seg, fb+count, fb+got) // prealloc.go
+			s.notePrealloc(seg, fb, fb+count, fb+got) // prealloc.go
 		}
 		i = j
 	}
