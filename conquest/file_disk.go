@@ -284,7 +284,7 @@ func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err er
 		return false, nil
 	}
 	var buf []byte
-	var runs [][2]uint64 // the data in [0, size): holes stay holes in the arena
+	var runs [][2]int64 // what the disk holds of [0, size): holes stay holes in the arena
 	if size > 0 {
 		if !fs.arenaRoomFor(size) {
 			return false, nil
@@ -294,7 +294,9 @@ func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err er
 			fs.logf("%s: inode %d stays on disk: %v", fs.diskPath, in.ino, err)
 			return false, nil
 		}
-		if runs, err = fs.diskDataRuns(in.seg(), size); err != nil {
+		// Blocks fallocate reserved come along (reserved in the arena):
+		// a later write there must not fail for want of space.
+		if runs, err = fs.ds.MappedRuns(in.seg(), int64(size)); err != nil {
 			return false, err
 		}
 	}
@@ -309,39 +311,18 @@ func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err er
 		return true, nil
 	}
 	for _, r := range runs { // every allocation before any copy
-		reached, err := fs.memReserve(tx, in, r[0], r[1], true)
+		reached, err := fs.memReserve(tx, in, uint64(r[0]), uint64(r[1]), true)
 		if err != nil {
 			return false, err
 		}
-		if reached < r[1] {
+		if reached < uint64(r[1]) {
 			return false, fmt.Errorf("%w: journal too small to move inode %d back into the arena", ErrIO, in.ino)
 		}
 	}
 	for _, r := range runs {
-		fs.memCopyIn(in, r[0], buf[r[0]:r[1]])
+		fs.memCopyIn(in, uint64(r[0]), buf[r[0]:r[1]])
 	}
 	return true, nil
-}
-
-// diskDataRuns returns the runs of data (SEEK_DATA to SEEK_HOLE) of the
-// disk file at seg in [0, size).
-// Preconditions: fs.mu held.
-func (fs *FS) diskDataRuns(seg pram.Off, size uint64) ([][2]uint64, error) {
-	var runs [][2]uint64
-	for off := int64(0); off < int64(size); {
-		d, err := fs.ds.NextData(seg, off)
-		if err != nil || d >= int64(size) {
-			return runs, err
-		}
-		h, err := fs.ds.NextHole(seg, d)
-		if err != nil {
-			return nil, err
-		}
-		h = min(h, int64(size))
-		runs = append(runs, [2]uint64{uint64(d), uint64(h)})
-		off = h
-	}
-	return runs, nil
 }
 
 // diskWrite stores as much of src as one Tx should carry at off (or at the

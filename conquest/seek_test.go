@@ -182,3 +182,42 @@ func TestMoveBackKeepsHoles(t *testing.T) {
 		t.Fatalf("SeekData(4096) = %d, %v, want 16384", d, err)
 	}
 }
+
+// TestMoveBackKeepsReservation: space fallocate reserved inside a disk
+// file stays reserved when a truncate moves the file back into the arena
+// (an outside review caught the first version of the hole-keeping move
+// dropping it: a write there failed with ENOSPC once the arena filled).
+func TestMoveBackKeepsReservation(t *testing.T) {
+	for _, mode := range []uint32{0, FallocKeepSize} {
+		fs, _ := newTestFSOpt(t, fsOpt{disk: true, size: 8 << 20}) // threshold 64 KiB
+		f := create(t, fs, RootIno, "f", nil)
+		write(t, fs, f.Ino, 200000, pattern(10, 1)) // on the disk
+		must(t, fs.Fallocate(f.Ino, 0, 20000, mode))
+		setSize(t, fs, f.Ino, 30000) // back into the arena
+		must(t, fs.read(func() error {
+			in, err := fs.inode(f.Ino)
+			if err == nil && (in.onDisk() || !fs.memCovered(in, 0, 20000)) {
+				t.Fatalf("mode %d: moved back without storage for the reserved range (on disk %v)", mode, in.onDisk())
+			}
+			return err
+		}))
+		// Fill the arena, then write into the reserved range.
+		for i := 0; ; i++ {
+			at, h, err := fs.Create(RootIno, sprintf("fill%d", i), 0o644, O_RDWR|O_CREAT|O_EXCL, user)
+			if err == nil {
+				_, err = fs.Write(at.Ino, h, 0, pattern(60000, 2), false)
+				fs.Release(at.Ino, h)
+			}
+			if err != nil {
+				mustErr(t, err, ErrNoSpace)
+				break
+			}
+		}
+		write(t, fs, f.Ino, 0, pattern(20000, 3))
+		want := make([]byte, 30000)
+		copy(want, pattern(20000, 3))
+		if got := readAll(t, fs, f.Ino); !bytes.Equal(got, want) {
+			t.Fatalf("mode %d: contents wrong after the write into the reservation", mode)
+		}
+	}
+}

@@ -122,3 +122,59 @@ func (s *Store) firstSum(seg pram.Off, fb, n uint64, nonzero bool) (i uint64, ok
 	}
 	return 0, false, nil
 }
+
+// MappedRuns returns the runs of [0, size) that the file has storage for:
+// mapped blocks, written or not (what fallocate reserved must stay
+// reserved wherever the file goes), and buffered runs; sorted, disjoint.
+//
+// Preconditions: no concurrent call with a *pram.Tx (the core's lock).
+func (s *Store) MappedRuns(seg pram.Off, size int64) ([][2]int64, error) {
+	if err := s.checkRange(seg, 0, 0); err != nil {
+		return nil, err
+	}
+	var runs [][2]int64
+	add := func(lo, hi int64) {
+		lo, hi = max(lo, 0), min(hi, size)
+		if lo >= hi {
+			return
+		}
+		if n := len(runs); n > 0 && lo <= runs[n-1][1] {
+			runs[n-1][1] = max(runs[n-1][1], hi)
+			return
+		}
+		runs = append(runs, [2]int64{lo, hi})
+	}
+	var mapped [][2]int64
+	for fb := uint64(0); int64(fb*s.bs) < size; {
+		sp, err := s.lookup(seg, fb)
+		if err != nil {
+			return nil, err
+		}
+		if sp.disk == 0 && sp.n > (MaxFileSize-fb*s.bs)/s.bs {
+			break
+		}
+		if sp.disk != 0 {
+			mapped = append(mapped, [2]int64{int64(fb * s.bs), int64((fb + sp.n) * s.bs)})
+		}
+		fb += sp.n
+	}
+	s.mu.Lock()
+	var buffered [][2]int64
+	if fs := s.files[seg]; fs != nil {
+		for _, r := range fs.runs {
+			buffered = append(buffered, [2]int64{r.off, r.end()})
+		}
+	}
+	s.mu.Unlock()
+	// Merge the two sorted lists.
+	for i, j := 0, 0; i < len(mapped) || j < len(buffered); {
+		if j == len(buffered) || i < len(mapped) && mapped[i][0] <= buffered[j][0] {
+			add(mapped[i][0], mapped[i][1])
+			i++
+		} else {
+			add(buffered[j][0], buffered[j][1])
+			j++
+		}
+	}
+	return runs, nil
+}

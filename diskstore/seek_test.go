@@ -158,3 +158,35 @@ func TestSeekNeverHidesData(t *testing.T) {
 		e.check(map[pram.Off]int64{seg: size})
 	}
 }
+
+// MappedRuns: the written blocks, the ones fallocate reserved and the
+// buffered runs, merged and clipped to the size; holes left out.
+func TestMappedRuns(t *testing.T) {
+	for _, mode := range []Durability{DurableOnProcessCrash, GatherInMemory} {
+		e := newEnv(t, envOpts{blockSize: 4096, o: Options{Durability: mode}})
+		seg := e.newFile(1)
+		bs := int64(4096)
+		if err := e.write(seg, 10, []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, seg, 11) })
+		e.must(func(tx *pram.Tx) error { return e.s.Allocate(tx, seg, 10*bs, 3*bs) })
+		if err := e.write(seg, 13*bs, []byte{2}); err != nil { // touches the reservation
+			t.Fatal(err)
+		}
+		if err := e.write(seg, 50*bs+5, []byte{3}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.s.MappedRuns(seg, 50*bs+6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// (Buffered bytes, GatherInMemory, count to the byte.)
+		if len(got) != 3 || got[0][0] > 10 || got[0][1] < 11 || got[0][1] > bs || got[1][0] != 10*bs || got[1][1] < 13*bs+1 || got[2][0] > 50*bs+5 || got[2][1] != 50*bs+6 {
+			t.Fatalf("mode %d: mapped runs %v", mode, got)
+		}
+		if err := e.flush(seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
