@@ -30,12 +30,13 @@ const releaseCost = 256 // journal bytes to release one extent, at most
 
 // notePrealloc records that file blocks [ahead, end) were taken ahead of a
 // write to blocks [from, ahead). The window joins the one remembered when
-// they touch, or when only the write's blocks or a hole lie between them
-// (a file written forward with holes between its writes, as `cp --sparse`
-// writes): the written blocks stay (DropPrealloc takes only unwritten
-// ones) and a hole has nothing to take, but blocks fallocate reserved
-// between them would be taken, so a gap with any block mapped keeps the
-// windows apart (the new one replaces the old).
+// they touch, or when only the write's blocks, holes and written blocks
+// lie between them (a file written forward with holes between its writes,
+// as `cp --sparse` writes, or a write the kernel split in two): written
+// blocks stay (DropPrealloc takes only unwritten ones) and a hole has
+// nothing to take, but blocks fallocate reserved between them would be
+// taken, so a gap with an unwritten block mapped keeps the windows apart
+// (the new one replaces the old).
 // Preconditions: no concurrent call with another *pram.Tx (the write's).
 func (s *Store) notePrealloc(seg pram.Off, from, ahead, end uint64) {
 	s.mu.Lock()
@@ -44,7 +45,7 @@ func (s *Store) notePrealloc(seg pram.Off, from, ahead, end uint64) {
 	fb := ahead
 	if pre[1] > pre[0] && end >= pre[0] {
 		start := min(from, ahead)
-		if start <= pre[1] || s.unmappedRange(seg, pre[1], start) {
+		if start <= pre[1] || s.noUnwritten(seg, pre[1], start) {
 			fb, end = min(fb, pre[0]), max(end, pre[1])
 		}
 	}
@@ -53,10 +54,23 @@ func (s *Store) notePrealloc(seg pram.Off, from, ahead, end uint64) {
 	s.mu.Unlock()
 }
 
-// unmappedRange reports whether file blocks [fb, end) are all a hole.
-func (s *Store) unmappedRange(seg pram.Off, fb, end uint64) bool {
-	sp, err := s.lookup(seg, fb)
-	return err == nil && sp.disk == 0 && sp.n >= end-fb
+// noUnwritten reports whether file blocks [fb, end) hold no block that
+// is mapped but unwritten (checksum 0): only holes and written blocks.
+func (s *Store) noUnwritten(seg pram.Off, fb, end uint64) bool {
+	for fb < end {
+		sp, err := s.lookup(seg, fb)
+		if err != nil {
+			return false
+		}
+		n := min(sp.n, end-fb)
+		if sp.disk != 0 {
+			if _, found, err := s.firstSum(seg, fb, n, false); err != nil || found {
+				return false
+			}
+		}
+		fb += n
+	}
+	return true
 }
 
 // forgetPrealloc drops the remembered window if it overlaps [fb, end).

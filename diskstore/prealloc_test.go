@@ -227,6 +227,28 @@ func TestDropPreallocAcrossHoles(t *testing.T) {
 		t.Fatalf("%d blocks held after DropPrealloc, want the %d written", h, writes)
 	}
 
+	// A far write that the kernel split in two (a 128 KiB write not
+	// aligned to a page): the first piece takes only its own blocks, the
+	// second takes blocks ahead; written blocks between the windows do not
+	// keep them apart, so the first window's unwritten blocks go too.
+	split := e.newFile(3)
+	if err := e.write(split, 0, pattern(5, 0, 200000)); err != nil {
+		t.Fatal(err)
+	}
+	far := int64(8000000)
+	if err := e.write(split, far, pattern(6, 0, 126976)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.write(split, far+126976, pattern(7, 0, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	splitSize := far + 131072
+	e.must(func(tx *pram.Tx) error { return e.s.Trim(tx, split, splitSize) })
+	dropAll(split, splitSize)
+	if h, want := held(split), uint64((200000+bs-1)/bs+(far+131072+bs-1)/bs-far/bs); h != want {
+		t.Fatalf("split far write: %d blocks held after DropPrealloc, want the %d written", h, want)
+	}
+
 	// A fallocated run between two writes: kept.
 	res := e.newFile(2)
 	if err := e.write(res, 0, []byte{1}); err != nil {
@@ -251,5 +273,5 @@ func TestDropPreallocAcrossHoles(t *testing.T) {
 	if got, err := e.read(res, 0, len(want)); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("reads wrong after DropPrealloc: %v", err)
 	}
-	e.check(map[pram.Off]int64{seg: size, res: 2001 * bs})
+	e.check(map[pram.Off]int64{seg: size, res: 2001 * bs, split: splitSize})
 }
