@@ -68,31 +68,21 @@ func (fs *FS) Seek(ino Ino, off int64, whence int) (int64, error) {
 // every offset is a hole, so a search for data there returns the maximum.
 // Preconditions: fs.mu held (shared).
 func (fs *FS) memSeek(in inode, off int64, data bool) int64 {
-	const none = int64(maxMemFileSize) << 1 // past any arena file's size
-	stored := func(b uint64) bool {         // block b of the file is stored
-		switch d := in.data(); {
-		case d == 0:
-			return false
-		case in.small():
-			return b*BlockSize < in.idxLen()
-		default:
-			return b < in.idxLen() && fs.a.U64(d+pram.Off(8*b)) != 0
-		}
-	}
-	limit := in.idxLen() // blocks past the index (or the small block) are holes
-	if in.small() {
-		limit = (limit + BlockSize - 1) / BlockSize
-	}
-	if in.data() == 0 {
+	d, limit := in.data(), in.idxLen() // blocks past the index are holes
+	switch {
+	case d == 0:
 		limit = 0
+	case in.small():
+		limit = (limit + BlockSize - 1) / BlockSize // its one block: data
 	}
 	for b := uint64(off) / BlockSize; b < limit; b++ {
-		if stored(b) == data {
+		stored := in.small() || fs.a.U64(d+pram.Off(8*b)) != 0
+		if stored == data {
 			return max(off, int64(b*BlockSize))
 		}
 	}
 	if data {
-		return none
+		return int64(maxMemFileSize) << 1 // none: past any arena file's size
 	}
 	return max(off, int64(limit*BlockSize))
 }
