@@ -195,7 +195,7 @@ func (ck *checker) inodeContents(in inode) {
 	report := func(format string, args ...any) {
 		ck.errorf("inode %d: "+format, append([]any{in.ino}, args...)...)
 	}
-	if f := in.flags() &^ (flagSmall | flagOrphan | flagDisk); f != 0 {
+	if f := in.flags() &^ regFlags; f != 0 {
 		report("unknown flags %#x", f)
 		ck.badFlags(in.ino)
 	}
@@ -205,8 +205,8 @@ func (ck *checker) inodeContents(in inode) {
 			ck.badTime(in.ino, f)
 		}
 	}
-	if in.typ() != S_IFREG && in.flags()&(flagSmall|flagDisk) != 0 {
-		report("small-file or disk flag on a non-regular inode")
+	if in.typ() != S_IFREG && in.flags()&(regFlags&^flagOrphan) != 0 {
+		report("small-file, disk or reserved flag on a non-regular inode")
 		ck.badFlags(in.ino)
 	}
 	switch in.typ() {

@@ -481,6 +481,8 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 			if err != nil {
 				return err
 			}
+			// Its move to the disk must keep the space (reserveOnMove).
+			in.set32(tx, iFlags, in.flags()|flagReserved)
 			if touch {
 				in.touchMC(tx, now) // every mode, as ext4 (file_modified)
 			}

@@ -241,6 +241,9 @@ func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if err := fs.reserveOnMove(tx, in, seg); err != nil {
+		return false, err
+	}
 	if size := in.size(); size > 0 && in.data() != 0 {
 		buf := make([]byte, size)
 		fs.memRead(in, 0, buf)
@@ -263,7 +266,7 @@ func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
 // toDiskLocked.
 func (fs *FS) switchToDiskLocked(tx *pram.Tx, in inode, seg pram.Off) (more bool, err error) {
 	in.set64(tx, iSeg, uint64(seg))
-	in.set32(tx, iFlags, in.flags()|flagDisk)
+	in.set32(tx, iFlags, (in.flags()|flagDisk)&^flagReserved)
 	more, err = fs.memShrink(tx, in, 0)
 	if err != nil {
 		return false, err
@@ -273,6 +276,40 @@ func (fs *FS) switchToDiskLocked(tx *pram.Tx, in inode, seg pram.Off) (more bool
 	}
 	fs.vol.markDirty(in.ino)
 	return more, nil
+}
+
+// reserveOnMove reserves disk blocks in seg, the new segment list of an
+// arena file about to move to the disk, under every arena block the file
+// holds, if fallocate reserved some of them (flagReserved): the arena does
+// not record which blocks those were, and a block of zeros would otherwise
+// become a hole, which a later write could find no space for (ext4 keeps
+// what fallocate reserved). Reserved blocks past the size are kept past it
+// (iKeepEnd), as KEEP_SIZE's are on the disk. The blocks read as zeros
+// until written. Without the flag the move leaves blocks of zeros as
+// holes.
+// Preconditions: fs.mu held exclusively; in is still in the arena.
+func (fs *FS) reserveOnMove(tx *pram.Tx, in inode, seg pram.Off) error {
+	if in.flags()&flagReserved == 0 || in.data() == 0 {
+		return nil
+	}
+	size := int64(in.size())
+	for pos := int64(0); ; {
+		a := fs.memSeek(in, pos, true)
+		if a >= int64(maxMemFileSize) {
+			return nil
+		}
+		b := fs.memSeek(in, a, false)
+		if b <= a {
+			return fmt.Errorf("%w: inode %d: no progress listing its arena blocks", ErrIO, in.ino)
+		}
+		if err := fs.ds.Allocate(tx, seg, a, b-a); err != nil {
+			return err
+		}
+		if b > size {
+			in.set64(tx, iKeepEnd, max(in.u64(iKeepEnd), uint64(b)))
+		}
+		pos = b
+	}
 }
 
 // toArenaLocked moves a disk file being truncated to size back into the
@@ -300,11 +337,25 @@ func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err er
 			return false, err
 		}
 	}
+	// Blocks that read as zeros (reserved, or written with zeros) come
+	// back as reserved arena blocks: the next move reserves them again.
+	reserved := false
+	for _, r := range runs {
+		hole, err := fs.ds.NextHole(in.seg(), r[0])
+		if err != nil {
+			return false, err
+		}
+		reserved = reserved || hole < r[1]
+	}
 	if err := fs.ds.Destroy(tx, in.seg()); err != nil {
 		return false, err
 	}
 	in.set64(tx, iSeg, 0)
-	in.set32(tx, iFlags, in.flags()&^flagDisk)
+	flags := in.flags() &^ flagDisk
+	if reserved {
+		flags |= flagReserved
+	}
+	in.set32(tx, iFlags, flags)
 	in.set64(tx, iSize, size)
 	fs.setLsize(in.ino, 0)
 	if size == 0 {

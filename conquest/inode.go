@@ -49,6 +49,15 @@ const (
 	flagSmall  uint32 = 1 << 0 // regular file: iData is one small block holding bytes [0, cap)
 	flagOrphan uint32 = 1 << 1 // on the orphan list (root slot 3)
 	flagDisk   uint32 = 1 << 2 // regular file: data on disk, segment list in iSeg (file_disk.go)
+	// flagReserved: a regular file in the arena whose storage fallocate
+	// reserved (or that came back from the disk with reserved blocks):
+	// its move to the disk reserves disk blocks under every arena block
+	// it holds, zeros or not (reserveOnMove).
+	flagReserved uint32 = 1 << 3
+
+	// regFlags are the flags a regular file may carry; other types only
+	// flagOrphan.
+	regFlags = flagSmall | flagOrphan | flagDisk | flagReserved
 )
 
 // Root slots owned by the core (see docs/DESIGN.md).

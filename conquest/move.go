@@ -346,6 +346,9 @@ func (fs *FS) adoptLocked(m stagedMove, n int) (moved bool, err error) {
 		if err != nil {
 			return err
 		}
+		if err := fs.reserveOnMove(tx, in, seg); err != nil {
+			return err
+		}
 		if fs.moveHook != nil {
 			fs.moveHook(m.ino, n)
 		}

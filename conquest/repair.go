@@ -439,13 +439,13 @@ func (ck *checker) strayDiskFlag(ino Ino, memDamaged int) {
 		})
 }
 
-// badFlags: ino's flags hold bits no version sets, or the small-file or
-// disk flag on an inode that is not a regular file. The bits that do not
+// badFlags: ino's flags hold bits no version sets, or the small-file, disk
+// or reserved flag on an inode that is not a regular file. The bits that do not
 // belong are cleared.
 func (ck *checker) badFlags(ino Ino) {
 	ck.inodeFix(ino, fmt.Sprintf("flags %d", ino), "flags that do not belong to the inode", 1,
 		func(tx *pram.Tx, in inode) (string, error) {
-			keep := flagSmall | flagOrphan | flagDisk
+			keep := regFlags
 			if in.typ() != S_IFREG {
 				keep = flagOrphan
 			}
