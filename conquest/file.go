@@ -282,8 +282,9 @@ const xattrCapability = "security.capability"
 // If more blocks remain than one Tx may free, the inode goes on the orphan
 // list (so a crash finishes the job at the next Open) and more is true:
 // the caller commits and calls finishShrinkLocked. Growing past the
-// large-file threshold moves the file to disk; a large file cut to half
-// the threshold or less moves back into the arena.
+// large-file threshold moves the file to disk, at once or at the disk
+// commit (moveNow); a large file cut to half the threshold or less moves
+// back into the arena.
 func (fs *FS) setSizeLocked(tx *pram.Tx, in inode, size uint64) (more bool, err error) {
 	old := fs.fileSize(in)
 	if size > fs.maxSize() {
@@ -292,7 +293,7 @@ func (fs *FS) setSizeLocked(tx *pram.Tx, in inode, size uint64) (more bool, err 
 	if size == old {
 		return false, nil
 	}
-	if size > old && fs.wantDisk(in, size) {
+	if size > old && fs.moveNow(in, size) {
 		if more, err = fs.toDiskLocked(tx, in); err != nil {
 			return false, err
 		}

@@ -30,7 +30,9 @@ import (
 // makes it durable as the arena makes every small file durable (no device
 // sync). Each tick moves the queued files in batches with one device sync
 // each, made without FS.mu (moveBatch), and Close moves the rest.
-// A write past moveCap, a spill (spill.go), and a truncate or fallocate
+// A truncate up to moveCap queues the file as such a write does (on a
+// full disk it then succeeds, as on ext4, where the move would fail). A
+// write or truncate past moveCap, a spill (spill.go), and a fallocate
 // across the threshold move a file at once, as before; so does every
 // write without the periodic commit (Options.DiskCommit 0, as in most core
 // tests). A crash forgets the queue: a file left in the arena above the
