@@ -51,7 +51,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 				for b.Loop() {
 					name := m.Path(fmt.Sprintf("c%d", i))
 					i++
-					fd, err := unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644)
+					fd, err := unix.Open(name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 					must(err)
 					_, err = unix.Write(fd, data)
 					must(err)
@@ -62,7 +62,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 			run("open-read4k-close", func(b *testing.B) {
 				buf := make([]byte, 4096)
 				for b.Loop() {
-					fd, err := unix.Open(m.Path("f"), unix.O_RDONLY, 0)
+					fd, err := unix.Open(m.Path("f"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 					must(err)
 					_, err = unix.Pread(fd, buf, 8192)
 					must(err)
@@ -70,7 +70,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 				}
 			})
 			run("seq-write8k", func(b *testing.B) {
-				fd, err := unix.Open(m.Path("w"), unix.O_CREAT|unix.O_TRUNC|unix.O_WRONLY, 0o644)
+				fd, err := unix.Open(m.Path("w"), unix.O_CREAT|unix.O_TRUNC|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 				must(err)
 				data := make([]byte, 8192)
 				off := int64(0)
@@ -87,7 +87,7 @@ func BenchmarkRoundTrips(b *testing.B) {
 			})
 			run("seq-read128k-cold", func(b *testing.B) {
 				buf := make([]byte, 128<<10)
-				fd, err := unix.Open(m.Path("f"), unix.O_RDONLY, 0)
+				fd, err := unix.Open(m.Path("f"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 				must(err)
 				off := int64(0)
 				for b.Loop() {

@@ -470,7 +470,7 @@ func TestReadaheadKB(t *testing.T) {
 // the same write(2) is short, as on ext4.
 func TestWritePastMaxFileSize(t *testing.T) {
 	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
-		fd, err := unix.Open(m.Path("max"), unix.O_CREAT|unix.O_RDWR, 0o644)
+		fd, err := unix.Open(m.Path("max"), unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
 		must(t, err)
 		defer unix.Close(fd)
 		maxSize := posixtest.MaxFileSize(t, fd)

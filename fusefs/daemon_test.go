@@ -189,7 +189,7 @@ func TestReaddirLargeConcurrentDelete(t *testing.T) {
 	}, t)
 	t.Logf("created %d entries in %v", n, time.Since(start))
 
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	must(t, err)
 	defer unix.Close(fd)
 	buf := make([]byte, 4096) // many READDIR pages

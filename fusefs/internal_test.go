@@ -478,7 +478,7 @@ func TestAtimeReadRightAfterWriterClose(t *testing.T) {
 				t.Fatal("a RELEASE still in progress after 10 s")
 			}
 		}
-		w, err := syscall.Open(p, syscall.O_WRONLY, 0)
+		w, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -488,7 +488,7 @@ func TestAtimeReadRightAfterWriterClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		reads := srv.Stats()["READ"]
-		r, err := syscall.Open(p, syscall.O_RDONLY, 0)
+		r, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -521,7 +521,7 @@ func TestStatfsDoesNotWaitWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waits := srv.Stats()["STATFS-WAITS"]
-	fd, err := syscall.Open(filepath.Join(mnt, "f"), syscall.O_RDONLY, 0) // held open: no RELEASE below
+	fd, err := syscall.Open(filepath.Join(mnt, "f"), syscall.O_RDONLY|syscall.O_CLOEXEC, 0) // held open: no RELEASE below
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func testLseek(t *testing.T, m *mounttest.Mounted, exact bool) {
 		p := m.Path
 		mk := func(name string, size int64, writes map[int64]string) int {
 			t.Helper()
-			fd, err := unix.Open(p(name), unix.O_CREAT|unix.O_RDWR, 0o644)
+			fd, err := unix.Open(p(name), unix.O_CREAT|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
 			must(t, err)
 			must(t, unix.Ftruncate(fd, size))
 			for off, s := range writes {
@@ -99,7 +99,7 @@ func testLseek(t *testing.T, m *mounttest.Mounted, exact bool) {
 		}
 		open := func(name string) int {
 			t.Helper()
-			fd, err := unix.Open(p(name), unix.O_RDONLY, 0)
+			fd, err := unix.Open(p(name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			must(t, err)
 			t.Cleanup(func() { unix.Close(fd) })
 			return fd
@@ -169,7 +169,7 @@ func testLseek(t *testing.T, m *mounttest.Mounted, exact bool) {
 			mem, err := unix.Mmap(mfd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 			must(t, err)
 			copy(mem[300000:], "hello")
-			rfd, err := unix.Open(p("mapped"), unix.O_RDONLY, 0)
+			rfd, err := unix.Open(p("mapped"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 			must(t, err)
 			done := false
 			t.Cleanup(func() { // after a failure, so that the mount can go

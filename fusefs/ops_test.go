@@ -309,7 +309,7 @@ func dropCaches() bool {
 // direntNames lists a directory with getdents64, including . and ..
 func direntNames(t *testing.T, dir string) []string {
 	t.Helper()
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	must(t, err)
 	defer unix.Close(fd)
 	var names []string
@@ -354,11 +354,11 @@ func TestTmpfileInRemovedDirThroughMount(t *testing.T) {
 	m := mounttest.Mount(t)
 	d := filepath.Join(m.Dir, "gone")
 	must(t, os.Mkdir(d, 0o755))
-	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	must(t, err)
 	defer unix.Close(fd)
 	must(t, os.Remove(d))
-	tfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_TMPFILE|unix.O_RDWR, 0o600)
+	tfd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	if err == nil {
 		unix.Close(tfd)
 	}

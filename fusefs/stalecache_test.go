@@ -27,7 +27,7 @@ func TestNoStalePagesAfterAtimeOpen(t *testing.T) {
 	m := mounttest.Mount(t, mounttest.WithFuseOptions(fusefs.Options{}))
 	const size = 100 << 10
 	p := m.Path("f")
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC, 0o644)
+	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestNoStalePagesAfterAtimeOpen(t *testing.T) {
 				lo := published.Load()
 				pg := rng.IntN(25)
 				n := min(4096*(1+rng.IntN(16)), size-pg*4096)
-				f, err := unix.Open(p, unix.O_RDONLY, 0)
+				f, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 				if err != nil {
 					t.Error(err)
 					return
@@ -111,7 +111,7 @@ func TestAtimeOpenSparesWrittenFile(t *testing.T) {
 	}
 	readPage := func() {
 		t.Helper()
-		f, err := unix.Open(p, unix.O_RDONLY, 0)
+		f, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestAtimeOpenSparesWrittenFile(t *testing.T) {
 	}
 	readPage() // atime caught up with mtime
 	time.Sleep(10 * time.Millisecond)
-	w, err := unix.Open(p, unix.O_RDWR, 0)
+	w, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -545,7 +545,7 @@ func TestCreateAfterRemoveThroughMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	create := func(path string) error {
-		fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644)
+		fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 		if err == nil {
 			err = unix.Close(fd)
 		}

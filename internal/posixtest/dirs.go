@@ -134,7 +134,7 @@ func testNameMax(t *testing.T, dir string) {
 	if len(names) != 1 || names[0] != n255 {
 		t.Fatalf("readdir of a 255-byte name: %d names", len(names))
 	}
-	_, err = unix.Open(join(dir, n256), unix.O_CREAT|unix.O_WRONLY, 0644)
+	_, err = unix.Open(join(dir, n256), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.ENAMETOOLONG, "create with 256-byte name")
 	wantErr(t, unix.Mkdir(join(dir, n256), 0755), unix.ENAMETOOLONG, "mkdir 256")
 	wantErr(t, unix.Symlink("x", join(dir, n256)), unix.ENAMETOOLONG, "symlink 256")
@@ -231,7 +231,7 @@ func testRemovedDirOps(t *testing.T, dir string) {
 	if st := fstat(t, fd); st.Nlink != 0 {
 		t.Fatalf("removed directory nlink %d, want 0", st.Nlink)
 	}
-	_, err := unix.Openat(fd, "f", unix.O_CREAT|unix.O_WRONLY, 0644)
+	_, err := unix.Openat(fd, "f", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.ENOENT, "create in removed directory")
 	wantErr(t, unix.Mkdirat(fd, "s", 0755), unix.ENOENT, "mkdir in removed directory")
 	// The VFS refuses to list a dead directory.

@@ -73,7 +73,7 @@ func runFsx(dir string, seed uint64, ops int, maxLen int64) (failure string) {
 			failure = e.msg
 		}
 	}()
-	fd, err := unix.Open(f.path, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC, 0o644)
+	fd, err := unix.Open(f.path, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
 	f.ok(err, "create")
 	f.fd = fd
 	for i := 0; i < ops; i++ {
@@ -298,7 +298,7 @@ func (f *fsx) mapRead() {
 func (f *fsx) reopen() {
 	f.note("close, reopen")
 	f.ok(unix.Close(f.fd), "close")
-	fd, err := unix.Open(f.path, unix.O_RDWR, 0)
+	fd, err := unix.Open(f.path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	f.ok(err, "reopen")
 	f.fd = fd
 }

@@ -255,7 +255,7 @@ var helperOps = map[string]func(a []string) (string, error){
 		return fmt.Sprintf("%o %d %d", st.Mode, st.Uid, st.Gid), nil
 	},
 	"open": func(a []string) (string, error) { // path flags mode
-		fd, err := unix.Open(a[0], int(num(a[1])), uint32(num(a[2])))
+		fd, err := unix.Open(a[0], int(num(a[1]))|unix.O_CLOEXEC, uint32(num(a[2])))
 		if err != nil {
 			return "", err
 		}
@@ -266,7 +266,7 @@ var helperOps = map[string]func(a []string) (string, error){
 		return string(b), unwrapErrno(err)
 	},
 	"write": func(a []string) (string, error) { // path data: open O_WRONLY, write at 0
-		fd, err := unix.Open(a[0], unix.O_WRONLY, 0)
+		fd, err := unix.Open(a[0], unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return "", err
 		}
@@ -275,7 +275,7 @@ var helperOps = map[string]func(a []string) (string, error){
 		return "", err
 	},
 	"create": func(a []string) (string, error) { // path mode
-		fd, err := unix.Open(a[0], unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, uint32(num(a[1])))
+		fd, err := unix.Open(a[0], unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, uint32(num(a[1])))
 		if err != nil {
 			return "", err
 		}
@@ -291,7 +291,7 @@ var helperOps = map[string]func(a []string) (string, error){
 	"chown":    func(a []string) (string, error) { return "", unix.Lchown(a[0], int(num(a[1])), int(num(a[2]))) },
 	"truncate": func(a []string) (string, error) { return "", unix.Truncate(a[0], num(a[1])) },
 	"fallocate": func(a []string) (string, error) { // path mode off len
-		fd, err := unix.Open(a[0], unix.O_WRONLY, 0)
+		fd, err := unix.Open(a[0], unix.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return "", err
 		}
@@ -361,7 +361,7 @@ var helperOps = map[string]func(a []string) (string, error){
 		return fmt.Sprintf("%d %d %d %d", lk.Type, lk.Pid, lk.Start, lk.Len), nil
 	},
 	"flock": func(a []string) (string, error) { // path sh|ex
-		fd, err := unix.Open(a[0], unix.O_RDONLY, 0)
+		fd, err := unix.Open(a[0], unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return "", err
 		}
@@ -425,7 +425,7 @@ func copyFaulting(dst, src []byte, off int64) (done int) {
 }
 
 func lockArgs(a []string) (int, *unix.Flock_t, error) {
-	fd, err := unix.Open(a[0], unix.O_RDWR, 0)
+	fd, err := unix.Open(a[0], unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, nil, err
 	}

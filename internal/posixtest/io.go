@@ -85,10 +85,10 @@ func testOpenExcl(t *testing.T, dir string) {
 	p := join(dir, "f")
 	fd := open(t, p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0644)
 	pwrite(t, fd, []byte("x"), 0)
-	_, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0644)
+	_, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.EEXIST, "O_EXCL on existing file")
 	mkdir(t, join(dir, "d"), 0755)
-	_, err = unix.Open(join(dir, "d"), unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY, 0644)
+	_, err = unix.Open(join(dir, "d"), unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.EEXIST, "O_EXCL on existing directory")
 	// O_CREAT without O_EXCL opens the existing file and keeps its data.
 	fd2 := open(t, p, unix.O_CREAT|unix.O_RDONLY, 0600)
@@ -97,7 +97,7 @@ func testOpenExcl(t *testing.T, dir string) {
 	}
 	// O_EXCL does not follow a symlink, even a dangling one.
 	ok(t, unix.Symlink("nowhere", join(dir, "l")), "symlink")
-	_, err = unix.Open(join(dir, "l"), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0644)
+	_, err = unix.Open(join(dir, "l"), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.EEXIST, "O_EXCL on dangling symlink")
 	var st unix.Stat_t
 	wantErr(t, unix.Lstat(join(dir, "nowhere"), &st), unix.ENOENT, "O_EXCL must not create the symlink target")
@@ -209,24 +209,24 @@ func testOpenFlagsErrors(t *testing.T, dir string) {
 	writeFile(t, f, []byte("x"), 0644)
 	d := join(dir, "d")
 	mkdir(t, d, 0755)
-	_, err := unix.Open(join(dir, "missing"), unix.O_RDONLY, 0)
+	_, err := unix.Open(join(dir, "missing"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	wantErr(t, err, unix.ENOENT, "open missing file")
-	_, err = unix.Open(join(dir, "nodir", "x"), unix.O_CREAT|unix.O_WRONLY, 0644)
+	_, err = unix.Open(join(dir, "nodir", "x"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.ENOENT, "O_CREAT in a missing directory")
-	_, err = unix.Open(join(f, "x"), unix.O_CREAT|unix.O_WRONLY, 0644)
+	_, err = unix.Open(join(f, "x"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.ENOTDIR, "O_CREAT under a regular file")
-	_, err = unix.Open(f, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	_, err = unix.Open(f, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	wantErr(t, err, unix.ENOTDIR, "O_DIRECTORY on a regular file")
-	_, err = unix.Open(f+"/", unix.O_RDONLY, 0)
+	_, err = unix.Open(f+"/", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	wantErr(t, err, unix.ENOTDIR, "trailing slash on a regular file")
-	_, err = unix.Open(d, unix.O_WRONLY, 0)
+	_, err = unix.Open(d, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	wantErr(t, err, unix.EISDIR, "open directory for writing")
-	_, err = unix.Open(d, unix.O_RDWR, 0)
+	_, err = unix.Open(d, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	wantErr(t, err, unix.EISDIR, "open directory O_RDWR")
-	_, err = unix.Open(d, unix.O_CREAT|unix.O_RDONLY, 0644)
+	_, err = unix.Open(d, unix.O_CREAT|unix.O_RDONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.EISDIR, "O_CREAT on an existing directory")
 	// Linux >= 6.4 rejects O_CREAT|O_DIRECTORY with EINVAL.
-	_, err = unix.Open(join(dir, "new"), unix.O_CREAT|unix.O_DIRECTORY|unix.O_RDONLY, 0644)
+	_, err = unix.Open(join(dir, "new"), unix.O_CREAT|unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.EINVAL, "O_CREAT|O_DIRECTORY")
 	fd := open(t, d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if st := fstat(t, fd); st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -234,7 +234,7 @@ func testOpenFlagsErrors(t *testing.T, dir string) {
 	}
 	_, err = unix.Read(fd, make([]byte, 10))
 	wantErr(t, err, unix.EISDIR, "read(2) on a directory")
-	_, err = unix.Open(join(dir, "x")+"/", unix.O_CREAT|unix.O_WRONLY, 0644)
+	_, err = unix.Open(join(dir, "x")+"/", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.EISDIR, "O_CREAT with a trailing slash")
 }
 
@@ -248,7 +248,7 @@ func testOpenCreateDangling(t *testing.T, dir string) {
 		t.Fatalf("link replaced: mode %o", st.Mode)
 	}
 	// With O_NOFOLLOW the same open fails with ELOOP.
-	_, err := unix.Open(join(dir, "l"), unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW, 0644)
+	_, err := unix.Open(join(dir, "l"), unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0644)
 	wantErr(t, err, unix.ELOOP, "O_CREAT|O_NOFOLLOW on a symlink")
 }
 

@@ -166,7 +166,7 @@ func testSymlink(t *testing.T, dir string) {
 	wantErr(t, unix.Symlink("x", l), unix.EEXIST, "symlink over existing")
 	wantErr(t, unix.Symlink("", join(dir, "empty")), unix.ENOENT, "symlink with empty target")
 	// O_NOFOLLOW on a symlink: ELOOP; O_PATH|O_NOFOLLOW opens the link.
-	_, err = unix.Open(l, unix.O_RDONLY|unix.O_NOFOLLOW, 0)
+	_, err = unix.Open(l, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	wantErr(t, err, unix.ELOOP, "O_NOFOLLOW on symlink")
 	fd := open(t, l, unix.O_PATH|unix.O_NOFOLLOW, 0)
 	if st := fstat(t, fd); st.Ino != ls.Ino {
@@ -187,7 +187,7 @@ func testSymlinkDangling(t *testing.T, dir string) {
 	if ls := lstat(t, l); ls.Mode&unix.S_IFMT != unix.S_IFLNK || ls.Size != 7 {
 		t.Fatalf("lstat dangling: mode %o size %d", ls.Mode, ls.Size)
 	}
-	_, err := unix.Open(l, unix.O_RDONLY, 0)
+	_, err := unix.Open(l, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	wantErr(t, err, unix.ENOENT, "open dangling")
 	// Creating the target makes the link resolve.
 	writeFile(t, join(dir, "missing"), []byte("now"), 0644)
@@ -199,7 +199,7 @@ func testSymlinkLoop(t *testing.T, dir string) {
 	ok(t, unix.Symlink("a", join(dir, "b")), "symlink b")
 	var st unix.Stat_t
 	wantErr(t, unix.Stat(join(dir, "a"), &st), unix.ELOOP, "stat loop")
-	_, err := unix.Open(join(dir, "a"), unix.O_RDONLY, 0)
+	_, err := unix.Open(join(dir, "a"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	wantErr(t, err, unix.ELOOP, "open loop")
 	ok(t, unix.Symlink("self", join(dir, "self")), "symlink self")
 	wantErr(t, unix.Stat(join(dir, "self"), &st), unix.ELOOP, "stat self loop")
@@ -256,7 +256,7 @@ func testSymlinkRelative(t *testing.T, dir string) {
 // with its data, unless it was opened with O_EXCL (ENOENT); O_TMPFILE on a
 // file is ENOTDIR.
 func testTmpfile(t *testing.T, dir string) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR, 0o640)
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o640)
 	if err == unix.EOPNOTSUPP || err == unix.EISDIR {
 		t.Skipf("O_TMPFILE: %v", err)
 	}
@@ -281,7 +281,7 @@ func testTmpfile(t *testing.T, dir string) {
 	}
 	wantContent(t, join(dir, "named"), data)
 
-	excl, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_EXCL, 0o600)
+	excl, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	ok(t, err, "open O_TMPFILE|O_EXCL")
 	defer unix.Close(excl)
 	pwrite(t, excl, []byte("never named"), 0)
@@ -289,7 +289,7 @@ func testTmpfile(t *testing.T, dir string) {
 		unix.AT_SYMLINK_FOLLOW), unix.ENOENT, "linkat O_EXCL tmpfile")
 
 	// One that is closed without a name disappears.
-	gone, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY, 0o600)
+	gone, err := unix.Open(dir, unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	ok(t, err, "open O_TMPFILE")
 	pwrite(t, gone, data, 0)
 	ok(t, unix.Close(gone), "close")
@@ -297,7 +297,7 @@ func testTmpfile(t *testing.T, dir string) {
 		t.Fatalf("directory lists %v (%v), want only named", names, err)
 	}
 
-	_, err = unix.Open(join(dir, "named"), unix.O_TMPFILE|unix.O_RDWR, 0o600)
+	_, err = unix.Open(join(dir, "named"), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	wantErr(t, err, unix.ENOTDIR, "O_TMPFILE on a file")
 }
 
@@ -307,7 +307,7 @@ func testTmpfile(t *testing.T, dir string) {
 // The file's pages are dropped (FADV_DONTNEED) before each check, so the
 // data is read back from the file system.
 func testTmpfileAppend(t *testing.T, dir string) {
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_APPEND, 0o640)
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_APPEND|unix.O_CLOEXEC, 0o640)
 	if err == unix.EOPNOTSUPP || err == unix.EISDIR {
 		t.Skipf("O_TMPFILE: %v", err)
 	}

@@ -107,7 +107,7 @@ func (o Op) ApplyAt(dirfd int) error {
 			flags |= unix.O_APPEND
 		}
 		var fd int
-		fd, err = unix.Openat(dirfd, p, flags, 0)
+		fd, err = unix.Openat(dirfd, p, flags|unix.O_CLOEXEC, 0)
 		if err != nil {
 			break
 		}
