@@ -496,7 +496,7 @@ func testReadWriteLarge(t *testing.T, dir string) {
 func testSharedOffsetDup(t *testing.T, dir string) {
 	p := join(dir, "f")
 	fd := open(t, p, unix.O_CREAT|unix.O_RDWR, 0644)
-	fd2, err := unix.Dup(fd)
+	fd2, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) // dup(2), close-on-exec
 	ok(t, err, "dup")
 	defer unix.Close(fd2)
 	_, err = unix.Write(fd, []byte("ab"))
