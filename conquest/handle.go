@@ -16,6 +16,7 @@ type volatile struct {
 	refs    map[Ino]uint64
 	opens   map[Ino]uint32
 	writers map[Ino]uint32 // handles open for writing (O_WRONLY, O_RDWR), by inode
+	rdwr    map[Ino]uint32 // handles open O_RDWR (which a shared writable mapping needs), by inode
 	handles map[Handle]*openFile
 	dirty   map[Ino]bool // disk files to flush and trim at the last close
 	next    Handle
@@ -40,6 +41,7 @@ func (v *volatile) init() {
 	v.refs = make(map[Ino]uint64)
 	v.opens = make(map[Ino]uint32)
 	v.writers = make(map[Ino]uint32)
+	v.rdwr = make(map[Ino]uint32)
 	v.handles = make(map[Handle]*openFile)
 	v.dirty = make(map[Ino]bool)
 	v.unlinked = make(map[Ino]bool)
@@ -70,6 +72,9 @@ func (v *volatile) open(ino Ino, flags uint32, dir bool) Handle {
 	delete(v.forgetDue, ino) // open again (through /proc/PID/fd)
 	if !dir && flags&O_ACCMODE != 0 {
 		v.writers[ino]++
+	}
+	if !dir && flags&O_ACCMODE == O_RDWR {
+		v.rdwr[ino]++
 	}
 	return h
 }
@@ -183,6 +188,13 @@ func (v *volatile) release(ino Ino, h Handle) (_ Ino, unused, flush bool, ra *di
 			v.writers[ino]--
 		}
 	}
+	if !f.dir && f.flags&O_ACCMODE == O_RDWR {
+		if v.rdwr[ino] <= 1 {
+			delete(v.rdwr, ino)
+		} else {
+			v.rdwr[ino]--
+		}
+	}
 	if v.opens[ino] <= 1 {
 		delete(v.opens, ino)
 		flush = v.dirty[ino]
@@ -215,6 +227,20 @@ func (fs *FS) OpenForWrite(ino Ino, except Handle) bool {
 		n--
 	}
 	return n > 0
+}
+
+// OpenReadWrite reports whether ino has a handle open for reading and
+// writing (O_RDWR). Only through such a handle can a process map the file
+// shared and writable (mmap wants read access), and only such a mapping
+// holds data in the kernel's page cache that the core has not seen, in
+// write-through mode: a write(2) reaches the core before it returns. The
+// mapping keeps its handle open until it is unmapped, and the unmap writes
+// the dirty pages back before the handle's release reaches the core.
+func (fs *FS) OpenReadWrite(ino Ino) bool {
+	v := &fs.vol
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.rdwr[ino] > 0
 }
 
 // ForgetDue reports whether the last handle of an unlinked inode that the

@@ -24,13 +24,15 @@ import (
 // In write-through mode a write(2) reaches the core before it returns, but
 // a store through a shared mapping reaches it only when the page is
 // written back: at msync, fsync, munmap or the kernel's writeback, all
-// while the file is open for writing (the mapping keeps it open). So while
-// any handle of the file is open for writing the answer is the kernel's
-// own fallback (the whole file is data, the only hole is at its end),
-// which a dirty page in a hole cannot make wrong; once no writer is left
-// it is exact. With the writeback cache, where the kernel holds write(2)'s
-// data too, LSEEK is answered ENOSYS: the kernel then stops sending it and
-// answers with that fallback itself.
+// while the file is open (the mapping keeps its handle open), and open
+// O_RDWR, which a shared writable mapping needs (mmap wants read access).
+// So while any handle of the file is open O_RDWR the answer is the
+// kernel's own fallback (the whole file is data, the only hole is at its
+// end), which a dirty page in a hole cannot make wrong; otherwise, also
+// beside writers that opened it O_WRONLY, it is exact (until session 46
+// every writer made the fallback). With the writeback cache, where the
+// kernel holds write(2)'s data too, LSEEK is answered ENOSYS: the kernel
+// then stops sending it and answers with that fallback itself.
 
 const (
 	opcodeLseek = 46 // FUSE_LSEEK
@@ -64,7 +66,7 @@ func (s *Server) lseek(r *fuse.UnrecognizedRequest) {
 	}
 	node := ino(r.Node)
 	seek := s.fs.Seek
-	if s.fs.OpenForWrite(node, 0) {
+	if s.fs.OpenReadWrite(node) {
 		seek = s.seekFallback
 	}
 	pos, err := seek(node, in.offset, int(in.whence))

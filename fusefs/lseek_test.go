@@ -54,8 +54,9 @@ func covers(segs [][2]int64, at ...int64) bool {
 // TestLseekDataHole: SEEK_DATA and SEEK_HOLE through the mount (FUSE_LSEEK,
 // which bazil does not parse). In write-through mode a sparse large file
 // and a sparse arena file show their holes, fallocated space shows as a
-// hole, and offsets at or past the end are ENXIO. While the file is mapped
-// for writing, a store into a hole that the daemon has not seen yet is
+// hole, and offsets at or past the end are ENXIO. A writer that opened
+// the file O_WRONLY leaves the answers exact; one that opened it O_RDWR
+// makes them the fallback. While the file is mapped for writing, a store into a hole that the daemon has not seen yet is
 // never hidden in a hole (the answer is the whole file); once unmapped and
 // closed, the answer is exact again. With the writeback cache the kernel's
 // own fallback answers (the whole file is data), which covers data it has
@@ -161,6 +162,42 @@ func testLseek(t *testing.T, m *mounttest.Mounted, exact bool) {
 		if exact && (len(segs) != 1 || segs[0][0] > 2*mib || segs[0][1] > 2*mib+mib || segs[0][0] < mib) {
 			t.Fatalf("falloc: data %v, want only the written block (fallocated space is a hole)", segs)
 		}
+
+		// A writer that opened the file O_WRONLY cannot map it: the answer
+		// stays exact while it is open (until session 46 every writer made
+		// it the fallback). A handle open O_RDWR, which could map it,
+		// makes it the fallback.
+		wo, err := unix.Open(p("wo"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		must(t, err)
+		woOpen := true
+		t.Cleanup(func() { // after a failure, so that the mount can go
+			if woOpen {
+				unix.Close(wo)
+			}
+		})
+		must(t, unix.Ftruncate(wo, 12*mib))
+		for _, off := range []int64{0, 9 * mib} {
+			if _, err := unix.Pwrite(wo, []byte("w"), off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fd = open("wo")
+		segs = dataSegments(t, fd, 12*mib)
+		if !covers(segs, 0, 9*mib) {
+			t.Fatalf("wo: data %v hides written bytes", segs)
+		}
+		if exact && (len(segs) != 2 || segs[0][0] != 0 || segs[1][0] != 9*mib) {
+			t.Fatalf("wo, beside an O_WRONLY writer: data %v, want two runs at 0 and 9 MiB", segs)
+		}
+		rw, err := unix.Open(p("wo"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+		must(t, err)
+		segs = dataSegments(t, fd, 12*mib)
+		must(t, unix.Close(rw))
+		if len(segs) != 1 || segs[0] != [2]int64{0, 12 * mib} {
+			t.Fatalf("wo, open O_RDWR: data %v, want the whole file (the fallback)", segs)
+		}
+		woOpen = false
+		must(t, unix.Close(wo))
 
 		// A store through a shared mapping into a hole, not yet written
 		// back: never in a hole.
