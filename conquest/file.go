@@ -291,6 +291,11 @@ func (fs *FS) setSizeLocked(tx *pram.Tx, in inode, size uint64) (more bool, err 
 		return false, ErrFileTooBig
 	}
 	if size == old {
+		if in.onDisk() && in.u64(iKeepEnd) > size {
+			// A truncate to the same size frees what KEEP_SIZE reserved
+			// past the end, as on ext4 (a grow keeps it: diskSetSize).
+			return fs.diskSetSize(tx, in, size)
+		}
 		return false, nil
 	}
 	if size > old && fs.moveNow(in, size) {

@@ -469,8 +469,14 @@ func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err er
 	seg := in.seg()
 	old := fs.fileSize(in)
 	// A truncate frees the blocks fallocate(KEEP_SIZE) reserved past the
-	// end, as on ext4.
-	in.set64(tx, iKeepEnd, 0)
+	// new end, as on ext4, unless it grows the file (ext4_setattr cuts
+	// blocks past the end only when the size does not grow): then what
+	// lies past the new end stays reserved (up to iKeepEnd; to keepTo, in
+	// whole blocks), and what it brings inside the file stays too.
+	if size <= old || in.u64(iKeepEnd) <= size {
+		in.set64(tx, iKeepEnd, 0)
+	}
+	keepTo := fs.keepTo(in, size)
 	held, err := fs.ds.DiskBytes(seg)
 	if err != nil {
 		return false, err
@@ -485,7 +491,7 @@ func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err er
 		return false, err
 	}
 	end := max(uint64(mapped), fs.roundUp(old))
-	if held > fs.diskStepBytes() && end > fs.roundUp(size)+fs.diskStepBytes() {
+	if held > fs.diskStepBytes() && end > fs.roundUp(keepTo)+fs.diskStepBytes() {
 		if size > in.size() {
 			// Gathered bytes below size must be on disk before the
 			// arena's size covers them.
@@ -507,7 +513,7 @@ func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err er
 			}
 		}
 	}
-	if err := fs.diskTruncate(tx, seg, old, size); err != nil {
+	if err := fs.diskTruncate(tx, seg, old, keepTo); err != nil {
 		return false, err
 	}
 	if size > in.size() {
@@ -530,7 +536,8 @@ func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err er
 // Preconditions: fs.mu held exclusively; in is on disk with iDiskCur set.
 func (fs *FS) diskShrinkStep(tx *pram.Tx, in inode) (more bool, err error) {
 	seg, size := in.seg(), in.size()
-	cur, floor := in.u64(iDiskCur), fs.roundUp(size)
+	keepTo := fs.keepTo(in, size)
+	cur, floor := in.u64(iDiskCur), fs.roundUp(keepTo)
 	if cur > floor+fs.diskStepBytes() {
 		next := cur - fs.diskStepBytes()
 		if err := fs.diskTruncate(tx, seg, cur, next); err != nil {
@@ -540,7 +547,7 @@ func (fs *FS) diskShrinkStep(tx *pram.Tx, in inode) (more bool, err error) {
 		return true, nil
 	}
 	in.set64(tx, iDiskCur, 0)
-	if diskstore.ToArena(int64(size), fs.threshold) {
+	if keepTo == size && diskstore.ToArena(int64(size), fs.threshold) {
 		if held, err := fs.ds.DiskBytes(seg); err == nil && held <= fs.diskStepBytes() {
 			ok, err := fs.toArenaLocked(tx, in, size)
 			if err != nil || ok {
@@ -548,7 +555,18 @@ func (fs *FS) diskShrinkStep(tx *pram.Tx, in inode) (more bool, err error) {
 			}
 		}
 	}
-	return false, fs.diskTruncate(tx, seg, cur, size)
+	return false, fs.diskTruncate(tx, seg, cur, keepTo)
+}
+
+// keepTo is how far a disk file of size keeps its blocks at a truncate:
+// to size, or past it to the end of the block holding iKeepEnd when
+// fallocate(KEEP_SIZE) reserved further (a truncate that grew the file
+// kept that: diskSetSize).
+func (fs *FS) keepTo(in inode, size uint64) uint64 {
+	if keep := in.u64(iKeepEnd); keep > size {
+		return fs.roundUp(keep)
+	}
+	return size
 }
 
 // diskTruncate cuts or extends the disk data of segment list seg from old to

@@ -52,18 +52,19 @@ type FS struct {
 	customClock bool
 
 	// The large-file path (file_disk.go); ds is nil without a disk.
-	ds        *diskstore.Store // immutable after Open
-	diskPath  string
-	threshold uint64
-	lsize     map[Ino]uint64   // disk files' sizes above the published iSize (mu)
-	lsizeUndo []lsizeChange    // changes to lsize in the open Tx (mu held exclusively)
-	spills    uint64           // files sent to the disk by spill since Open (mu held exclusively)
-	moving    map[Ino]struct{} // arena files above the threshold queued for the disk commit (move.go; mu)
-	moveHeld  map[Ino]struct{} // files whose move at a write overflowed the journal: they wait for the commit (move.go; mu)
-	moveErr   string           // the last error of a move logged (move.go; mu held exclusively)
-	moveWait  int              // ticks the disk commit waits before moving again after a failed batch (move.go; mu)
-	adopting  bool             // a batch's move is in its transaction: update starts no batch (moveForSpace; mu)
-	moveAll   bool             // moveForSpace's batches move files unlinked while open too (moveCandidate; mu)
+	ds           *diskstore.Store // immutable after Open
+	diskPath     string
+	threshold    uint64
+	lsize        map[Ino]uint64   // disk files' sizes above the published iSize (mu)
+	lsizeUndo    []lsizeChange    // changes to lsize in the open Tx (mu held exclusively)
+	spills       uint64           // files sent to the disk by spill since Open (mu held exclusively)
+	moving       map[Ino]struct{} // arena files above the threshold queued for the disk commit (move.go; mu)
+	moveHeld     map[Ino]struct{} // files whose move at a write overflowed the journal: they wait for the commit (move.go; mu)
+	moveErr      string           // the last error of a move logged (move.go; mu held exclusively)
+	moveWait     int              // ticks the disk commit waits before moving again after a failed batch (move.go; mu)
+	adopting     bool             // a batch's move is in its transaction: update starts no batch (moveForSpace; mu)
+	recordsRetry bool             // update is retrying with unsynced records on the heap's reserve (updateRecordsFromReserve; mu)
+	moveAll      bool             // moveForSpace's batches move files unlinked while open too (moveCandidate; mu)
 	// moveFound holds arena files above the threshold that an open found
 	// unqueued (a crash forgets the queue); the next batch queues them
 	// (move.go). Its mutex is a leaf, taken under FS.mu (shared or not).
@@ -490,6 +491,30 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) error {
 	}
 	if errors.Is(err, ErrNoSpace) && fs.ds != nil && fs.moveForSpace() {
 		err = fs.updateHeld(fn)
+	}
+	if errors.Is(err, ErrNoSpace) && fs.ds != nil && !fs.recordsRetry {
+		err = fs.updateRecordsFromReserve(fn)
+	}
+	return err
+}
+
+// updateRecordsFromReserve runs fn once more with the disk's unsynced
+// records allowed to take the arena heap's free reserve, and then, if it
+// succeeded, syncs the disk, whose tidy frees those records and so fills
+// the reserve again. A write into disk blocks that fallocate reserved
+// needs arena memory for nothing else (diskstore.SetRecordsFromReserve),
+// so with a full arena it goes on, as on ext4, at the price of a device
+// sync per such write. Any other operation that found no space fails
+// again as before.
+// Preconditions: fs.mu held exclusively, no Tx open.
+func (fs *FS) updateRecordsFromReserve(fn func(tx *pram.Tx) error) error {
+	fs.recordsRetry = true // the sync below must not come back here
+	defer func() { fs.recordsRetry = false }()
+	fs.ds.SetRecordsFromReserve(true)
+	err := fs.updateHeld(fn)
+	fs.ds.SetRecordsFromReserve(false)
+	if err == nil && fs.ds.SyncPending() {
+		fs.syncWrittenLocked() // a failure is logged: the records wait for the next sync
 	}
 	return err
 }

@@ -67,6 +67,11 @@ func (s *Store) Allocate(tx *pram.Tx, seg pram.Off, off, n int64) error {
 	bs := s.bs
 	fb, end := uint64(off)/bs, (uint64(off+n)+bs-1)/bs
 	s.forgetPrealloc(seg, fb, end) // what it reserves stays reserved
+	// Room for the checksums of what it reserves: a write there must not
+	// need arena memory either (reserveSums).
+	if err := s.reserveSums(tx, seg, fb, end); err != nil {
+		return err
+	}
 	for fb < end {
 		sp, err := s.lookup(seg, fb)
 		if err != nil {

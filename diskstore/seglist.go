@@ -512,6 +512,58 @@ func (s *Store) putSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64, che
 	return nil
 }
 
+// reserveSums makes room in seg's checksum pages for file blocks
+// [fb, end) without changing any checksum, so that writing those blocks
+// later takes no arena memory for their checksums: fallocate's promise
+// (Allocate) that a write into what it reserved does not fail for want of
+// space holds with a full arena too. Pages hold zeros where nothing was
+// written; check words do not change (a zero contributes no term).
+func (s *Store) reserveSums(tx *pram.Tx, seg pram.Off, fb, end uint64) error {
+	l := s.sums(seg)
+	for fb < end {
+		base := fb &^ (sumsPerPage - 1)
+		need := min(end-base, sumsPerPage)
+		fb = base + sumsPerPage
+		c, ok, err := l.seekLE(base)
+		if err != nil {
+			return err
+		}
+		var p sumPage
+		if ok {
+			if p, err = s.sumPageAt(l, c); err != nil {
+				return err
+			}
+			ok = p.base == base
+		}
+		switch {
+		case !ok:
+			pg, pcap, err := s.newSumPage(tx, need, 0, 0)
+			if err != nil {
+				return err
+			}
+			err = l.insert(tx, sumPage{base, pg, pcap, 0}.rec())
+			if errors.Is(err, errListFull) {
+				err = fmt.Errorf("%w: file too large for its checksum list", ErrFileTooBig)
+			}
+			if err != nil {
+				return err
+			}
+		case need > p.cap:
+			pg, pcap, err := s.newSumPage(tx, need, p.page, p.cap)
+			if err != nil {
+				return err
+			}
+			if err := l.set(tx, c, sumPage{base, pg, pcap, p.chk}.rec()); err != nil {
+				return err
+			}
+			if err := s.h.Free(tx, p.page); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // newSumPage allocates a zeroed checksum page holding at least need
 // entries, copying the old page's cap entries (if any) into it.
 func (s *Store) newSumPage(tx *pram.Tx, need uint64, old pram.Off, oldCap uint64) (pram.Off, uint64, error) {

@@ -155,14 +155,36 @@ func (s *Store) noteUnsynced(tx *pram.Tx, seg pram.Off, fb uint64, p *blk) (bool
 	if found { // stale: the block was synced since
 		return p.cow, l.set(tx, c, ne.rec())
 	}
-	if err := s.registerUnsynced(tx, seg); err != nil {
-		return false, err
-	}
-	err = l.insert(tx, ne.rec())
+	err = s.recordAlloc(func() error {
+		if err := s.registerUnsynced(tx, seg); err != nil {
+			return err
+		}
+		return l.insert(tx, ne.rec())
+	})
 	if errors.Is(err, errListFull) {
 		err = fmt.Errorf("%w: inode %d: too many unsynced blocks", ErrFileTooBig, s.owner(seg))
 	}
 	return p.cow, err
+}
+
+// SetRecordsFromReserve lets the unsynced records that writes make take the
+// arena heap's free reserve (alloc.UsingReserve), or stops it. The records
+// are the only arena memory a write into blocks already mapped (what
+// fallocate reserved: Allocate makes room for their checksums) takes, and
+// they last only until the next device sync, whose tidy frees them: with
+// the arena full, such a write can then go on, as fallocate promised, if
+// its caller syncs right after it so that the reserve fills again (the
+// core's retry of an operation that found no space). Callers hold the
+// core's lock exclusively.
+func (s *Store) SetRecordsFromReserve(on bool) { s.recordsReserve = on }
+
+// recordAlloc runs f, which inserts unsynced records, on the heap's free
+// reserve when SetRecordsFromReserve allows it.
+func (s *Store) recordAlloc(f func() error) error {
+	if s.recordsReserve {
+		return s.h.UsingReserve(f)
+	}
+	return f()
 }
 
 // registerUnsynced puts seg on the list of files with unsynced records.
