@@ -349,10 +349,12 @@ func TestNoFlush(t *testing.T) {
 	})
 }
 
-// A file larger than one READ keeps its pages when atime is due: only its
-// first page is dropped at open, so a read from the start reaches the core
-// (atime catches up with mtime) and the rest comes from the page cache. The
-// data read is the data written, also after a rewrite in the middle.
+// A large file keeps its pages when atime is due: only its first page is
+// dropped at open, so a read from the start reaches the core (atime catches
+// up with mtime) and the rest comes from the page cache. A file of at most
+// 1 MiB drops them all (since session 46: a first read anywhere in it
+// updates atime, as on ext4). The data read is the data written, also
+// after a rewrite in the middle.
 func TestAtimeLargeFileKeepsCache(t *testing.T) {
 	forEachCacheMode(t, fusefs.Options{}, func(t *testing.T, m *mounttest.Mounted) {
 		for _, size := range []int{512 << 10, 3 << 20} { // in the arena, on disk
@@ -390,7 +392,7 @@ func TestAtimeLargeFileKeepsCache(t *testing.T) {
 			// kept one one or two, and now and then a few more under load
 			// (seen once in about 17 runs beside another test package: 3
 			// for 3 MiB), so the bound is a quarter of the dropped count.
-			if limit := max(2, size/(512<<10)); n > uint64(limit) {
+			if limit := max(2, size/(512<<10)); size > 1<<20 && n > uint64(limit) {
 				t.Errorf("size %d: read with atime due sent %d READs, more than %d: the page cache was dropped", size, n, limit)
 			}
 			st = stat(t, p)

@@ -27,7 +27,8 @@
 //     attribute lifetimes, negative lookups cached as node-id-0 entries,
 //     KeepCache on open, except that when a read would update atime
 //     (FS.KeepCache false: the first read after a change must reach the
-//     core) the file drops only its first page (file.go, atimeCache),
+//     core) a file of up to 1 MiB drops its cached pages, a larger one
+//     only its first page (file.go, atimeCache),
 //     readahead (raised to 1 MiB
 //     through the mount's bdi, bdi.go) and async reads, HANDLE_KILLPRIV_V2, and invalidation of the attributes the
 //     kernel cannot know changed (see invalidate notes in file.go). The
