@@ -186,6 +186,12 @@ func (s *Server) write(r *fuse.WriteRequest) {
 	// only an error (at the next fsync), so the part not written would be
 	// lost silently. Those get the error.
 	if err != nil && (n == 0 || r.Flags&fuse.WriteCache != 0) {
+		if r.Flags&fuse.WriteCache != 0 {
+			off, length := r.Offset, int64(len(r.Data))
+			s.respondError(r, err)
+			go s.dropUnstored(node, off, length)
+			return
+		}
 		s.respondError(r, err)
 		return
 	}
@@ -203,6 +209,24 @@ func (s *Server) write(r *fuse.WriteRequest) {
 		s.invalidateAttr(node)
 	}
 	r.Respond(&fuse.WriteResponse{Size: n})
+}
+
+// dropUnstored invalidates the kernel's cached pages of node in [off,
+// off+length), which a write of cached pages (a store through a shared
+// mapping, or the writeback cache) failed to store (ENOSPC, EIO). The
+// kernel marks such pages clean and keeps them, so reads went on returning
+// bytes the file system never stored until the pages were evicted, and
+// after a remount the file read otherwise (an outside review, session 46:
+// msync said ENOSPC, later reads showed the stores). Dropped, they are read
+// back as the file holds them; the writer learns of the loss from msync or
+// fsync, as before. It runs after the reply: the pages stay locked for
+// writeback until then, and invalidation waits for them.
+func (s *Server) dropUnstored(node conquest.Ino, off, length int64) {
+	start := off &^ (pageSize - 1)
+	end := (off + length + pageSize - 1) &^ (pageSize - 1)
+	if err := s.conn.InvalidateNode(fuse.NodeID(node), start, end-start); err != nil && err != fuse.ErrNotCached {
+		s.opt.Logf("fusefs: dropping the cached pages of inode %d that a failed write did not store: %v", node, err)
+	}
 }
 
 func (s *Server) fsync(r *fuse.FsyncRequest) {
