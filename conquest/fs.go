@@ -510,9 +510,11 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) error {
 func (fs *FS) updateRecordsFromReserve(fn func(tx *pram.Tx) error) error {
 	fs.recordsRetry = true // the sync below must not come back here
 	defer func() { fs.recordsRetry = false }()
-	fs.ds.SetRecordsFromReserve(true)
-	err := fs.updateHeld(fn)
-	fs.ds.SetRecordsFromReserve(false)
+	err := func() error {
+		fs.ds.SetRecordsFromReserve(true)
+		defer fs.ds.SetRecordsFromReserve(false) // also past a crash test's panic
+		return fs.updateHeld(fn)
+	}()
 	if err == nil && fs.ds.SyncPending() {
 		fs.syncWrittenLocked() // a failure is logged: the records wait for the next sync
 	}
