@@ -212,7 +212,19 @@ func TestNoSpace(t *testing.T) {
 	if st.FreePages != ReservePages(st.Pages) || st.ReservePages == 0 || st.AvailBytes != 0 {
 		t.Fatalf("heap full for ordinary allocations but %+v", st)
 	}
-	// Only frees may take the reserve, and they can take all of it.
+	// Rewrites (UsingHalfReserve) may take half of it, never more.
+	var half int
+	_ = h.UsingHalfReserve(func() error {
+		for _, n := range []uint64{64 << 10, 4096, 16} {
+			half += fill(n)
+		}
+		return nil
+	})
+	r := ReservePages(st.Pages)
+	if st := h.Stats(); half == 0 || st.FreePages != r-r/2 {
+		t.Fatalf("after %d allocations on half the reserve of %d pages: %+v", half, r, st)
+	}
+	// Only frees may take the rest of the reserve, and they can take all of it.
 	var extra int
 	_ = h.UsingReserve(func() error {
 		for _, n := range []uint64{64 << 10, 4096, 16} {

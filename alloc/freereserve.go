@@ -34,15 +34,33 @@ func (h *Heap) UsingReserve(f func() error) error {
 	return f()
 }
 
+// UsingHalfReserve runs f with allocations allowed to take half of the
+// reserved pages, never the other half: for growth that rewriting data
+// already stored cannot avoid and that is not given back by a free (a
+// large file's copy-on-write overwrite cutting its extents in pieces), so
+// that a full heap can still rewrite a while, and can always still free.
+// Inside UsingReserve the whole reserve stays allowed.
+// Preconditions: the caller holds the writer's lock (as for Alloc).
+func (h *Heap) UsingHalfReserve(f func() error) error {
+	h.halfReserve++
+	defer func() { h.halfReserve-- }()
+	return f()
+}
+
 // checkReserve refuses an ordinary request for n pages that would leave fewer
-// than the reserve free. free is the op's view of the free pages below top.
+// than the reserve free (half of it inside UsingHalfReserve). free is the
+// op's view of the free pages below top.
 func (o *op) checkReserve(n uint64) error {
 	h := o.h
 	if h.useReserve > 0 {
 		return nil
 	}
 	free := uint64(int64(h.a.U64(h.g.hdr+hdrFreePages))+o.dFree) + h.g.npages - min(o.top, h.g.npages)
-	if r := ReservePages(h.g.npages); free < n+r {
+	r := ReservePages(h.g.npages)
+	if h.halfReserve > 0 {
+		r -= r / 2
+	}
+	if free < n+r {
 		return fmt.Errorf("%w: %d pages free, %d kept for frees, %d wanted", ErrNoSpace, free, r, n)
 	}
 	return nil

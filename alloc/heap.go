@@ -32,6 +32,9 @@ type Heap struct {
 	// useReserve > 0 lets allocations take the pages kept for frees
 	// (freereserve.go); guarded by the writer's lock.
 	useReserve int
+	// halfReserve > 0 lets them take half of those pages
+	// (UsingHalfReserve); guarded likewise.
+	halfReserve int
 }
 
 // Stats summarizes the heap. TotalBytes = FreeBytes + UsedBytes + SlackBytes.

@@ -63,7 +63,7 @@ type FS struct {
 	moveErr      string           // the last error of a move logged (move.go; mu held exclusively)
 	moveWait     int              // ticks the disk commit waits before moving again after a failed batch (move.go; mu)
 	adopting     bool             // a batch's move is in its transaction: update starts no batch (moveForSpace; mu)
-	recordsRetry bool             // update is retrying with unsynced records on the heap's reserve (updateRecordsFromReserve; mu)
+	recordsRetry bool             // update is retrying with writes allowed on the heap's reserve (updateRecordsFromReserve; mu)
 	moveAll      bool             // moveForSpace's batches move files unlinked while open too (moveCandidate; mu)
 	// moveFound holds arena files above the threshold that an open found
 	// unqueued (a crash forgets the queue); the next batch queues them
@@ -498,21 +498,22 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) error {
 	return err
 }
 
-// updateRecordsFromReserve runs fn once more with the disk's unsynced
-// records allowed to take the arena heap's free reserve, and then, if it
-// succeeded, syncs the disk, whose tidy frees those records and so fills
-// the reserve again. A write into disk blocks that fallocate reserved
-// needs arena memory for nothing else (diskstore.SetRecordsFromReserve),
-// so with a full arena it goes on, as on ext4, at the price of a device
-// sync per such write. Any other operation that found no space fails
-// again as before.
+// updateRecordsFromReserve runs fn once more with writes over disk blocks
+// already mapped allowed to draw on the arena heap's free reserve
+// (diskstore.SetUseReserve: their unsynced records and quarantine, which
+// the next disk sync frees, and half of it for what a copy-on-write adds
+// to the maps), and then, if it succeeded, syncs the disk, whose tidy
+// frees the transient part and so fills the reserve again. So with a full
+// arena a write into blocks fallocate reserved, or over data already
+// written, goes on, as on ext4, at the price of a device sync per such
+// write. Any other operation that found no space fails again as before.
 // Preconditions: fs.mu held exclusively, no Tx open.
 func (fs *FS) updateRecordsFromReserve(fn func(tx *pram.Tx) error) error {
 	fs.recordsRetry = true // the sync below must not come back here
 	defer func() { fs.recordsRetry = false }()
 	err := func() error {
-		fs.ds.SetRecordsFromReserve(true)
-		defer fs.ds.SetRecordsFromReserve(false) // also past a crash test's panic
+		fs.ds.SetUseReserve(true)
+		defer fs.ds.SetUseReserve(false) // also past a crash test's panic
 		return fs.updateHeld(fn)
 	}()
 	if err == nil && fs.ds.SyncPending() {

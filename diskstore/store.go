@@ -284,9 +284,9 @@ type Store struct {
 	fresh    map[Block]struct{}
 	freshGen uint64
 	forSpace bool // syncAllForSpace is tidying: free without holding (mu)
-	// recordsReserve: unsynced records may take the heap's free reserve
-	// (SetRecordsFromReserve); writers only.
-	recordsReserve bool
+	// useReserve: writes over mapped blocks may take the heap's free
+	// reserve (SetUseReserve); writers only.
+	useReserve bool
 	// ckptRetry: the caller of the operation in progress aborts, makes a
 	// checkpoint and retries on ErrSpaceHeld (SetCheckpointRetry).
 	ckptRetry atomic.Bool

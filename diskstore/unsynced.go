@@ -167,21 +167,25 @@ func (s *Store) noteUnsynced(tx *pram.Tx, seg pram.Off, fb uint64, p *blk) (bool
 	return p.cow, err
 }
 
-// SetRecordsFromReserve lets the unsynced records that writes make take the
-// arena heap's free reserve (alloc.UsingReserve), or stops it. The records
-// are the only arena memory a write into blocks already mapped (what
-// fallocate reserved: Allocate makes room for their checksums) takes, and
-// they last only until the next device sync, whose tidy frees them: with
-// the arena full, such a write can then go on, as fallocate promised, if
-// its caller syncs right after it so that the reserve fills again (the
-// core's retry of an operation that found no space). Callers hold the
-// core's lock exclusively.
-func (s *Store) SetRecordsFromReserve(on bool) { s.recordsReserve = on }
+// SetUseReserve lets writes draw on the arena heap's free reserve
+// (alloc.UsingReserve), or stops it, for what a write into blocks already
+// mapped needs arena memory for: the unsynced records of the blocks it
+// writes and the quarantine of the blocks it replaces, which last only
+// until the next device sync, whose tidy frees them (the whole reserve);
+// and the records a copy-on-write adds to the file's segment list and to
+// the free map, which stay (half of it: alloc.UsingHalfReserve). With the
+// arena full, a write into what fallocate reserved (Allocate makes room
+// for its checksums) or over data already written can then go on, as on
+// ext4, if its caller syncs right after it so that the reserve fills again
+// (the core's last retry of an operation that found no space). Writes
+// into holes gain nothing: their checksum pages and extents stay ordinary
+// allocations. Callers hold the core's lock exclusively.
+func (s *Store) SetUseReserve(on bool) { s.useReserve = on }
 
-// recordAlloc runs f, which inserts unsynced records, on the heap's free
-// reserve when SetRecordsFromReserve allows it.
+// recordAlloc runs f, which inserts unsynced records or quarantine, on the
+// heap's free reserve when SetUseReserve allows it.
 func (s *Store) recordAlloc(f func() error) error {
-	if s.recordsReserve {
+	if s.useReserve {
 		return s.h.UsingReserve(f)
 	}
 	return f()

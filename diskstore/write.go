@@ -320,6 +320,35 @@ func (s *Store) writeRuns(tx *pram.Tx, seg pram.Off, runs []run) error {
 
 // writeBlocks writes the parts of runs that fall in file blocks [fb0, fb1).
 func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []run) error {
+	if s.useReserve {
+		// A write over blocks already mapped may take half of the
+		// heap's reserve for what its copy-on-write adds (SetUseReserve).
+		mapped, err := s.allMapped(seg, fb0, fb1)
+		if err != nil {
+			return err
+		}
+		if mapped {
+			return s.h.UsingHalfReserve(func() error { return s.writeBlocksNow(tx, seg, fb0, fb1, runs) })
+		}
+	}
+	return s.writeBlocksNow(tx, seg, fb0, fb1, runs)
+}
+
+// allMapped reports whether every file block in [fb0, fb1) has a disk
+// block.
+func (s *Store) allMapped(seg pram.Off, fb0, fb1 uint64) (bool, error) {
+	for fb := fb0; fb < fb1; {
+		sp, err := s.lookup(seg, fb)
+		if err != nil || sp.disk == 0 {
+			return false, err
+		}
+		fb += min(sp.n, fb1-fb)
+	}
+	return true, nil
+}
+
+// writeBlocksNow is writeBlocks.
+func (s *Store) writeBlocksNow(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []run) error {
 	if fb1-fb0 == 1 {
 		if done, err := s.appendFast(tx, seg, fb0, runs); done || err != nil {
 			return err
@@ -564,7 +593,7 @@ func (s *Store) writeBlocks(tx *pram.Tx, seg pram.Off, fb0, fb1 uint64, runs []r
 		}
 	}
 	for _, x := range held {
-		if err := s.quarantineAdd(tx, x); err != nil {
+		if err := s.recordAlloc(func() error { return s.quarantineAdd(tx, x) }); err != nil {
 			return err
 		}
 	}

@@ -16,8 +16,9 @@ import (
 // disk succeed (they failed with ENOSPC once the arena was full: their
 // checksums and unsynced records needed arena memory), and a truncate
 // that grows the file keeps what KEEP_SIZE reserved past the new size, as
-// ext4 does (it freed it, and the write there failed). Contents survive a
-// remount.
+// ext4 does (it freed it, and the write there failed); and overwrites of
+// what was written then succeed too (copy-on-write needs arena memory).
+// Contents survive a remount.
 func TestFallocateOnFullFileSystemThroughMount(t *testing.T) {
 	cacheModes(t, func(t *testing.T, wb bool) {
 		dir := t.TempDir()
@@ -66,6 +67,19 @@ func TestFallocateOnFullFileSystemThroughMount(t *testing.T) {
 			step(fmt.Sprintf("write at %d into the reservation (%d small files filled the arena)", off, n), err)
 			want = append(want, piece...)
 		}
+		// Then overwrite what is written, here and there (copy-on-write:
+		// arena memory for the maps, on the heap's reserve).
+		for i := 0; i < 600; i++ {
+			off := int64((i*7919)%(7*mib/4096)) * 4096
+			piece := bytes.Repeat([]byte{byte(i)}, 4096)
+			_, err := unix.Pwrite(fd, piece, off)
+			if err == nil && i%50 == 49 {
+				err = unix.Fsync(fd)
+			}
+			step(fmt.Sprintf("overwrite %d at %d (%d small files filled the arena)", i, off, n), err)
+			copy(want[off:], piece)
+		}
+		step("fsync", unix.Fsync(fd))
 		closed = true
 		step("close", unix.Close(fd))
 		m.Remount()
