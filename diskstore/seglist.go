@@ -437,16 +437,9 @@ func (s *Store) putSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64, che
 				need = idx + uint64(i) + 1
 			}
 		}
-		c, ok, err := l.seekLE(base)
+		c, p, ok, err := s.sumPageOf(l, base)
 		if err != nil {
 			return err
-		}
-		var p sumPage
-		if ok {
-			if p, err = s.sumPageAt(l, c); err != nil {
-				return err
-			}
-			ok = p.base == base
 		}
 		// delta is what the written entries change in the check word.
 		delta := func(w uint64) uint64 {
@@ -512,6 +505,20 @@ func (s *Store) putSums(tx *pram.Tx, seg pram.Off, fb uint64, vals []uint64, che
 	return nil
 }
 
+// sumPageOf finds the checksum page of l whose entries start at file
+// block base: ok is false if there is none (c then points at the page
+// before, if any).
+func (s *Store) sumPageOf(l xlist, base uint64) (c xcur, p sumPage, ok bool, err error) {
+	c, ok, err = l.seekLE(base)
+	if err != nil || !ok {
+		return c, p, false, err
+	}
+	if p, err = s.sumPageAt(l, c); err != nil {
+		return c, p, false, err
+	}
+	return c, p, p.base == base, nil
+}
+
 // reserveSums makes room in seg's checksum pages for file blocks
 // [fb, end) without changing any checksum, so that writing those blocks
 // later takes no arena memory for their checksums: fallocate's promise
@@ -524,16 +531,9 @@ func (s *Store) reserveSums(tx *pram.Tx, seg pram.Off, fb, end uint64) error {
 		base := fb &^ (sumsPerPage - 1)
 		need := min(end-base, sumsPerPage)
 		fb = base + sumsPerPage
-		c, ok, err := l.seekLE(base)
+		c, p, ok, err := s.sumPageOf(l, base)
 		if err != nil {
 			return err
-		}
-		var p sumPage
-		if ok {
-			if p, err = s.sumPageAt(l, c); err != nil {
-				return err
-			}
-			ok = p.base == base
 		}
 		switch {
 		case !ok:
