@@ -57,17 +57,33 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 		// Nothing to set (ctime at most, with the writeback cache):
 		// chown(-1, -1), which marks ctime on ext4, or a removal of
 		// privileges (killpriv.go).
-		in = s.emptySetattr(r, in)
+		var err error
+		if in, err = s.emptySetattr(r, in); err != nil {
+			s.respondError(r, err)
+			return
+		}
 	}
 	const killOnTruncate = conquest.SetKillSUIDGID | conquest.SetSize
 	if in.Valid&(killOnTruncate|conquest.SetMode|conquest.SetUID|conquest.SetGID) == killOnTruncate {
 		// A truncate by a caller without CAP_FSETID: as for a write, an
 		// S_ISGID without group exec goes if the caller is not in the
 		// file's group (killpriv.go); the core clears the rest, in the
-		// same transaction. (A chown follows its own rule, the core's.)
+		// same transaction. (A chown: below.)
 		if a, err := s.fs.GetAttr(ino(r.Node)); err == nil && sgidKeptByCore(a.Mode) && !inGroup(&r.Header, a.Gid) {
 			in.Valid |= conquest.SetMode
 			in.Mode = a.Mode & 0o7777 &^ conquest.S_ISGID
+		}
+	}
+	if in.Valid&conquest.SetKillSUIDGID != 0 && in.Valid&(conquest.SetUID|conquest.SetGID) != 0 && in.Valid&conquest.SetMode == 0 {
+		// A chown (the kernel asks for the kill on every non-directory's):
+		// the core clears S_ISUID, and S_ISGID with group exec; an S_ISGID
+		// without group exec goes too when the caller is neither in the
+		// file's group (as it was) nor has CAP_FSETID, as on ext4 since
+		// Linux 6.2 (setattr_should_drop_sgid; until session 46 the core's
+		// rule alone applied, an outside review found).
+		if a, err := s.fs.GetAttr(ino(r.Node)); err == nil && sgidKeptByCore(a.Mode) && !callerHasCap(&r.Header, capFsetid) && !inGroup(&r.Header, a.Gid) {
+			in.Valid |= conquest.SetMode
+			in.Mode = a.Mode & 0o7777 &^ (conquest.S_ISUID | conquest.S_ISGID)
 		}
 	}
 	if s.opt.WritebackCache {

@@ -52,8 +52,10 @@ func procGroups(pid uint32) ([]uint32, bool) {
 
 // Capability bits in a capability set.
 const (
-	capFsetid   = 4
-	capSysAdmin = 21
+	capDacOverride = 1
+	capFowner      = 3
+	capFsetid      = 4
+	capSysAdmin    = 21
 )
 
 // callerIsAdmin reports whether the caller of h has CAP_SYS_ADMIN.

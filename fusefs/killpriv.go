@@ -117,23 +117,53 @@ func (s *Server) capJustRemoved(node conquest.Ino, h *fuse.Header) bool {
 // emptySetattr turns a SETATTR that sets nothing (in has at most SetCtime)
 // into what it asks for: a ctime change, and on a non-directory with
 // S_ISUID or S_ISGID the removal of privileges described above.
-func (s *Server) emptySetattr(r *fuse.SetattrRequest, in conquest.SetAttr) conquest.SetAttr {
+//
+// That removal is a mode change, which on ext4 only the owner (or
+// CAP_FOWNER) may make by chown(-1, -1): another caller gets EPERM, and
+// the bits stay. The removal before a fallocate is forced by the kernel
+// (ATTR_FORCE) for whoever may write. The SETATTR does not say which it
+// is, so a caller that is neither the owner nor capable and may not write
+// the file gets EPERM (until session 46 anyone who could reach the file
+// could clear its bits; found by an outside review); one that may write
+// has the bits cleared, which its chown(-1, -1) does not do on ext4 (it
+// could clear them by writing anyway).
+func (s *Server) emptySetattr(r *fuse.SetattrRequest, in conquest.SetAttr) (conquest.SetAttr, error) {
 	if in.Valid == 0 {
 		in.Valid = conquest.SetTouch // ext4 marks ctime for chown(-1, -1)
 	}
 	node := ino(r.Node)
 	a, err := s.fs.GetAttr(node)
 	if err != nil || a.Mode&conquest.S_IFMT == conquest.S_IFDIR || a.Mode&(conquest.S_ISUID|conquest.S_ISGID) == 0 {
-		return in
+		return in, nil
+	}
+	if r.Header.Uid != a.Uid && !callerHasCap(&r.Header, capFowner) && !mayWrite(&r.Header, a) {
+		return in, conquest.ErrPerm
 	}
 	capable := callerHasCap(&r.Header, capFsetid)
 	if capable && s.capJustRemoved(node, &r.Header) {
-		return in
+		return in, nil
 	}
 	in.Valid |= conquest.SetKillSUIDGID
 	if sgidKeptByCore(a.Mode) && !capable && !inGroup(&r.Header, a.Gid) {
 		in.Valid |= conquest.SetMode
 		in.Mode = a.Mode & 0o7777 &^ (conquest.S_ISUID | conquest.S_ISGID)
 	}
-	return in
+	return in, nil
+}
+
+// mayWrite reports whether the caller of h may write a file of attributes
+// a by its mode bits (the class the kernel's generic_permission picks: the
+// owner's, the group's, the others'), or overrides them (CAP_DAC_OVERRIDE).
+func mayWrite(h *fuse.Header, a conquest.Attr) bool {
+	switch {
+	case h.Uid == a.Uid:
+		return a.Mode&0o200 != 0
+	case inGroup(h, a.Gid):
+		if a.Mode&0o020 != 0 {
+			return true
+		}
+	case a.Mode&0o002 != 0:
+		return true
+	}
+	return callerHasCap(h, capDacOverride)
 }

@@ -23,6 +23,7 @@ var permTests = map[string]Test{
 	"PermSticky":        testPermSticky,
 	"PermKillPriv":      testPermKillPriv,
 	"PermKillPrivNoop":  testPermKillPrivNoop,
+	"PermKillPrivChown": testPermKillPrivChown,
 	"KillPrivCapOnly":   testKillPrivCapOnly,
 	"PermSetgidCreate":  testPermSetgidCreate,
 	"PermSetgidMember":  testPermSetgidMember,
@@ -466,6 +467,52 @@ func testPermKillPrivNoop(t *testing.T, dir string) {
 		}
 		if st := lstat(t, p); st.Mode&07777 != c.want {
 			t.Fatalf("%s of a %o file of group %d: mode %o, want %o", c.op, c.mode, c.gid, st.Mode&07777, c.want)
+		}
+	}
+}
+
+// testPermKillPrivChown: a chown(-1, -1) that would clear set-user-ID or
+// set-group-ID is a mode change, which only the owner may make: by another
+// user (without write access) it fails with EPERM and the bits stay, as on
+// ext4 (Conquest cleared them for anyone who could reach the file until
+// session 46). A fallocate by such a user who may write clears them (the
+// kernel forces that change). And a chown that changes the group clears an
+// S_ISGID without group exec when the caller is not in the file's group as
+// it was (Linux >= 6.2's setattr_should_drop_sgid), keeps it when it is.
+func testPermKillPrivChown(t *testing.T, dir string) {
+	asNobody(t, dir)
+	for _, c := range []struct {
+		op         string
+		uid, gid   int // the file's owner and group before
+		mode, want uint32
+		wantErr    error
+	}{
+		{"chown", 0, 0, 04755, 04755, unix.EPERM},
+		{"chown", 0, 0, 02745, 02745, unix.EPERM},
+		{"chown", 0, 0, 06711, 06711, unix.EPERM},
+		{"fallocate", 0, 0, 04777, 0777, nil},
+		{"chgrp", nobodyUID, 0, 02745, 0745, nil},
+		{"chgrp", nobodyUID, nobodyGID, 02745, 02745, nil},
+		{"chgrp", nobodyUID, 0, 04745, 0745, nil},
+	} {
+		p := join(dir, fmt.Sprintf("%s-%d-%d-%o", c.op, c.uid, c.gid, c.mode))
+		writeFile(t, p, []byte("data"), 0644)
+		ok(t, unix.Chown(p, c.uid, c.gid), "chown")
+		ok(t, unix.Chmod(p, c.mode), "chmod")
+		var err error
+		switch c.op {
+		case "chown":
+			err = nobodyDo(t, "chown", p, "-1", "-1")
+		case "chgrp":
+			err = nobodyDo(t, "chown", p, "-1", fmt.Sprint(nobodyGID))
+		case "fallocate":
+			err = nobodyDo(t, "fallocate", p, "0", "0", "8192")
+		}
+		if err != c.wantErr {
+			t.Fatalf("%s by nobody of a %o file of %d:%d: %v, want %v", c.op, c.mode, c.uid, c.gid, err, c.wantErr)
+		}
+		if st := lstat(t, p); st.Mode&07777 != c.want {
+			t.Fatalf("%s by nobody of a %o file of %d:%d: mode %o, want %o", c.op, c.mode, c.uid, c.gid, st.Mode&07777, c.want)
 		}
 	}
 }
