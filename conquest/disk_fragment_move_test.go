@@ -1,6 +1,7 @@
 package conquest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
@@ -133,5 +134,41 @@ func TestMoveTooLargeForJournalStaysInArena(t *testing.T) {
 	wantContent(t, fs, "/m", data)
 	if isLarge(t, fs, at.Ino) || !env.logged("a move to the disk overflowed the journal") || env.logged("operation aborted") || env.logged("too large for the journal") {
 		t.Fatalf("after the commit: on disk %v; log %q", isLarge(t, fs, at.Ino), env.logs)
+	}
+}
+
+// TestTruncateHeldFileStaysReadable: a truncate that grows a file held in
+// the arena (its move overflowed the journal) far past what an arena file
+// can hold either moves it or fails; the file stays readable. Found by a
+// review of session 46's change (a truncate up asks moveNow, which keeps a
+// held file in the arena whatever its size): the truncate to 600 MiB
+// succeeded, and every read then failed with EIO ("size past what its
+// storage can hold: damaged").
+func TestTruncateHeldFileStaysReadable(t *testing.T) {
+	fs, env := newMoveFS(t, fsOpt{size: 48 << 20, journalLen: 256 << 10, diskSize: 64 << 20, threshold: 4 << 20})
+	punchDisk(t, fs, 4<<20)
+	data := pattern(9<<20, 9)
+	at, h, err := fs.Create(RootIno, "m", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	for off := 0; off < len(data); off += 128 << 10 {
+		if _, err := fs.Write(at.Ino, h, int64(off), data[off:off+128<<10], false); err != nil {
+			t.Fatalf("write at %d: %v (log %q)", off, err, env.logs)
+		}
+	}
+	fs.Release(at.Ino, h)
+	if isLarge(t, fs, at.Ino) || !isQueued(fs, at.Ino) {
+		t.Fatalf("on disk %v, queued %v: want held in the arena, queued", isLarge(t, fs, at.Ino), isQueued(fs, at.Ino))
+	}
+	a, err := fs.SetAttr(at.Ino, SetAttr{Valid: SetSize, Size: 600 << 20}, user)
+	t.Logf("truncate to 600 MiB: %v", err)
+	if err == nil {
+		if a.Size != 600<<20 || !isLarge(t, fs, at.Ino) {
+			t.Fatalf("truncate to 600 MiB succeeded with size %d, on disk %v", a.Size, isLarge(t, fs, at.Ino))
+		}
+		data = append(data, make([]byte, 600<<20-len(data))...)
+	}
+	buf := make([]byte, 4096)
+	if n, err := fs.Read(at.Ino, 0, 0, buf); err != nil || n != len(buf) || !bytes.Equal(buf, data[:4096]) {
+		t.Fatalf("after the truncate (%v): read at 0: %d bytes, %v", err, n, err)
 	}
 }

@@ -3,7 +3,11 @@ package conquest
 import (
 	"bytes"
 	"math/rand"
+	"sync/atomic"
 	"testing"
+
+	"conquest/diskstore"
+	"conquest/pram"
 )
 
 // TestTruncateUpKeepsReservation: a truncate that grows a disk file keeps
@@ -212,4 +216,96 @@ func TestPowerLossOverwritesOnFullArena(t *testing.T) {
 			wantContent(t, fs, "/x", synced)
 		})
 	}
+}
+
+// TestFullArenaFailingSyncsKeepReserve: with the arena full and the disk's
+// syncs failing, writes into a reservation fail (ENOSPC or EIO) without
+// taking the heap's free reserve for good: the retry on the reserve syncs
+// first and gives up when that fails, so at most one write's records stay
+// on it until a sync succeeds. Deletes, which need the reserve, still
+// work, and once the device syncs again the writes succeed. (A review's
+// suspicion: each retried write took more of the reserve while every
+// sync failed.)
+func TestFullArenaFailingSyncsKeepReserve(t *testing.T) {
+	fs, env := newTestFSOpt(t, fsOpt{disk: true, dev: diskstore.NewMemDevice(64 << 20), size: 32 << 20, diskSize: 64 << 20, threshold: 1 << 20})
+	var failSync atomic.Bool
+	t.Cleanup(func() { failSync.Store(false) }) // before the close, after a failure too
+	env.wrap = func(d diskstore.Device) diskstore.Device {
+		return diskstore.NewFaultDevice(d, diskstore.InjectorFunc(func(op diskstore.Op, _ int64, _ int) diskstore.FaultKind {
+			if op == diskstore.OpSync && failSync.Load() {
+				return diskstore.FaultEIO
+			}
+			return diskstore.FaultNone
+		}))
+	}
+	fs = env.reopen(fs)
+	f := create(t, fs, RootIno, "f", nil)
+	write(t, fs, f.Ino, 0, pattern(2<<20, 1))
+	must(t, fs.Fallocate(f.Ino, 2<<20, 3<<20, 0))
+	must(t, fs.Fsync(f.Ino, false))
+	fillArena(t, fs, RootIno, "a")
+	release := exhaustHeap(t, fs)
+	reserve := fs.h.Stats().ReservePages
+	failSync.Store(true)
+	h, err := fs.Open(f.Ino, O_RDWR)
+	must(t, err)
+	failed := 0
+	for i := 0; i < 12; i++ {
+		if _, err := fs.Write(f.Ino, h, 2<<20+int64(i)<<18, pattern(256<<10, byte(i)), false); err != nil {
+			failed++
+		}
+	}
+	st := fs.h.Stats()
+	t.Logf("%d of 12 writes failed while syncs failed; %d free pages, reserve %d", failed, st.FreePages, reserve)
+	if failed == 0 {
+		t.Fatal("no write failed: the arena was not full, or the reserve was used without a sync")
+	}
+	if st.FreePages+2 < reserve {
+		t.Fatalf("the heap's reserve went from %d free pages to %d while the disk's syncs failed", reserve, st.FreePages)
+	}
+	failSync.Store(false)
+	must(t, fs.Unlink(RootIno, "a-4000-0"))
+	release()
+	for i := 0; i < 12; i++ {
+		if _, err := fs.Write(f.Ino, h, 2<<20+int64(i)<<18, pattern(256<<10, byte(i)), false); err != nil {
+			t.Fatalf("write %d after the device recovered: %v", i, err)
+		}
+	}
+	fs.Release(f.Ino, h)
+	must(t, fs.Fsync(f.Ino, false))
+}
+
+// exhaustHeap takes every page of the arena heap that ordinary allocations
+// may (what fillArena leaves: some stay free where no file fits), and
+// returns a function that frees them again (run at the test's end if not
+// before).
+func exhaustHeap(t *testing.T, fs *FS) (release func()) {
+	t.Helper()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var held []pram.Off
+	for _, n := range []uint64{64 << 10, 4096, 256, 16} {
+		for {
+			tx := fs.a.Begin()
+			off, err := fs.h.Alloc(tx, n)
+			if err != nil {
+				tx.Abort()
+				break
+			}
+			tx.Commit()
+			held = append(held, off)
+		}
+	}
+	release = func() {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		for _, off := range held {
+			tx := fs.a.Begin()
+			must(t, fs.h.Free(tx, off))
+			tx.Commit()
+		}
+		held = nil
+	}
+	t.Cleanup(release) // before the check, after a failure too
+	return release
 }

@@ -298,10 +298,16 @@ func (fs *FS) setSizeLocked(tx *pram.Tx, in inode, size uint64) (more bool, err 
 		}
 		return false, nil
 	}
-	if size > old && fs.moveNow(in, size) {
+	// Past moveCap the file moves now even if held (moveNow keeps a held
+	// file in the arena whatever its size; an arena file cannot hold more
+	// than maxMemFileSize: found by a review).
+	if size > old && (fs.moveNow(in, size) || fs.wantDisk(in, size) && size > fs.moveCap()) {
 		if more, err = fs.toDiskLocked(tx, in); err != nil {
 			return false, err
 		}
+	}
+	if !in.onDisk() && size > maxMemFileSize {
+		return false, ErrFileTooBig
 	}
 	if in.onDisk() {
 		m, err := fs.diskSetSize(tx, in, size)

@@ -307,6 +307,12 @@ func (fs *FS) reserveOnMove(tx *pram.Tx, in inode, seg pram.Off) error {
 		}
 		if b > size {
 			in.set64(tx, iKeepEnd, max(in.u64(iKeepEnd), uint64(b)))
+			if Ino(fs.a.Root(slotFalloc)) == in.ino {
+				// An extending fallocate of this file moved it: what it
+				// gives back if it fails must not include this older
+				// reservation (falloc_pending.go; found by a review).
+				tx.Set64(pram.RootOff(slotFallocKeep), max(fs.a.Root(slotFallocKeep), in.u64(iKeepEnd)))
+			}
 		}
 		pos = b
 	}
@@ -573,10 +579,12 @@ func (fs *FS) keepTo(in inode, size uint64) uint64 {
 // size bytes. A cut may draw on the heap's free reserve (alloc.UsingReserve):
 // the extents it returns to the disk's free map can need arena memory, and a
 // full arena must still be able to shrink and delete files. A cut frees the
-// file's own records too, so over its run it gives back what it takes.
+// file's own records too, so over its run it gives back what it takes. A
+// truncate to the same size counts as a cut (it frees what KEEP_SIZE
+// reserved past the end).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) diskTruncate(tx *pram.Tx, seg pram.Off, old, size uint64) error {
-	if size >= old {
+	if size > old {
 		return fs.ds.Truncate(tx, seg, int64(size))
 	}
 	return fs.h.UsingReserve(func() error { return fs.ds.Truncate(tx, seg, int64(size)) })

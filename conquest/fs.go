@@ -493,7 +493,7 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) error {
 		err = fs.updateHeld(fn)
 	}
 	if errors.Is(err, ErrNoSpace) && fs.ds != nil && !fs.recordsRetry {
-		err = fs.updateRecordsFromReserve(fn)
+		err = fs.updateRecordsFromReserve(fn, err)
 	}
 	return err
 }
@@ -508,9 +508,23 @@ func (fs *FS) update(fn func(tx *pram.Tx) error) error {
 // written, goes on, as on ext4, at the price of a device sync per such
 // write. Any other operation that found no space fails again as before.
 // Preconditions: fs.mu held exclusively, no Tx open.
-func (fs *FS) updateRecordsFromReserve(fn func(tx *pram.Tx) error) error {
-	fs.recordsRetry = true // the sync below must not come back here
+//
+// Blocks written since the last sync are synced first, and fn tried again
+// as usual: that sync's tidy frees their records. If it fails, fn fails
+// with noSpace, its first error, without the reserve: a device that keeps
+// failing its syncs would otherwise never give the reserve back, and each
+// such write would take more of what deletes need.
+func (fs *FS) updateRecordsFromReserve(fn func(tx *pram.Tx) error, noSpace error) error {
+	fs.recordsRetry = true // the syncs below must not come back here
 	defer func() { fs.recordsRetry = false }()
+	if fs.ds.SyncPending() {
+		if fs.syncWrittenLocked() != nil { // logged
+			return noSpace
+		}
+		if err := fs.updateHeld(fn); !errors.Is(err, ErrNoSpace) {
+			return err
+		}
+	}
 	err := func() error {
 		fs.ds.SetUseReserve(true)
 		defer fs.ds.SetUseReserve(false) // also past a crash test's panic

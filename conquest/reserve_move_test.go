@@ -139,3 +139,28 @@ func TestRoundTripKeepsReservation(t *testing.T) {
 		t.Fatal("contents wrong after the write into the reservation")
 	}
 }
+
+// TestFailedFallocateKeepsEarlierReservation: an extending fallocate that
+// moves an arena file to the disk and then fails (ENOSPC) gives back only
+// what it reserved itself: a KEEP_SIZE reservation the file made in the
+// arena before, which the move carried to the disk (iKeepEnd), stays, and
+// a write into it succeeds with the disk full. Found by a review of
+// reserveOnMove: the fallocate's record said the file kept nothing past
+// its end (it was in the arena when recorded), so the undo dropped it.
+func TestFailedFallocateKeepsEarlierReservation(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true, size: 16 << 20, diskSize: 8 << 20})
+	f := create(t, fs, RootIno, "f", nil)
+	write(t, fs, f.Ino, 0, pattern(10000, 1))
+	must(t, fs.Fallocate(f.Ino, 10000, 40000, FallocKeepSize)) // in the arena
+	err := fs.Fallocate(f.Ino, 60000, 12<<20, 0)               // moves it, then runs out
+	mustErr(t, err, ErrNoSpace)
+	if !isLarge(t, fs, f.Ino) {
+		t.Fatal("the fallocate did not move the file to the disk")
+	}
+	fillDisk(t, fs)
+	write(t, fs, f.Ino, 10000, pattern(40000, 2))
+	want := append(pattern(10000, 1), pattern(40000, 2)...)
+	if got := readAll(t, fs, f.Ino); !bytes.Equal(got, want) {
+		t.Fatal("contents wrong")
+	}
+}
