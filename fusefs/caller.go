@@ -50,6 +50,41 @@ func procGroups(pid uint32) ([]uint32, bool) {
 	return gs, true
 }
 
+// holdsWritable reports whether process (or thread) pid has a descriptor
+// open for writing on the inode numbered ino, by /proc/<pid>/fdinfo (the
+// inode number alone: a file of another file system with the same number
+// counts too, which errs toward what the caller could do before).
+func holdsWritable(pid uint32, ino uint64) bool {
+	if pid == 0 {
+		return false
+	}
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/fdinfo"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	want := []byte(strconv.FormatUint(ino, 10))
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name())
+		if err != nil {
+			continue
+		}
+		var flags uint64
+		match := false
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if rest, ok := bytes.CutPrefix(line, []byte("flags:")); ok {
+				flags, _ = strconv.ParseUint(string(bytes.TrimSpace(rest)), 8, 64)
+			} else if rest, ok := bytes.CutPrefix(line, []byte("ino:")); ok {
+				match = bytes.Equal(bytes.TrimSpace(rest), want)
+			}
+		}
+		if match && flags&3 != 0 { // O_WRONLY or O_RDWR
+			return true
+		}
+	}
+	return false
+}
+
 // Capability bits in a capability set.
 const (
 	capDacOverride = 1

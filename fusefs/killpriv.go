@@ -121,9 +121,11 @@ func (s *Server) capJustRemoved(node conquest.Ino, h *fuse.Header) bool {
 // That removal is a mode change, which on ext4 only the owner (or
 // CAP_FOWNER) may make by chown(-1, -1): another caller gets EPERM, and
 // the bits stay. The removal before a fallocate is forced by the kernel
-// (ATTR_FORCE) for whoever may write. The SETATTR does not say which it
-// is, so a caller that is neither the owner nor capable and may not write
-// the file gets EPERM (until session 46 anyone who could reach the file
+// (ATTR_FORCE) for whoever holds the file open for writing. The SETATTR
+// does not say which it is, so a caller that is neither the owner nor
+// capable, may not write the file by its mode, and holds no descriptor of
+// it open for writing (a fallocate's, whose mode may have changed since
+// the open) gets EPERM (until session 46 anyone who could reach the file
 // could clear its bits; found by an outside review); one that may write
 // has the bits cleared, which its chown(-1, -1) does not do on ext4 (it
 // could clear them by writing anyway).
@@ -136,7 +138,7 @@ func (s *Server) emptySetattr(r *fuse.SetattrRequest, in conquest.SetAttr) (conq
 	if err != nil || a.Mode&conquest.S_IFMT == conquest.S_IFDIR || a.Mode&(conquest.S_ISUID|conquest.S_ISGID) == 0 {
 		return in, nil
 	}
-	if r.Header.Uid != a.Uid && !callerHasCap(&r.Header, capFowner) && !mayWrite(&r.Header, a) {
+	if r.Header.Uid != a.Uid && !callerHasCap(&r.Header, capFowner) && !mayWrite(&r.Header, a) && !holdsWritable(r.Header.Pid, uint64(node)) {
 		return in, conquest.ErrPerm
 	}
 	capable := callerHasCap(&r.Header, capFsetid)
