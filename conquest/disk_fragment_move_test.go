@@ -111,18 +111,7 @@ func TestMoveOnSingleBlockFreeSpaceFull(t *testing.T) {
 // arena (holdMove): no error, the contents intact, the file queued for the
 // commit and left in the arena when its move fails there too.
 func TestMoveTooLargeForJournalStaysInArena(t *testing.T) {
-	fs, env := newMoveFS(t, fsOpt{size: 48 << 20, journalLen: 256 << 10, diskSize: 64 << 20, threshold: 4 << 20})
-	punchDisk(t, fs, 4<<20)
-	data := pattern(9<<20, 9)
-	at, h, err := fs.Create(RootIno, "m", 0o644, O_CREAT|O_RDWR, user)
-	must(t, err)
-	for off := 0; off < len(data); off += 128 << 10 {
-		if _, err := fs.Write(at.Ino, h, int64(off), data[off:off+128<<10], false); err != nil {
-			t.Fatalf("write at %d: %v (log %q)", off, err, env.logs)
-		}
-	}
-	must(t, fs.Fsync(at.Ino, false))
-	fs.Release(at.Ino, h)
+	fs, env, at, data := writeHeld(t)
 	wantContent(t, fs, "/m", data)
 	if env.logged("operation aborted") || env.logged("too large for the journal") {
 		t.Fatalf("a write's transaction was aborted: %q", env.logs)
@@ -145,17 +134,7 @@ func TestMoveTooLargeForJournalStaysInArena(t *testing.T) {
 // succeeded, and every read then failed with EIO ("size past what its
 // storage can hold: damaged").
 func TestTruncateHeldFileStaysReadable(t *testing.T) {
-	fs, env := newMoveFS(t, fsOpt{size: 48 << 20, journalLen: 256 << 10, diskSize: 64 << 20, threshold: 4 << 20})
-	punchDisk(t, fs, 4<<20)
-	data := pattern(9<<20, 9)
-	at, h, err := fs.Create(RootIno, "m", 0o644, O_CREAT|O_RDWR, user)
-	must(t, err)
-	for off := 0; off < len(data); off += 128 << 10 {
-		if _, err := fs.Write(at.Ino, h, int64(off), data[off:off+128<<10], false); err != nil {
-			t.Fatalf("write at %d: %v (log %q)", off, err, env.logs)
-		}
-	}
-	fs.Release(at.Ino, h)
+	fs, _, at, data := writeHeld(t)
 	if isLarge(t, fs, at.Ino) || !isQueued(fs, at.Ino) {
 		t.Fatalf("on disk %v, queued %v: want held in the arena, queued", isLarge(t, fs, at.Ino), isQueued(fs, at.Ino))
 	}
@@ -171,4 +150,24 @@ func TestTruncateHeldFileStaysReadable(t *testing.T) {
 	if n, err := fs.Read(at.Ino, 0, 0, buf); err != nil || n != len(buf) || !bytes.Equal(buf, data[:4096]) {
 		t.Fatalf("after the truncate (%v): read at 0: %d bytes, %v", err, n, err)
 	}
+}
+
+// writeHeld writes a 9 MiB file "m" in 128 KiB pieces onto a disk whose
+// free space is single blocks, with a 256 KiB journal: its move overflows
+// the journal, and the file stays held in the arena (holdMove), queued.
+func writeHeld(t *testing.T) (*FS, *testEnv, Attr, []byte) {
+	t.Helper()
+	fs, env := newMoveFS(t, fsOpt{size: 48 << 20, journalLen: 256 << 10, diskSize: 64 << 20, threshold: 4 << 20})
+	punchDisk(t, fs, 4<<20)
+	data := pattern(9<<20, 9)
+	at, h, err := fs.Create(RootIno, "m", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	for off := 0; off < len(data); off += 128 << 10 {
+		if _, err := fs.Write(at.Ino, h, int64(off), data[off:off+128<<10], false); err != nil {
+			t.Fatalf("write at %d: %v (log %q)", off, err, env.logs)
+		}
+	}
+	must(t, fs.Fsync(at.Ino, false))
+	fs.Release(at.Ino, h)
+	return fs, env, at, data
 }
