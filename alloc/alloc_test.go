@@ -250,6 +250,43 @@ func TestNoSpace(t *testing.T) {
 	}
 }
 
+// TestRewriteReserve: with a rewrite reserve set, ordinary allocations
+// leave it and the free reserve; UsingHalfReserve takes all of it and half
+// the free reserve; UsingReserve the rest.
+func TestRewriteReserve(t *testing.T) {
+	a, h, _ := newArena(t, 6<<20)
+	const rw = 40
+	h.SetRewriteReserve(rw)
+	fill := func() int {
+		k := 0
+		for {
+			tx := a.Begin()
+			if _, err := h.Alloc(tx, 4096); err != nil {
+				tx.Abort()
+				return k
+			}
+			tx.Commit()
+			k++
+		}
+	}
+	fill()
+	st := h.Stats()
+	r := ReservePages(st.Pages)
+	if st.FreePages != r+rw || st.ReservePages != r+rw || st.AvailBytes != 0 {
+		t.Fatalf("after ordinary allocations: %+v, want %d free pages (reserve %d, rewrite reserve %d)", st, r+rw, r, rw)
+	}
+	var half int
+	_ = h.UsingHalfReserve(func() error { half = fill(); return nil })
+	if st := h.Stats(); uint64(half) != rw+r/2 || st.FreePages != r-r/2 {
+		t.Fatalf("UsingHalfReserve took %d pages, want %d; %+v", half, rw+r/2, st)
+	}
+	var all int
+	_ = h.UsingReserve(func() error { all = fill(); return nil })
+	if st := h.Stats(); st.FreePages != 0 || all != int(r-r/2) {
+		t.Fatalf("UsingReserve took %d pages, want %d; %+v", all, r-r/2, st)
+	}
+}
+
 // TestSpace10kFiles: 10,000 objects of 1 KB take close to 10 MB.
 func TestSpace10kFiles(t *testing.T) {
 	for _, n := range []uint64{1000, 1024} {

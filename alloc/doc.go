@@ -29,7 +29,10 @@
 //     pages (ReservePages: 1/128 of the heap, 128 KiB to 1 MiB) are kept
 //     for frees: ordinary requests fail with ErrNoSpace rather than take
 //     them, and only code inside Heap.UsingReserve (deleting and shrinking
-//     files, whose free-map records need memory) may (freereserve.go);
+//     files, whose free-map records need memory) may (freereserve.go). The
+//     owner may keep a rewrite reserve beside it (SetRewriteReserve), which
+//     ordinary requests leave too and Heap.UsingHalfReserve (rewrites'
+//     extent records) may take with half the free reserve;
 //   - page-sized allocations (MaxSmall < n <= MaxAlloc) take ceil(n/4 KiB)
 //     pages: the buddy block of the next power of two is taken and its tail
 //     returned at once, so a 100 KB object costs 100 KB rounded up to 4 KiB,

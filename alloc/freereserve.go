@@ -34,8 +34,20 @@ func (h *Heap) UsingReserve(f func() error) error {
 	return f()
 }
 
-// UsingHalfReserve runs f with allocations allowed to take half of the
-// reserved pages, never the other half: for growth that rewriting data
+// SetRewriteReserve keeps pages more than the free reserve from ordinary
+// allocations, for UsingHalfReserve's alone: the extent records that
+// rewriting data already stored cuts (a large file's copy-on-write
+// overwrites), which nothing gives back and which a full heap must still
+// find room for, as ext4 keeps blocks for its metadata. The owner of the
+// heap sizes it (by its disk's blocks) when it opens it; it is not stored.
+// Preconditions: the caller holds the writer's lock (as for Alloc).
+func (h *Heap) SetRewriteReserve(pages uint64) {
+	h.rewritePages = min(pages, h.g.npages/4)
+}
+
+// UsingHalfReserve runs f with allocations allowed to take the rewrite
+// reserve (SetRewriteReserve) and half of the reserved pages, never the
+// other half: for growth that rewriting data
 // already stored cannot avoid and that is not given back by a free (a
 // large file's copy-on-write overwrite cutting its extents in pieces), so
 // that a full heap can still rewrite a while, and can always still free.
@@ -58,7 +70,9 @@ func (o *op) checkReserve(n uint64) error {
 	free := uint64(int64(h.a.U64(h.g.hdr+hdrFreePages))+o.dFree) + h.g.npages - min(o.top, h.g.npages)
 	r := ReservePages(h.g.npages)
 	if h.halfReserve > 0 {
-		r -= r / 2
+		r -= r / 2 // and all of the rewrite reserve
+	} else {
+		r += h.rewritePages
 	}
 	if free < n+r {
 		return fmt.Errorf("%w: %d pages free, %d kept for frees, %d wanted", ErrNoSpace, free, r, n)
@@ -73,5 +87,5 @@ func (o *op) backTo(end uint64) uint64 {
 	if o.h.useReserve > 0 {
 		return end
 	}
-	return min(end+ReservePages(o.h.g.npages), o.h.g.npages)
+	return min(end+ReservePages(o.h.g.npages)+o.h.rewritePages, o.h.g.npages)
 }

@@ -35,6 +35,9 @@ type Heap struct {
 	// halfReserve > 0 lets them take half of those pages
 	// (UsingHalfReserve); guarded likewise.
 	halfReserve int
+	// rewritePages: pages kept from ordinary allocations beside the
+	// reserve, for UsingHalfReserve's (SetRewriteReserve); set at open.
+	rewritePages uint64
 }
 
 // Stats summarizes the heap. TotalBytes = FreeBytes + UsedBytes + SlackBytes.
@@ -52,7 +55,7 @@ type Stats struct {
 	LargePages uint64 // pages of live page-sized allocations
 	NeverUsed  uint64 // pages never handed out since Format (still sparse in a file)
 
-	ReservePages uint64 // free pages only frees may take (ReservePages)
+	ReservePages uint64 // free pages ordinary allocations leave (ReservePages, and the rewrite reserve)
 	AvailBytes   uint64 // free bytes outside the reserve: what ordinary allocations can get
 }
 
@@ -350,7 +353,7 @@ func (h *Heap) Stats() Stats {
 		NeverUsed:  h.g.npages - top,
 	}
 	s.FreeBytes = s.FreePages << pageShift
-	s.ReservePages = ReservePages(h.g.npages)
+	s.ReservePages = ReservePages(h.g.npages) + h.rewritePages
 	if s.FreePages > s.ReservePages {
 		s.AvailBytes = (s.FreePages - s.ReservePages) << pageShift
 	}

@@ -130,12 +130,24 @@ func (fs *FS) openDisk(diskPath string, o Options) error {
 		return diskPairErr(diskPath, fs.a.Path(), err)
 	}
 	fs.ds = ds
+	// Room that only rewrites' extent records may take (alloc's rewrite
+	// reserve): a copy-on-write overwrite can cut a file's extents down to
+	// one per block (24 bytes, and the free map's as many), so 32 bytes a
+	// disk block, at most 1/32 of the heap. Ordinary allocations (small
+	// files, growth) leave it, as ext4 keeps blocks for its metadata: with
+	// the arena full, scattered rewrites went on only as long as half the
+	// heap's free reserve lasted (an outside review, session 46).
+	fs.h.SetRewriteReserve(min(ds.Stats().DataBlocks*rewriteBytesPerBlock/pram.PageSize, fs.h.Stats().Pages/32))
 	if r := ds.Recovery(); r.Checked > 0 || r.Damaged > 0 {
 		fs.logf("%s: recovery: %d blocks of %d files written since the last sync: %d intact, %d restored, %d zeroed, %d unreadable, %d damaged",
 			diskPath, r.Checked, r.Files, r.Intact, r.Restored, r.Zeroed, r.Unreadable, r.Damaged)
 	}
 	return nil
 }
+
+// rewriteBytesPerBlock is the arena kept for rewrites per disk block (see
+// SetRewriteReserve's call in openDisk).
+const rewriteBytesPerBlock = 32
 
 // fileSize is a regular file's size as users see it.
 func (fs *FS) fileSize(in inode) uint64 {
