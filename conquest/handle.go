@@ -182,18 +182,10 @@ func (v *volatile) release(ino Ino, h Handle) (_ Ino, unused, flush bool, ra *di
 	delete(v.handles, h)
 	ino, ra = f.ino, f.ra
 	if !f.dir && f.flags&O_ACCMODE != 0 {
-		if v.writers[ino] <= 1 {
-			delete(v.writers, ino)
-		} else {
-			v.writers[ino]--
-		}
+		decCount(v.writers, ino)
 	}
 	if !f.dir && f.flags&O_ACCMODE == O_RDWR {
-		if v.rdwr[ino] <= 1 {
-			delete(v.rdwr, ino)
-		} else {
-			v.rdwr[ino]--
-		}
+		decCount(v.rdwr, ino)
 	}
 	if v.opens[ino] <= 1 {
 		delete(v.opens, ino)
@@ -227,6 +219,15 @@ func (fs *FS) OpenForWrite(ino Ino, except Handle) bool {
 		n--
 	}
 	return n > 0
+}
+
+// decCount takes one from ino's count in m, dropping the entry at zero.
+func decCount(m map[Ino]uint32, ino Ino) {
+	if m[ino] <= 1 {
+		delete(m, ino)
+	} else {
+		m[ino]--
+	}
 }
 
 // OpenReadWrite reports whether ino has a handle open for reading and
