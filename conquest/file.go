@@ -106,7 +106,35 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 // moves the file to disk first, in the same transaction; so does one that
 // needs arena storage the arena cannot spare (spill.go).
 func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (int, error) {
-	return fs.writeData(ino, h, off, src, killPriv, true)
+	return fs.writeData(ino, h, off, src, killOf(killPriv), true)
+}
+
+// Kill is what a write removes from its file besides storing its data.
+type Kill uint8
+
+const (
+	// KillSUIDGID clears S_ISUID, and S_ISGID when group-exec is set, and
+	// removes security.capability: what FUSE_WRITE_KILL_SUIDGID asks for a
+	// writer without CAP_FSETID (Write's killPriv).
+	KillSUIDGID Kill = 1 << iota
+	// KillCaps removes security.capability: what the kernel's
+	// file_remove_privs does before any write, by any caller, into its page
+	// cache. A write that bypasses the page cache (a FOPEN_DIRECT_IO
+	// handle) skips that, so its server removes the capability itself.
+	KillCaps
+)
+
+// killOf is the Kill of Write's killPriv.
+func killOf(killPriv bool) Kill {
+	if killPriv {
+		return KillSUIDGID | KillCaps
+	}
+	return 0
+}
+
+// WriteKill is Write with what the write removes spelled out (Kill).
+func (fs *FS) WriteKill(ino Ino, h Handle, off int64, src []byte, kill Kill) (int, error) {
+	return fs.writeData(ino, h, off, src, kill, true)
 }
 
 // WriteKeepTimes is Write without the change of mtime and ctime (ctime
@@ -117,10 +145,10 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 // times would then replace the kernel's in the arena (seen after a
 // remount: every file made by O_TMPFILE, write and linkat).
 func (fs *FS) WriteKeepTimes(ino Ino, h Handle, off int64, src []byte, killPriv bool) (int, error) {
-	return fs.writeData(ino, h, off, src, killPriv, false)
+	return fs.writeData(ino, h, off, src, killOf(killPriv), false)
 }
 
-func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touch bool) (int, error) {
+func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, touch bool) (int, error) {
 	if off < 0 {
 		return 0, ErrInvalid
 	}
@@ -166,16 +194,24 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, killPriv, touc
 			if o >= fs.maxSize() {
 				return ErrFileTooBig
 			}
-			if killPriv {
-				// First: it can fail for want of arena space (the xattr
-				// blob is rewritten), and the data below is copied into the
-				// file's blocks without the journal (doc.go: a write that
-				// fails with ErrNoSpace changes nothing).
+			// First: it can fail for want of arena space (the xattr blob
+			// is rewritten), and the data below is copied into the file's
+			// blocks without the journal (doc.go: a write that fails with
+			// ErrNoSpace changes nothing).
+			if kill&KillSUIDGID != 0 {
 				mode := in.mode()
-				if err := fs.killPrivLocked(tx, in, true); err != nil {
+				if err := fs.killPrivLocked(tx, in, kill&KillCaps != 0); err != nil {
 					return err
 				}
 				if !touch && in.mode() != mode {
+					in.setTime(tx, iCtime, now)
+				}
+			} else if kill&KillCaps != 0 {
+				dropped, err := fs.dropCapLocked(tx, in)
+				if err != nil {
+					return err
+				}
+				if !touch && dropped {
 					in.setTime(tx, iCtime, now)
 				}
 			}
@@ -261,17 +297,28 @@ func (fs *FS) killPrivLocked(tx *pram.Tx, in inode, caps bool) error {
 		nm &^= S_ISGID
 	}
 	in.set32(tx, iMode, nm)
-	if !caps || in.xattr() == 0 {
+	if !caps {
 		return nil
+	}
+	_, err := fs.dropCapLocked(tx, in)
+	return err
+}
+
+// dropCapLocked removes in's security.capability attribute, if it has one,
+// and reports whether it had.
+func (fs *FS) dropCapLocked(tx *pram.Tx, in inode) (bool, error) {
+	if in.xattr() == 0 {
+		return false, nil
 	}
 	es, err := fs.xattrs(in)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if i := xattrIndex(es, xattrCapability); i >= 0 {
-		return fs.putXattrs(tx, in, append(es[:i:i], es[i+1:]...))
+	i := xattrIndex(es, xattrCapability)
+	if i < 0 {
+		return false, nil
 	}
-	return nil
+	return true, fs.putXattrs(tx, in, append(es[:i:i], es[i+1:]...))
 }
 
 // xattrCapability is the file-capabilities attribute a write removes.

@@ -139,26 +139,27 @@ func (v *volatile) inUse(ino Ino) bool {
 	return v.refs[ino] > 0 || v.opens[ino] > 0
 }
 
-// forget drops n kernel references and reports whether ino is now unused.
-func (v *volatile) forget(ino Ino, n uint64) bool {
+// forget drops n kernel references. It reports whether the kernel now
+// holds none (gone), and whether ino is now unused (not open either).
+func (v *volatile) forget(ino Ino, n uint64) (gone, unused bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	r, ok := v.refs[ino]
 	if !ok {
-		return false
+		return false, false // not counted: say nothing of the kernel's copy
 	}
 	if n >= r {
 		delete(v.refs, ino)
 	} else {
 		v.refs[ino] = r - n
-		return false
+		return false, false
 	}
 	delete(v.forgetDue, ino)
 	if v.opens[ino] != 0 {
-		return false
+		return true, false
 	}
 	delete(v.unlinked, ino)
-	return true
+	return true, true
 }
 
 // markUnlinked notes that ino lost its last link while in use.
@@ -269,13 +270,19 @@ func (fs *FS) ForgetDue(window time.Duration) bool {
 	return due
 }
 
-// Forget drops n kernel references to ino (FUSE FORGET). When an unlinked
-// inode loses its last reference and is not open, it is freed.
-func (fs *FS) Forget(ino Ino, n uint64) {
-	if ino == RootIno || !fs.vol.forget(ino, n) {
-		return
+// Forget drops n kernel references to ino (FUSE FORGET) and reports
+// whether the kernel holds none now (it has dropped the inode, and with it
+// any page it cached). When an unlinked inode loses its last reference and
+// is not open, it is freed.
+func (fs *FS) Forget(ino Ino, n uint64) (gone bool) {
+	if ino == RootIno {
+		return false
 	}
-	fs.reapIfUnused(ino)
+	gone, unused := fs.vol.forget(ino, n)
+	if unused {
+		fs.reapIfUnused(ino)
+	}
+	return gone
 }
 
 // Open opens a regular file (or any non-directory the kernel asks for) and

@@ -185,13 +185,15 @@ func (s *Server) dispatch(req fuse.Request) bool {
 		s.lookup(r)
 	case *fuse.ForgetRequest:
 		s.count(opForget)
-		s.fs.Forget(ino(r.Node), r.N)
+		if s.fs.Forget(ino(r.Node), r.N) {
+			s.forgotten(ino(r.Node))
+		}
 		r.Respond()
 	case *fuse.BatchForgetRequest:
 		s.count(opForget)
 		for _, f := range r.Forget {
-			if f.NodeID != pollNode {
-				s.fs.Forget(ino(f.NodeID), f.N)
+			if f.NodeID != pollNode && s.fs.Forget(ino(f.NodeID), f.N) {
+				s.forgotten(ino(f.NodeID))
 			}
 		}
 		r.Respond()

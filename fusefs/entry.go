@@ -86,7 +86,7 @@ func (s *Server) create(r *fuse.CreateRequest) {
 	}
 	s.replyEntry(r, a, s.opt.EntryTTL, &fuse.OpenResponse{
 		Handle: fuse.HandleID(h),
-		Flags:  fuse.OpenKeepCache,
+		Flags:  s.openFlags(fuse.OpenKeepCache, r.Flags),
 	})
 }
 

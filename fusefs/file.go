@@ -44,7 +44,7 @@ func (s *Server) open(r *fuse.OpenRequest) {
 	if !s.fs.KeepCache(node) && !s.atimeCache(node, conquest.Handle(h), uint32(r.Flags)) {
 		flags = 0
 	}
-	r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h), Flags: flags})
+	r.Respond(&fuse.OpenResponse{Handle: fuse.HandleID(h), Flags: s.openFlags(flags, r.Flags)})
 }
 
 // dropLock is the mutex that orders, for node, an atimeCache's check for
@@ -144,6 +144,7 @@ func (s *Server) read(r *fuse.ReadRequest) {
 	if size < 0 {
 		size = 0
 	}
+	s.noteCached(ino(r.Node))
 	n, err := s.fs.Read(ino(r.Node), conquest.Handle(r.Handle), r.Offset, (*buf)[outHeaderSize:outHeaderSize+size])
 	if err != nil {
 		dataBufs.Put(buf)
@@ -169,16 +170,27 @@ func (s *Server) write(r *fuse.WriteRequest) {
 			dropSGID = sgidKeptByCore(a.Mode) && !inGroup(&r.Header, a.Gid)
 		}
 	}
-	write := s.fs.Write
-	if s.opt.WritebackCache {
+	direct := s.directWrite(r)
+	var n int
+	var err error
+	switch {
+	case s.opt.WritebackCache:
 		// The kernel owns the times of a file it caches and sends them
 		// with a SETATTR of its own, maybe before this WRITE, and for a
 		// write that bypasses its cache (O_DIRECT, or one that clears
 		// set-user-ID) not at all when its clock has not moved since
 		// it last set them: it stamped them before sending this.
-		write = s.fs.WriteKeepTimes
+		n, err = s.fs.WriteKeepTimes(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
+	case direct:
+		// The kernel removed no file capability before it (directio.go).
+		k := conquest.KillCaps
+		if kill {
+			k |= conquest.KillSUIDGID
+		}
+		n, err = s.fs.WriteKill(node, conquest.Handle(r.Handle), r.Offset, r.Data, k)
+	default:
+		n, err = s.fs.Write(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
 	}
-	n, err := write(node, conquest.Handle(r.Handle), r.Offset, r.Data, kill)
 	// A write(2) that stopped part way is a short write, as on any file
 	// system, and its caller sees the error on its next write. A write of
 	// cached pages (the writeback cache) is another matter: the kernel
@@ -207,6 +219,9 @@ func (s *Server) write(r *fuse.WriteRequest) {
 		// kernel has dropped its cached mode (invalidation takes no lock
 		// that the pending WRITE holds).
 		s.invalidateAttr(node)
+	}
+	if direct {
+		s.dropRaced(node, r.Offset, n)
 	}
 	r.Respond(&fuse.WriteResponse{Size: n})
 }

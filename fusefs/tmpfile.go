@@ -69,6 +69,6 @@ func (s *Server) tmpfile(r *fuse.UnrecognizedRequest) {
 	// bazil's encoding, releases the message).
 	s.replyEntry(&fuse.CreateRequest{Header: r.Header}, a, s.opt.EntryTTL, &fuse.OpenResponse{
 		Handle: fuse.HandleID(h),
-		Flags:  fuse.OpenKeepCache,
+		Flags:  s.openFlags(fuse.OpenKeepCache, fuse.OpenFlags(in.flags)),
 	})
 }

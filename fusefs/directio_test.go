@@ -1,0 +1,472 @@
+package fusefs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
+
+	"conquest/conquest"
+)
+
+// probe opens path and returns a function that reports how many of the
+// first n bytes' pages of it the kernel's page cache holds (mincore on a
+// shared read-only mapping, which reports the page cache of a file its
+// caller may write).
+func probe(t *testing.T, path string, n int) func() int {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return probeFD(t, fd, n)
+}
+
+// probeFD is probe on a descriptor the caller opened.
+func probeFD(t *testing.T, fd, n int) func() int {
+	return func() int {
+		m, err := unix.Mmap(fd, 0, n, unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(m)
+		vec := make([]byte, (n+os.Getpagesize()-1)/os.Getpagesize())
+		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(n), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+			t.Fatal(e)
+		}
+		k := 0
+		for _, v := range vec {
+			k += int(v & 1)
+		}
+		return k
+	}
+}
+
+func writeFile(t *testing.T, path string, flags int, data []byte) {
+	t.Helper()
+	fd, err := unix.Open(path, flags|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if n, err := unix.Pwrite(fd, data, 0); err != nil || n != len(data) {
+		t.Fatalf("pwrite: %d, %v", n, err)
+	}
+}
+
+// A handle opened O_WRONLY writes past the kernel's page cache (direct I/O)
+// in write-through mode; one opened O_RDWR, and any handle with the
+// writeback cache, goes through it.
+func TestWriteOnlyBypassesPageCache(t *testing.T) {
+	const size = 256 << 10
+	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	pages := size / os.Getpagesize()
+	for _, wb := range []bool{false, true} {
+		_, mnt := mountHere(t, Options{WritebackCache: wb})
+		wo, rw := filepath.Join(mnt, "wo"), filepath.Join(mnt, "rw")
+		// The probes open the files before the writes: an open after
+		// them would drop the pages, for the atime of a first read
+		// (atimeCache).
+		writeFile(t, wo, unix.O_WRONLY, nil)
+		writeFile(t, rw, unix.O_RDWR, nil)
+		probeWO, probeRW := probe(t, wo, size), probe(t, rw, size)
+		writeFile(t, wo, unix.O_WRONLY, data)
+		writeFile(t, rw, unix.O_RDWR, data)
+		if wb {
+			if k := probeWO(); k != pages {
+				t.Errorf("writeback cache: %d of %d pages written through O_WRONLY are cached", k, pages)
+			}
+			continue
+		}
+		if k := probeWO(); k != 0 {
+			t.Errorf("%d of %d pages written through O_WRONLY are in the page cache", k, pages)
+		}
+		if k := probeRW(); k != pages {
+			t.Errorf("%d of %d pages written through O_RDWR are in the page cache (the probe sees none?)", k, pages)
+		}
+		for _, p := range []string{wo, rw} {
+			got, err := os.ReadFile(p)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Errorf("%s reads back wrong (%v)", p, err)
+			}
+		}
+	}
+}
+
+// The kernel drops its cached pages of a direct write's range before it
+// sends the WRITE. A read through another handle in between fetches the
+// old bytes and caches them; no read after write(2) returned may see them.
+// Here the read is made from the hook that runs before the WRITE is
+// served, which makes that window certain. Kernels since the 2025 fix
+// "fuse: invalidate the page cache after direct write" (this machine's
+// 6.18 among them) drop the range again after the WRITE themselves; for
+// older ones the daemon does (dropRaced, which TestDropRacedFollowsReads
+// tests on its own).
+func TestDirectWriteDropsRacedPages(t *testing.T) {
+	_, mnt := mountHere(t, Options{})
+	const size = 64 << 10
+	p := filepath.Join(mnt, "f")
+	old := bytes.Repeat([]byte{'o'}, size)
+	writeFile(t, p, unix.O_RDWR, old)
+	rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rd)
+	buf := make([]byte, size)
+	if _, err := unix.Pread(rd, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	wr, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wr)
+
+	var raced atomic.Int32
+	var hookErr atomic.Value
+	h := func(req fuse.Request) {
+		if _, ok := req.(*fuse.WriteRequest); !ok || !raced.CompareAndSwap(0, 1) {
+			return
+		}
+		// Served by another reader: this one holds no lock.
+		b := make([]byte, size)
+		if _, err := unix.Pread(rd, b, 0); err != nil {
+			hookErr.Store(err)
+		} else if !bytes.Equal(b, old) {
+			hookErr.Store(errors.New("the read before the WRITE was served did not return the old bytes"))
+		}
+	}
+	testHookServe.Store(&h)
+	t.Cleanup(func() { testHookServe.Store(nil) })
+
+	fresh := bytes.Repeat([]byte{'n'}, size)
+	if n, err := unix.Pwrite(wr, fresh, 0); err != nil || n != size {
+		t.Fatalf("pwrite: %d, %v", n, err)
+	}
+	testHookServe.Store(nil)
+	if raced.Load() == 0 {
+		t.Fatal("the hook saw no WRITE")
+	}
+	if err, _ := hookErr.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Pread(rd, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, fresh) {
+		t.Fatalf("a read after the direct write returned: %q..., want %q...", buf[:8], fresh[:8])
+	}
+}
+
+// A shared mapping of a file sees what a direct write stored, at once.
+func TestMappingSeesDirectWrite(t *testing.T) {
+	_, mnt := mountHere(t, Options{})
+	const size = 32 << 10
+	p := filepath.Join(mnt, "f")
+	writeFile(t, p, unix.O_RDWR, make([]byte, size))
+	rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rd)
+	m, err := unix.Mmap(rd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	wr, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wr)
+	// The pages are faulted in by madvise, a system call: a fault in Go
+	// code waits for a READ this process serves while its thread keeps
+	// its P, and a collection stopping the world then never ends.
+	populate := func() {
+		for unix.Madvise(m, unix.MADV_POPULATE_READ) == unix.EINTR {
+		}
+	}
+	for i := uint32(1); i <= 50; i++ {
+		populate()
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], i)
+		off := int64(i*4096) % size
+		if _, err := unix.Pwrite(wr, b[:], off); err != nil {
+			t.Fatal(err)
+		}
+		populate()
+		if got := binary.LittleEndian.Uint32(m[off:]); got != i {
+			t.Fatalf("round %d: the mapping reads %d after the write returned", i, got)
+		}
+	}
+}
+
+// A write by root through a write-only handle removes the file's
+// capability attribute and keeps set-user-ID, as ext4 does (the kernel
+// removes the capability itself only for writes into its page cache).
+func TestDirectWriteRemovesCapability(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	_, mnt := mountHere(t, Options{})
+	// vfs_cap_data, revision 2, effective, permitted CAP_NET_RAW.
+	capv := make([]byte, 20)
+	binary.LittleEndian.PutUint32(capv[0:], 0x02000001)
+	binary.LittleEndian.PutUint32(capv[4:], 1<<13)
+	for _, flags := range []int{unix.O_WRONLY, unix.O_RDWR, unix.O_WRONLY | unix.O_APPEND} {
+		p := filepath.Join(mnt, "f")
+		writeFile(t, p, unix.O_RDWR, []byte("data"))
+		if err := unix.Chmod(p, 0o4755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setxattr(p, "security.capability", capv, 0); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(p, flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = unix.Write(fd, []byte("more"))
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.Getxattr(p, "security.capability", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
+			t.Errorf("flags %#x: security.capability after a write by root: %v, want ENODATA", flags, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode&unix.S_ISUID == 0 {
+			t.Errorf("flags %#x: a write by root cleared set-user-ID (mode %o)", flags, st.Mode)
+		}
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Data reaches a write-only handle by sendfile and splice (the kernel
+// hands the WRITE pages that are not the caller's), and from a mapping of
+// the same file.
+func TestDirectWriteFromKernelPagesAndMappings(t *testing.T) {
+	_, mnt := mountHere(t, Options{})
+	const size = 200 << 10
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i*7 + i/4096)
+	}
+	sp := filepath.Join(mnt, "src")
+	writeFile(t, sp, unix.O_RDWR, src)
+	in, err := unix.Open(sp, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(in)
+
+	// sendfile
+	dp := filepath.Join(mnt, "sendfile")
+	out, err := unix.Open(dp, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	for off < size {
+		n, err := unix.Sendfile(out, in, &off, size-int(off))
+		if err != nil || n == 0 {
+			t.Fatalf("sendfile at %d: %d, %v", off, n, err)
+		}
+	}
+	unix.Close(out)
+	if got, err := os.ReadFile(dp); err != nil || !bytes.Equal(got, src) {
+		t.Errorf("sendfile into a write-only handle: %d bytes read back, equal %v (%v)", len(got), bytes.Equal(got, src), err)
+	}
+
+	// splice from a pipe
+	dp = filepath.Join(mnt, "splice")
+	out, err = unix.Open(dp, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pfd [2]int
+	if err := unix.Pipe2(pfd[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer unix.Close(pfd[1])
+		for o := 0; o < size; {
+			n, err := unix.Write(pfd[1], src[o:min(o+32<<10, size)])
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			o += n
+		}
+	}()
+	var woff int64
+	for {
+		n, err := unix.Splice(pfd[0], nil, out, &woff, 64<<10, 0)
+		if err != nil {
+			t.Fatalf("splice at %d: %v", woff, err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	wg.Wait()
+	unix.Close(pfd[0])
+	unix.Close(out)
+	if got, err := os.ReadFile(dp); err != nil || !bytes.Equal(got, src) {
+		t.Errorf("splice into a write-only handle: %d bytes read back, equal %v (%v)", len(got), bytes.Equal(got, src), err)
+	}
+
+	// write(2) from a mapping of the file written to (another range of it)
+	m, err := unix.Mmap(in, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	wr, err := unix.Open(sp, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := unix.Pwrite(wr, m[:100<<10], size); err != nil || n != 100<<10 {
+		t.Fatalf("pwrite from a mapping of the same file: %d, %v", n, err)
+	}
+	unix.Close(wr)
+	want := append(append([]byte{}, src...), src[:100<<10]...)
+	if got, err := os.ReadFile(sp); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("write from a mapping of the same file: %d bytes read back, equal %v (%v)", len(got), bytes.Equal(got, want), err)
+	}
+}
+
+// Appends through write-only handles, several at once, each land whole at
+// the end (the kernel places them, under the inode's lock).
+func TestDirectAppends(t *testing.T) {
+	_, mnt := mountHere(t, Options{})
+	p := filepath.Join(mnt, "log")
+	const writers, records, recSize = 4, 200, 1000
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fd, err := unix.Open(p, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer unix.Close(fd)
+			rec := bytes.Repeat([]byte{byte('a' + w)}, recSize)
+			for range records {
+				if n, err := unix.Write(fd, rec); err != nil || n != recSize {
+					t.Errorf("append: %d, %v", n, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != writers*records*recSize {
+		t.Fatalf("log has %d bytes, want %d", len(got), writers*records*recSize)
+	}
+	count := make(map[byte]int)
+	for i := 0; i < len(got); i += recSize {
+		r := got[i : i+recSize]
+		if !bytes.Equal(r, bytes.Repeat(r[:1], recSize)) {
+			t.Fatalf("record at %d is torn", i)
+		}
+		count[r[0]]++
+	}
+	for w := range writers {
+		if count[byte('a'+w)] != records {
+			t.Errorf("writer %d: %d records, want %d", w, count[byte('a'+w)], records)
+		}
+	}
+}
+
+// dropRaced drops the kernel's pages of a range only of a file that a READ
+// was served for while the kernel held its inode, and a FORGET of the
+// inode's last reference ends that.
+func TestDropRacedFollowsReads(t *testing.T) {
+	srv, mnt := mountHere(t, Options{})
+	const size = 64 << 10
+	pages := size / os.Getpagesize()
+	data := bytes.Repeat([]byte{'d'}, size)
+	p := filepath.Join(mnt, "f")
+	var st unix.Stat_t
+
+	// Written through O_RDWR: cached by the write, no READ served.
+	writeFile(t, p, unix.O_RDWR, nil)
+	pr := probe(t, p, size)
+	writeFile(t, p, unix.O_RDWR, data)
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	node := conquest.Ino(st.Ino)
+	srv.dropRaced(node, 0, size)
+	if k := pr(); k != pages {
+		t.Fatalf("%d of %d pages cached after dropRaced of a file never read, want all", k, pages)
+	}
+
+	// Rewritten through O_WRONLY (nothing cached), then read: marked.
+	q := filepath.Join(mnt, "g")
+	writeFile(t, q, unix.O_WRONLY, nil)
+	fdq, err := unix.Open(q, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prq := probeFD(t, fdq, size)
+	writeFile(t, q, unix.O_WRONLY, data)
+	if err := unix.Stat(q, &st); err != nil {
+		t.Fatal(err)
+	}
+	nodeQ := conquest.Ino(st.Ino)
+	if got, err := os.ReadFile(q); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %v", err)
+	}
+	if k := prq(); k != pages {
+		t.Fatalf("%d of %d pages cached after a read", k, pages)
+	}
+	srv.dropRaced(nodeQ, 0, size)
+	if k := prq(); k != 0 {
+		t.Fatalf("%d of %d pages still cached after dropRaced of a file read", k, pages)
+	}
+
+	// Unlinked and closed, the kernel forgets the inode: the mark goes.
+	unix.Close(fdq)
+	if err := os.Remove(q); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, ok := srv.cached.Load(nodeQ); !ok {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the mark of a file read, unlinked and closed outlived its FORGET")
+		}
+		if i%50 == 0 {
+			_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
