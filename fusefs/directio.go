@@ -41,7 +41,7 @@ import (
 // directWrites reports whether a handle opened with flags writes past the
 // kernel's page cache.
 func (s *Server) directWrites(flags fuse.OpenFlags) bool {
-	return !s.opt.WritebackCache && flags&fuse.OpenAccessModeMask == fuse.OpenWriteOnly
+	return !s.opt.WritebackCache && !s.opt.CachedWrites && flags&fuse.OpenAccessModeMask == fuse.OpenWriteOnly
 }
 
 // openFlags is the reply's flags for a handle opened with flags, given the

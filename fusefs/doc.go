@@ -36,7 +36,12 @@
 //     writes several times faster but small-file work ~20% slower (a SETATTR
 //     at close of a written file, a GETATTR at every open because the kernel
 //     then distrusts its block count), and leaves written data outside the
-//     arena until close or fsync (figures in README, "Caching");
+//     arena until close or fsync (figures in README, "Caching"). Without it,
+//     a handle opened O_WRONLY bypasses the page cache (FOPEN_DIRECT_IO,
+//     directio.go; Options.CachedWrites turns that off): such writes skip
+//     the kernel's copy into cached pages, and the daemon does what the
+//     kernel then skips (the capability's removal, and dropping pages a
+//     READ cached during the write);
 //   - directory pagination (dir.go): each dirent's offset is the core's
 //     stable scan cursor, so a READDIR resumes where the last one stopped and
 //     no directory is ever copied whole;

@@ -60,6 +60,7 @@ func helperArgs(args []string) ([]string, error) {
 		disk                string
 		flags               uintptr // mountFlagOptions' flags in effect
 		nodiratime, wbcache bool
+		cachedWrites        bool
 		private             bool
 		commit              string
 	)
@@ -82,6 +83,8 @@ func helperArgs(args []string) ([]string, error) {
 			private = true
 		case o == "writeback_cache" || o == "writeback-cache":
 			wbcache = true
+		case o == "cached_writes" || o == "cached-writes":
+			cachedWrites = true
 		case name == "disk" && hasVal && val != "":
 			disk = val
 		case name == "disk":
@@ -118,7 +121,7 @@ func helperArgs(args []string) ([]string, error) {
 	}{
 		{flags&unix.MS_RDONLY != 0, "--read-only"}, {flags&unix.MS_NOSUID != 0, "--nosuid"},
 		{flags&unix.MS_NODEV != 0, "--nodev"}, {flags&unix.MS_NOEXEC != 0, "--noexec"},
-		{noatime, "--noatime"}, {wbcache, "--writeback-cache"}, {private, "--private"},
+		{noatime, "--noatime"}, {wbcache, "--writeback-cache"}, {cachedWrites, "--cached-writes"}, {private, "--private"},
 	} {
 		if f.on {
 			out = append(out, f.flag)
@@ -192,6 +195,7 @@ func helperRemount(args []string) error {
 			commit = d
 		case o == "remount" || mount8Option(o, name) || o == "default_permissions" ||
 			o == "allow_other" || o == "private" || o == "writeback_cache" || o == "writeback-cache" ||
+			o == "cached_writes" || o == "cached-writes" ||
 			o == "lazytime" || o == "nolazytime" || o == "diratime" || o == "nodiratime" ||
 			name == "disk" ||
 			name == "user_id" || name == "group_id" || name == "fd" || name == "rootmode" ||
@@ -243,7 +247,7 @@ func refusedOption(o string) error {
 	case "sync", "dirsync":
 		return fmt.Errorf("mount option %s: not supported (use fsync(2), O_SYNC or O_DSYNC)", o)
 	}
-	return fmt.Errorf("mount option %q: unknown to Conquest (it takes disk=PATH, ro, rw, noatime, nosuid, nodev, noexec, writeback_cache, commit=SECONDS, private)", o)
+	return fmt.Errorf("mount option %q: unknown to Conquest (it takes disk=PATH, ro, rw, noatime, nosuid, nodev, noexec, writeback_cache, cached_writes, commit=SECONDS, private)", o)
 }
 
 // mount8Option reports whether o (name before any '=') is one of mount(8)'s

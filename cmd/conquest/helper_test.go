@@ -28,8 +28,8 @@ func TestHelperArgs(t *testing.T) {
 	}{
 		{args: []string{"conquest", "/p", "/mnt", "-o", "rw,disk=/d,dev,suid"}, helper: true,
 			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "/mnt"}},
-		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,ro,nosuid,nodev,noexec,noatime,nodiratime,writeback_cache,commit=5,private", "-t", "fuse.conquest"}, helper: true,
-			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "--read-only", "--nosuid", "--nodev", "--noexec", "--noatime", "--writeback-cache", "--private", "--commit=5s", "/mnt"}},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,ro,nosuid,nodev,noexec,noatime,nodiratime,writeback_cache,cached_writes,commit=5,private", "-t", "fuse.conquest"}, helper: true,
+			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "--read-only", "--nosuid", "--nodev", "--noexec", "--noatime", "--writeback-cache", "--cached-writes", "--private", "--commit=5s", "/mnt"}},
 		// Later options win, as with mount(8); mount(8)'s own are dropped.
 		{args: []string{"conquest", "/p", "/mnt", "-o", "ro,noatime,disk=/d,nofail,_netdev,x-systemd.automount,defaults,rw,relatime,commit=250ms", "-v", "-n"}, helper: true,
 			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "--commit=250ms", "/mnt"}},

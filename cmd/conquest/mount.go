@@ -49,6 +49,7 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (the default where FUSE allows it; permission bits are always enforced)"},
 			&cli.BoolFlag{Name: "private", Usage: "only the mounting user (and root) may use the mount"},
 			&cli.BoolFlag{Name: "writeback-cache", Usage: "let the kernel buffer writes (faster large writes, slower small-file create/delete)"},
+			&cli.BoolFlag{Name: "cached-writes", Usage: "keep what write-only descriptors write in the kernel's page cache too (faster first re-read of a file just written, slower writes)"},
 			&cli.BoolFlag{Name: "nosuid", Usage: "set-user-ID and set-group-ID bits of programs on the mount take no effect (always so for mounts by other users than root)"},
 			&cli.BoolFlag{Name: "nodev", Usage: "device nodes on the mount cannot be opened (always so for mounts by other users than root)"},
 			&cli.BoolFlag{Name: "read-only", Aliases: []string{"ro"}, Usage: "mount read-only: every change fails with EROFS, and reads leave atime alone"},
@@ -77,7 +78,7 @@ func mountCommand() *cli.Command {
 				return err
 			}
 			ms := mountSettings{
-				fuse: fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache"),
+				fuse: fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache"), CachedWrites: c.Bool("cached-writes"),
 					NoSUID: c.Bool("nosuid"), NoDev: c.Bool("nodev"), NoExec: c.Bool("noexec"),
 					ReadOnly: c.Bool("read-only"), NoAtime: c.Bool("noatime")},
 				commit:  c.Duration("commit"),
@@ -205,6 +206,7 @@ func (ms mountSettings) daemonArgs() []string {
 		flag string
 	}{
 		{ms.fuse.WritebackCache, "--writeback-cache"},
+		{ms.fuse.CachedWrites, "--cached-writes"},
 		{ms.fuse.NoSUID, "--nosuid"},
 		{ms.fuse.NoDev, "--nodev"},
 		{ms.fuse.NoExec, "--noexec"},
