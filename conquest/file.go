@@ -60,6 +60,7 @@ func (fs *FS) Read(ino Ino, h Handle, off int64, dst []byte) (n int, err error) 
 		return 0, ErrInvalid
 	}
 	atime := false
+	fs.vol.noteRead(ino) // before the data is read (ReadSinceLookup)
 	err = fs.read(func() error {
 		in, err := fs.regInode(ino)
 		if err != nil {
@@ -113,9 +114,9 @@ func (fs *FS) Write(ino Ino, h Handle, off int64, src []byte, killPriv bool) (in
 type Kill uint8
 
 const (
-	// KillSUIDGID clears S_ISUID, and S_ISGID when group-exec is set, and
-	// removes security.capability: what FUSE_WRITE_KILL_SUIDGID asks for a
-	// writer without CAP_FSETID (Write's killPriv).
+	// KillSUIDGID clears S_ISUID, and S_ISGID when group-exec is set: what
+	// FUSE_WRITE_KILL_SUIDGID asks for a writer without CAP_FSETID, which
+	// the kernel sends with KillCaps's removal (Write's killPriv is both).
 	KillSUIDGID Kill = 1 << iota
 	// KillCaps removes security.capability: what the kernel's
 	// file_remove_privs does before any write, by any caller, into its page

@@ -21,6 +21,12 @@ type volatile struct {
 	dirty   map[Ino]bool // disk files to flush and trim at the last close
 	next    Handle
 
+	// read holds the inodes a Read was served of since the kernel's
+	// references to them began (ReadSinceLookup); the forget of the last
+	// reference clears it, under this lock, so a lookup after it starts
+	// afresh.
+	read map[Ino]bool
+
 	// unlinked holds the inodes whose last link went while they were in
 	// use (dropLocked), and forgetDue those of them whose last handle
 	// has been closed while the kernel still references them, with the
@@ -44,6 +50,7 @@ func (v *volatile) init() {
 	v.rdwr = make(map[Ino]uint32)
 	v.handles = make(map[Handle]*openFile)
 	v.dirty = make(map[Ino]bool)
+	v.read = make(map[Ino]bool)
 	v.unlinked = make(map[Ino]bool)
 	v.forgetDue = make(map[Ino]time.Time)
 }
@@ -132,6 +139,28 @@ func (v *volatile) takeDirty() map[Ino]bool {
 	return d
 }
 
+// noteRead records, before a Read of ino reads its data, that the kernel
+// (which references ino) may cache what the read returns.
+func (v *volatile) noteRead(ino Ino) {
+	v.mu.Lock()
+	if v.refs[ino] > 0 && !v.read[ino] {
+		v.read[ino] = true
+	}
+	v.mu.Unlock()
+}
+
+// ReadSinceLookup reports whether a Read of ino was served since the
+// kernel's references to it began (its first LOOKUP or create after it had
+// none): whether the kernel may hold pages of ino that it read. The FORGET
+// of the last reference ends it; the kernel has dropped the inode, and its
+// pages, by then.
+func (fs *FS) ReadSinceLookup(ino Ino) bool {
+	v := &fs.vol
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.read[ino]
+}
+
 // inUse reports whether the kernel still references ino or has it open.
 func (v *volatile) inUse(ino Ino) bool {
 	v.mu.Lock()
@@ -139,27 +168,27 @@ func (v *volatile) inUse(ino Ino) bool {
 	return v.refs[ino] > 0 || v.opens[ino] > 0
 }
 
-// forget drops n kernel references. It reports whether the kernel now
-// holds none (gone), and whether ino is now unused (not open either).
-func (v *volatile) forget(ino Ino, n uint64) (gone, unused bool) {
+// forget drops n kernel references and reports whether ino is now unused.
+func (v *volatile) forget(ino Ino, n uint64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	r, ok := v.refs[ino]
 	if !ok {
-		return false, false // not counted: say nothing of the kernel's copy
+		return false
 	}
 	if n >= r {
 		delete(v.refs, ino)
+		delete(v.read, ino)
 	} else {
 		v.refs[ino] = r - n
-		return false, false
+		return false
 	}
 	delete(v.forgetDue, ino)
 	if v.opens[ino] != 0 {
-		return true, false
+		return false
 	}
 	delete(v.unlinked, ino)
-	return true, true
+	return true
 }
 
 // markUnlinked notes that ino lost its last link while in use.
@@ -270,19 +299,13 @@ func (fs *FS) ForgetDue(window time.Duration) bool {
 	return due
 }
 
-// Forget drops n kernel references to ino (FUSE FORGET) and reports
-// whether the kernel holds none now (it has dropped the inode, and with it
-// any page it cached). When an unlinked inode loses its last reference and
-// is not open, it is freed.
-func (fs *FS) Forget(ino Ino, n uint64) (gone bool) {
-	if ino == RootIno {
-		return false
+// Forget drops n kernel references to ino (FUSE FORGET). When an unlinked
+// inode loses its last reference and is not open, it is freed.
+func (fs *FS) Forget(ino Ino, n uint64) {
+	if ino == RootIno || !fs.vol.forget(ino, n) {
+		return
 	}
-	gone, unused := fs.vol.forget(ino, n)
-	if unused {
-		fs.reapIfUnused(ino)
-	}
-	return gone
+	fs.reapIfUnused(ino)
 }
 
 // Open opens a regular file (or any non-directory the kernel asks for) and

@@ -1,7 +1,10 @@
 package fusefs
 
 import (
+	"fmt"
+
 	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
 )
@@ -21,27 +24,66 @@ import (
 // PostMark, whose writers open O_WRONLY, gained too (docs/DESIGN.md,
 // "Session 47").
 //
-// Two things the kernel does for a cached write it leaves undone for a
-// direct one, and the daemon does them:
+// What the kernel does for a cached write it leaves undone for a direct
+// one, the daemon does:
 //
 //   - It removes no privileges before the write (file_remove_privs).
 //     S_ISUID and S_ISGID still go, asked by FUSE_WRITE_KILL_SUIDGID for a
 //     writer without CAP_FSETID, but security.capability, which any write
 //     removes, stays: the core removes it with the data (conquest.KillCaps).
-//   - It drops its cached pages of the range before it sends the WRITEs,
-//     not after. A read through another handle, or a fault of a mapping,
-//     between the two can fetch the old bytes from the daemon and cache
-//     them, and they would outlive the write. So after the data is stored,
-//     and before the reply, the daemon drops the range again if the kernel
-//     may cache pages of the file: if a READ of it was served since the
-//     kernel looked the inode up (noteCached; a FORGET of its last
-//     reference ends that, the pages go with the inode). A READ in flight
-//     holds its page locked, and the invalidation waits for it.
+//   - It does not sync after an O_SYNC or O_DSYNC write (or one with
+//     RWF_SYNC/RWF_DSYNC): a cached write ends with generic_write_sync, an
+//     FSYNC to the daemon, a direct one does not. The WRITE carries the
+//     flags, and the daemon syncs before it answers (syncDirect).
+//   - It drops its cached pages of the range before it sends the WRITEs
+//     (Linux 6.6 and later), and after them only since a 2025 fix ("fuse:
+//     invalidate the page cache after direct write"). A read through
+//     another handle, or a fault of a mapping, between the two can fetch the
+//     old bytes from the daemon and cache them. So after the data is
+//     stored, and before the reply, the daemon drops the range again if a
+//     READ of the file was served since the kernel looked the inode up
+//     (conquest.FS.ReadSinceLookup). A READ in flight holds its page locked,
+//     and the invalidation waits for it.
+//
+// Kernels before 6.6 drop nothing before a direct write, so pages cached
+// earlier (by a read, or a write through another handle) would outlive it,
+// and a mapping's dirty page written back later would overwrite it: on
+// those the adapter does not use direct writes (directIOKernel).
+//
+// One thing is lost that no daemon can give back: the kernel pins the
+// writer's pages instead of copying them, and a buffer it cannot pin
+// (memory of memfd_secret, a mapping of device memory) makes the write
+// fail with EFAULT, where a cached write copies it (found by a review).
 
 // directWrites reports whether a handle opened with flags writes past the
 // kernel's page cache.
 func (s *Server) directWrites(flags fuse.OpenFlags) bool {
-	return !s.opt.WritebackCache && !s.opt.CachedWrites && flags&fuse.OpenAccessModeMask == fuse.OpenWriteOnly
+	return !s.opt.WritebackCache && !s.opt.CachedWrites && directIOKernel &&
+		flags&fuse.OpenAccessModeMask == fuse.OpenWriteOnly
+}
+
+// directIOKernel reports whether the running kernel drops its cached pages
+// of a range before a direct write (Linux 6.6, "fuse: invalidate page cache
+// pages before direct write"); 6.7 and later are taken, a release of margin.
+var directIOKernel = kernelAtLeast(6, 7)
+
+// kernelAtLeast reports whether the running kernel's release is at least
+// major.minor; false when it cannot be read.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	return releaseAtLeast(unix.ByteSliceToString(u.Release[:]), major, minor)
+}
+
+// releaseAtLeast parses a release such as "6.18.44-fc-v1272".
+func releaseAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n != 2 {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // openFlags is the reply's flags for a handle opened with flags, given the
@@ -61,17 +103,16 @@ func (s *Server) directWrite(r *fuse.WriteRequest) bool {
 	return r.Flags&fuse.WriteCache == 0 && s.directWrites(r.FileFlags)
 }
 
-// noteCached records, before a READ of node is served, that the kernel
-// may cache pages of it from now on.
-func (s *Server) noteCached(node conquest.Ino) {
-	if _, ok := s.cached.Load(node); !ok {
-		s.cached.Store(node, struct{}{})
+// syncDirect syncs node after a direct write through a handle opened with
+// flags, if they ask each write to be synchronous (O_DSYNC, which O_SYNC
+// includes; the kernel adds it for RWF_DSYNC and a file or mount marked
+// sync), as the kernel would have with an FSYNC after a cached write.
+func (s *Server) syncDirect(node conquest.Ino, flags fuse.OpenFlags) error {
+	if uint32(flags)&unix.O_DSYNC == 0 {
+		return nil
 	}
-}
-
-// forgotten notes that the kernel dropped node, and its pages with it.
-func (s *Server) forgotten(node conquest.Ino) {
-	s.cached.Delete(node)
+	s.syncWrites.Add(1)
+	return s.fs.Fsync(node, uint32(flags)&(unix.O_SYNC&^unix.O_DSYNC) == 0)
 }
 
 // dropRaced drops the kernel's cached pages of node in [off, off+n) after a
@@ -79,12 +120,10 @@ func (s *Server) forgotten(node conquest.Ino) {
 // (see above). It runs before the reply: once write(2) returns, no read may
 // find the old bytes.
 func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
-	if n <= 0 {
+	if n <= 0 || !s.fs.ReadSinceLookup(node) {
 		return
 	}
-	if _, ok := s.cached.Load(node); !ok {
-		return
-	}
+	s.directDrops.Add(1)
 	start := off &^ (pageSize - 1)
 	end := (off + int64(n) + pageSize - 1) &^ (pageSize - 1)
 	if err := s.conn.InvalidateNode(fuse.NodeID(node), start, end-start); err != nil && err != fuse.ErrNotCached {

@@ -114,7 +114,7 @@ func TestWriteOnlyBypassesPageCache(t *testing.T) {
 // older ones the daemon does (dropRaced, which TestDropRacedFollowsReads
 // tests on its own).
 func TestDirectWriteDropsRacedPages(t *testing.T) {
-	_, mnt := mountHere(t, Options{})
+	srv, mnt := mountHere(t, Options{})
 	const size = 64 << 10
 	p := filepath.Join(mnt, "f")
 	old := bytes.Repeat([]byte{'o'}, size)
@@ -167,6 +167,9 @@ func TestDirectWriteDropsRacedPages(t *testing.T) {
 	}
 	if !bytes.Equal(buf, fresh) {
 		t.Fatalf("a read after the direct write returned: %q..., want %q...", buf[:8], fresh[:8])
+	}
+	if d := srv.Stats()["DIRECT-DROPS"]; d == 0 {
+		t.Error("the daemon dropped no range after the direct write of a file read before")
 	}
 }
 
@@ -407,7 +410,8 @@ func TestDirectAppends(t *testing.T) {
 
 // dropRaced drops the kernel's pages of a range only of a file that a READ
 // was served for while the kernel held its inode, and a FORGET of the
-// inode's last reference ends that.
+// inode's last reference ends that (conquest's TestReadSinceLookup checks
+// the mark itself, partial forgets included).
 func TestDropRacedFollowsReads(t *testing.T) {
 	srv, mnt := mountHere(t, Options{})
 	const size = 64 << 10
@@ -459,7 +463,7 @@ func TestDropRacedFollowsReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {
-		if _, ok := srv.cached.Load(nodeQ); !ok {
+		if !srv.fs.ReadSinceLookup(nodeQ) {
 			break
 		}
 		if i == 500 {
@@ -469,5 +473,66 @@ func TestDropRacedFollowsReads(t *testing.T) {
 			_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An O_SYNC or O_DSYNC write through a write-only handle (and one with
+// RWF_DSYNC) is synced before it returns, as a cached write is by the FSYNC
+// the kernel sends after it; a direct write has no such FSYNC, so the
+// daemon syncs (found by a review: before, such writes returned unsynced).
+func TestDirectSyncWrites(t *testing.T) {
+	srv, mnt := mountHere(t, Options{})
+	p := filepath.Join(mnt, "f")
+	for _, c := range []struct {
+		name       string
+		flags, rwf int
+		syncs      uint64 // the daemon's own syncs expected for 10 writes
+		fsyncs     uint64 // FSYNC requests expected from the kernel
+	}{
+		{"O_WRONLY", unix.O_WRONLY, 0, 0, 0},
+		{"O_WRONLY|O_DSYNC", unix.O_WRONLY | unix.O_DSYNC, 0, 10, 0},
+		{"O_WRONLY|O_SYNC", unix.O_WRONLY | unix.O_SYNC, 0, 10, 0},
+		{"O_WRONLY, RWF_DSYNC", unix.O_WRONLY, unix.RWF_DSYNC, 10, 0},
+		{"O_WRONLY|O_APPEND|O_DSYNC", unix.O_WRONLY | unix.O_APPEND | unix.O_DSYNC, 0, 10, 0},
+		{"O_RDWR|O_DSYNC", unix.O_RDWR | unix.O_DSYNC, 0, 0, 10},
+	} {
+		fd, err := unix.Open(p, c.flags|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := srv.Stats()
+		for i := range 10 {
+			b := []byte("0123456789")
+			if c.rwf != 0 {
+				_, err = unix.Pwritev2(fd, [][]byte{b}, int64(i*10), c.rwf)
+			} else {
+				_, err = unix.Pwrite(fd, b, int64(i*10))
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		unix.Close(fd)
+		after := srv.Stats()
+		if got := after["SYNC-WRITES"] - before["SYNC-WRITES"]; got != c.syncs {
+			t.Errorf("%s: the daemon synced %d of 10 writes, want %d", c.name, got, c.syncs)
+		}
+		if got := after["FSYNC"] - before["FSYNC"]; got != c.fsyncs {
+			t.Errorf("%s: %d FSYNC requests for 10 writes, want %d", c.name, got, c.fsyncs)
+		}
+	}
+}
+
+func TestReleaseAtLeast(t *testing.T) {
+	for _, c := range []struct {
+		rel  string
+		want bool
+	}{
+		{"6.18.44-fc-v1272", true}, {"6.7.0", true}, {"6.6.30", false}, {"5.15.0-91-generic", false},
+		{"7.0", true}, {"6", false}, {"", false},
+	} {
+		if got := releaseAtLeast(c.rel, 6, 7); got != c.want {
+			t.Errorf("releaseAtLeast(%q, 6, 7) = %v, want %v", c.rel, got, c.want)
+		}
 	}
 }

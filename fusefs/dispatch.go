@@ -63,9 +63,12 @@ var opNames = [numOps]string{
 type counters [numOps]atomic.Uint64
 
 // Stats returns how many requests of each kind the server has received,
-// by FUSE opcode name (LOOKUP, GETATTR, ...), and under STATFS-WAITS how
-// many STATFS requests waited for inodes being freed. Tests use it to check that a
-// cache saves the round trips it should.
+// by FUSE opcode name (LOOKUP, GETATTR, ...), under STATFS-WAITS how
+// many STATFS requests waited for inodes being freed, under DIRECT-DROPS
+// how many ranges direct writes dropped from the kernel's cache, and under
+// SYNC-WRITES how many O_SYNC/O_DSYNC direct writes were synced
+// (directio.go). Tests use it to check that a cache saves the round trips
+// it should.
 func (s *Server) Stats() map[string]uint64 {
 	m := make(map[string]uint64, numOps)
 	for i := range s.stats {
@@ -75,6 +78,12 @@ func (s *Server) Stats() map[string]uint64 {
 	}
 	if n := s.statfsWaits.Load(); n != 0 {
 		m["STATFS-WAITS"] = n
+	}
+	if n := s.directDrops.Load(); n != 0 {
+		m["DIRECT-DROPS"] = n
+	}
+	if n := s.syncWrites.Load(); n != 0 {
+		m["SYNC-WRITES"] = n
 	}
 	return m
 }
@@ -185,15 +194,13 @@ func (s *Server) dispatch(req fuse.Request) bool {
 		s.lookup(r)
 	case *fuse.ForgetRequest:
 		s.count(opForget)
-		if s.fs.Forget(ino(r.Node), r.N) {
-			s.forgotten(ino(r.Node))
-		}
+		s.fs.Forget(ino(r.Node), r.N)
 		r.Respond()
 	case *fuse.BatchForgetRequest:
 		s.count(opForget)
 		for _, f := range r.Forget {
-			if f.NodeID != pollNode && s.fs.Forget(ino(f.NodeID), f.N) {
-				s.forgotten(ino(f.NodeID))
+			if f.NodeID != pollNode {
+				s.fs.Forget(ino(f.NodeID), f.N)
 			}
 		}
 		r.Respond()

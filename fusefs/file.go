@@ -144,7 +144,6 @@ func (s *Server) read(r *fuse.ReadRequest) {
 	if size < 0 {
 		size = 0
 	}
-	s.noteCached(ino(r.Node))
 	n, err := s.fs.Read(ino(r.Node), conquest.Handle(r.Handle), r.Offset, (*buf)[outHeaderSize:outHeaderSize+size])
 	if err != nil {
 		dataBufs.Put(buf)
@@ -221,7 +220,14 @@ func (s *Server) write(r *fuse.WriteRequest) {
 		s.invalidateAttr(node)
 	}
 	if direct {
+		// As generic_write_sync after a cached write: the data is written
+		// whatever the sync's outcome, and the error is the write's.
+		serr := s.syncDirect(node, r.FileFlags)
 		s.dropRaced(node, r.Offset, n)
+		if serr != nil {
+			s.respondError(r, serr)
+			return
+		}
 	}
 	r.Respond(&fuse.WriteResponse{Size: n})
 }

@@ -48,8 +48,9 @@ type Server struct {
 	pollTid     atomic.Uint32 // thread priming POLL (poll.go), 0 when none
 	frees       frees         // RELEASEs and FORGETs being served (STATFS waits for them)
 	capRemoved  sync.Map      // conquest.Ino → capRemoval (killpriv.go)
-	cached      sync.Map      // conquest.Ino → struct{}: pages the kernel may cache (directio.go)
 	statfsWaits atomic.Uint64 // STATFS requests that waited in awaitFrees
+	directDrops atomic.Uint64 // ranges dropped after direct writes (dropRaced)
+	syncWrites  atomic.Uint64 // direct O_SYNC/O_DSYNC writes synced (syncDirect)
 	stats       counters
 	dropMu      [64]sync.Mutex // dropLock's stripes (file.go)
 }

@@ -166,7 +166,7 @@ func isRemount(args []string) bool {
 // helperRemount changes the flags of the live Conquest mount args[2] as the
 // options ask: ro/rw, nosuid/suid, nodev/dev, noexec/exec, noatime/relatime,
 // and its commit interval (commit=). Options that only take effect at
-// mount (disk=, writeback_cache, private) keep the mount's values:
+// mount (disk=, writeback_cache, cached_writes, private) keep the mount's values:
 // mount(8) passes the fstab line's options with a remount.
 func helperRemount(args []string) error {
 	dir, err := filepath.Abs(args[2])
