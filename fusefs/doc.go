@@ -40,8 +40,8 @@
 //     a handle opened O_WRONLY bypasses the page cache (FOPEN_DIRECT_IO,
 //     directio.go; Options.CachedWrites turns that off): such writes skip
 //     the kernel's copy into cached pages, and the daemon does what the
-//     kernel then skips (the capability's removal, and dropping pages a
-//     READ cached during the write);
+//     kernel then skips (the capability's removal, the sync of an O_DSYNC
+//     write, and dropping pages a READ cached during the write);
 //   - directory pagination (dir.go): each dirent's offset is the core's
 //     stable scan cursor, so a READDIR resumes where the last one stopped and
 //     no directory is ever copied whole;
