@@ -85,6 +85,31 @@ func holdsWritable(pid uint32, ino uint64) bool {
 	return false
 }
 
+// callerSyscall returns the number of the system call thread pid is in,
+// read from /proc/<pid>/syscall (a caller waits in its system call for the
+// reply to the request it caused); false when that cannot be read: no pid,
+// the thread gone, the daemon not allowed to look (it must be able to
+// ptrace the caller), or the thread not in a system call (an io_uring
+// worker, say).
+func callerSyscall(pid uint32) (int, bool) {
+	if pid == 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/syscall")
+	if err != nil {
+		return 0, false
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(f[0]))
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
 // Capability bits in a capability set.
 const (
 	capDacOverride = 1

@@ -2,9 +2,13 @@ package fusefs
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // holdsWritable finds a descriptor of this process open for writing on a
@@ -40,5 +44,32 @@ func TestHoldsWritable(t *testing.T) {
 	w.Close()
 	if holdsWritable(pid, st.Ino) {
 		t.Fatal("a closed descriptor still counted")
+	}
+}
+
+// callerSyscall reads the system call a thread waits in: here a child
+// process blocked in read(2) on a pipe; nothing for pid 0 or a pid that
+// does not exist.
+func TestCallerSyscall(t *testing.T) {
+	if _, ok := callerSyscall(0); ok {
+		t.Error("a system call for pid 0")
+	}
+	if _, ok := callerSyscall(1 << 30); ok {
+		t.Error("a system call for a pid that does not exist")
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for i := 0; ; i++ {
+		nr, ok := callerSyscall(uint32(cmd.Process.Pid))
+		if ok && nr == unix.SYS_CLOCK_NANOSLEEP || ok && nr == unix.SYS_NANOSLEEP {
+			return
+		}
+		if i == 200 {
+			t.Fatalf("sleep(1)'s system call: %d, %v; want clock_nanosleep", nr, ok)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
 )
@@ -89,6 +90,16 @@ func (s *Server) dropSGID(node conquest.Ino, c conquest.Cred) error {
 // chown(-1, -1) by root of a file that has both set-user-ID and a
 // capability keeps set-user-ID, which ext4 clears.)
 
+// chownCalls are the system calls that change an owner (chownCallsArch
+// adds those this architecture has besides).
+var chownCalls = func() map[int]bool {
+	m := map[int]bool{unix.SYS_FCHOWN: true, unix.SYS_FCHOWNAT: true}
+	for _, c := range chownCallsArch {
+		m[c] = true
+	}
+	return m
+}()
+
 // capabilityXattr is the attribute of file capabilities.
 const capabilityXattr = "security.capability"
 
@@ -122,13 +133,17 @@ func (s *Server) capJustRemoved(node conquest.Ino, h *fuse.Header) bool {
 // CAP_FOWNER) may make by chown(-1, -1): another caller gets EPERM, and
 // the bits stay. The removal before a fallocate is forced by the kernel
 // (ATTR_FORCE) for whoever holds the file open for writing. The SETATTR
-// does not say which it is, so a caller that is neither the owner nor
-// capable, may not write the file by its mode, and holds no descriptor of
-// it open for writing (a fallocate's, whose mode may have changed since
-// the open) gets EPERM (until session 46 anyone who could reach the file
-// could clear its bits; found by an outside review); one that may write
-// has the bits cleared, which its chown(-1, -1) does not do on ext4 (it
-// could clear them by writing anyway).
+// does not say which it is; the system call its caller is in does
+// (/proc/<tid>/syscall, callerSyscall): a chown family call by a caller
+// that is neither the owner nor capable gets EPERM, a fallocate has the
+// bits cleared (since session 47; before, a caller who could write the
+// file had its chown(-1, -1) clear them). When the call cannot be read (a
+// daemon that may not look at its caller, an io_uring worker), the old
+// rule decides: a caller that is neither the owner nor capable, may not
+// write the file by its mode, and holds no descriptor of it open for
+// writing (a fallocate's, whose mode may have changed since the open) gets
+// EPERM (until session 46 anyone who could reach the file could clear its
+// bits; found by an outside review); one that may write has them cleared.
 func (s *Server) emptySetattr(r *fuse.SetattrRequest, in conquest.SetAttr) (conquest.SetAttr, error) {
 	if in.Valid == 0 {
 		in.Valid = conquest.SetTouch // ext4 marks ctime for chown(-1, -1)
@@ -138,8 +153,16 @@ func (s *Server) emptySetattr(r *fuse.SetattrRequest, in conquest.SetAttr) (conq
 	if err != nil || a.Mode&conquest.S_IFMT == conquest.S_IFDIR || a.Mode&(conquest.S_ISUID|conquest.S_ISGID) == 0 {
 		return in, nil
 	}
-	if r.Header.Uid != a.Uid && !callerHasCap(&r.Header, capFowner) && !mayWrite(&r.Header, a) && !holdsWritable(r.Header.Pid, uint64(node)) {
-		return in, conquest.ErrPerm
+	if r.Header.Uid != a.Uid && !callerHasCap(&r.Header, capFowner) {
+		call, known := callerSyscall(r.Header.Pid)
+		switch {
+		case known && chownCalls[call]:
+			return in, conquest.ErrPerm // chown(-1, -1): the owner's alone
+		case known && call == unix.SYS_FALLOCATE:
+			// The kernel forces the removal for a fallocate's writer.
+		case !mayWrite(&r.Header, a) && !holdsWritable(r.Header.Pid, uint64(node)):
+			return in, conquest.ErrPerm
+		}
 	}
 	capable := callerHasCap(&r.Header, capFsetid)
 	if capable && s.capJustRemoved(node, &r.Header) {

@@ -473,9 +473,10 @@ func testPermKillPrivNoop(t *testing.T, dir string) {
 
 // testPermKillPrivChown: a chown(-1, -1) that would clear set-user-ID or
 // set-group-ID is a mode change, which only the owner may make: by another
-// user (without write access) it fails with EPERM and the bits stay, as on
-// ext4 (Conquest cleared them for anyone who could reach the file until
-// session 46). A fallocate by such a user who may write clears them (the
+// user, even one who may write the file, it fails with EPERM and the bits
+// stay, as on ext4 (Conquest cleared them for anyone who could reach the
+// file until session 46, and for a user who could write it until session
+// 47). A fallocate by such a user who may write clears them (the
 // kernel forces that change). And a chown that changes the group clears an
 // S_ISGID without group exec when the caller is not in the file's group as
 // it was (Linux >= 6.2's setattr_should_drop_sgid), keeps it when it is.
@@ -490,6 +491,8 @@ func testPermKillPrivChown(t *testing.T, dir string) {
 		{"chown", 0, 0, 04755, 04755, unix.EPERM},
 		{"chown", 0, 0, 02745, 02745, unix.EPERM},
 		{"chown", 0, 0, 06711, 06711, unix.EPERM},
+		{"chown", 0, 0, 04777, 04777, unix.EPERM}, // nobody may write it, and still may not
+		{"chown", 0, 0, 06767, 06767, unix.EPERM},
 		{"fallocate", 0, 0, 04777, 0777, nil},
 		{"chgrp", nobodyUID, 0, 02745, 0745, nil},
 		{"chgrp", nobodyUID, nobodyGID, 02745, 02745, nil},
