@@ -28,7 +28,7 @@ type Options struct {
 	// page cache as well, as through every other handle, without the
 	// writeback cache. Off by default: such handles then bypass the page
 	// cache (FOPEN_DIRECT_IO; directio.go), which makes their writes faster
-	// (1 GiB in 1 MiB writes 1.2–1.5x, PostMark 1.14–1.16x) but leaves a
+	// (1 GiB in 1 MiB writes 1.1–1.5x, PostMark 1.14–1.16x) but leaves a
 	// file just written to be fetched from the daemon on its first read
 	// (a 1 GiB file re-read at 2.6 GB/s instead of 11; README, "Caching").
 	CachedWrites bool
