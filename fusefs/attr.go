@@ -103,8 +103,8 @@ func (s *Server) setattr(r *fuse.SetattrRequest) {
 	}
 	// The reply carries the new attributes (mode with S_ISUID cleared by a
 	// chown or truncate, size, times): nothing else to invalidate but a
-	// symlink's cached target (entry.go).
-	s.retargetLink(a.Ino, a.Mode)
+	// symlink's cached target or a directory's cached listing (entry.go).
+	s.dropCached(a.Ino, a.Mode)
 	s.replyAttr(r, a)
 }
 

@@ -45,6 +45,11 @@
 //   - directory pagination (dir.go): each dirent's offset is the core's
 //     stable scan cursor, so a READDIR resumes where the last one stopped and
 //     no directory is ever copied whole;
+//   - directories opened without OPENDIR, their listings cached by the
+//     kernel (dir.go, dircache.go; Linux >= 5.1): the first OPENDIR is
+//     answered ENOSYS; a change to a listed directory's entries, a change
+//     of its ctime and a move to another parent drop the kernel's listing
+//     before the reply, so open streams, atime and ".." stay as on ext4;
 //   - the few replies bazil encodes wrongly (reply.go): bazil's Attr drops
 //     S_ISVTX, so entry and attribute replies are encoded here and written to
 //     the device directly;

@@ -45,17 +45,17 @@ func (s *Server) lookup(r *fuse.LookupRequest) {
 
 func (s *Server) mknod(r *fuse.MknodRequest) {
 	a, err := s.fs.Mknod(ino(r.Node), r.Name, unixMode(r.Mode), r.Rdev, cred(&r.Header))
-	s.entryOrError(r, a, err)
+	s.entryOrError(r, ino(r.Node), a, err)
 }
 
 func (s *Server) mkdir(r *fuse.MkdirRequest) {
 	a, err := s.fs.Mkdir(ino(r.Node), r.Name, unixMode(r.Mode), cred(&r.Header))
-	s.entryOrError(r, a, err)
+	s.entryOrError(r, ino(r.Node), a, err)
 }
 
 func (s *Server) symlink(r *fuse.SymlinkRequest) {
 	a, err := s.fs.Symlink(ino(r.Node), r.NewName, r.Target, cred(&r.Header))
-	s.entryOrError(r, a, err)
+	s.entryOrError(r, ino(r.Node), a, err)
 }
 
 func (s *Server) link(r *fuse.LinkRequest) {
@@ -63,16 +63,18 @@ func (s *Server) link(r *fuse.LinkRequest) {
 	// stores in the one inode all of its names share.
 	a, err := s.fs.Link(ino(r.OldNode), ino(r.Node), r.NewName)
 	if err == nil {
-		s.retargetLink(a.Ino, a.Mode)
+		s.dropCached(a.Ino, a.Mode)
 	}
-	s.entryOrError(r, a, err)
+	s.entryOrError(r, ino(r.Node), a, err)
 }
 
-func (s *Server) entryOrError(r fuse.Request, a conquest.Attr, err error) {
+// entryOrError replies to a request that made an entry in dir.
+func (s *Server) entryOrError(r fuse.Request, dir conquest.Ino, a conquest.Attr, err error) {
 	if err != nil {
 		s.respondError(r, err)
 		return
 	}
+	s.dirChanged(dir)
 	s.replyEntry(r, a, s.opt.EntryTTL, nil)
 }
 
@@ -84,6 +86,7 @@ func (s *Server) create(r *fuse.CreateRequest) {
 		s.respondError(r, err)
 		return
 	}
+	s.dirChanged(ino(r.Node))
 	s.replyEntry(r, a, s.opt.EntryTTL, &fuse.OpenResponse{
 		Handle: fuse.HandleID(h),
 		Flags:  s.openFlags(fuse.OpenKeepCache, r.Flags),
@@ -102,7 +105,8 @@ func (s *Server) remove(r *fuse.RemoveRequest) {
 		s.respondError(r, err)
 		return
 	}
-	s.retargetLink(kept.Ino, kept.Mode)
+	s.dropCached(kept.Ino, kept.Mode)
+	s.dirChanged(ino(r.Node))
 	r.Respond()
 }
 
@@ -113,43 +117,52 @@ func (s *Server) rename(r *fuse.RenameRequest) {
 		s.respondError(r, err)
 		return
 	}
-	s.retargetLink(kept.Ino, kept.Mode) // the replaced inode, if it keeps names
-	s.retargetRenamed(ino(r.NewDir), r.NewName)
+	s.dropCached(kept.Ino, kept.Mode) // the replaced inode, if it keeps names
+	s.dropCachedRenamed(ino(r.NewDir), r.NewName)
+	s.dirChanged(ino(r.Node), ino(r.NewDir))
 	r.Respond()
 }
 
-// The kernel caches a symlink's target (CACHE_SYMLINKS) and answers later
-// readlinks and path walks from it, so only the first READLINK reaches the
+// The kernel caches a symlink's target (CACHE_SYMLINKS) and a directory's
+// listing (no OPENDIR, dir.go) and answers later readlinks, path walks and
+// readdirs from them, so only the first READLINK or READDIR reaches the
 // core, which updates atime (relatime). An operation that changes the
-// symlink's ctime or times (a chown, a rename, an xattr, a link made or
-// removed) makes atime due again on ext4; retargetLink,
-// called before such an operation's reply, drops the cached target so that
-// the next readlink comes here. (An atime a day old, the third relatime
-// rule, is not seen: the cached target has no lifetime.)
-func (s *Server) retargetLink(node conquest.Ino, mode uint32) {
-	if mode&conquest.S_IFMT != conquest.S_IFLNK {
+// inode's ctime or times (a chown or chmod, a rename, an xattr, a link
+// made or removed) makes atime due again on ext4, and a directory moved to
+// another parent has a new ".."; the kernel notices neither (it rereads a
+// listing only when the directory's entries or mtime changed). dropCached,
+// called before such an operation's reply, drops the cached target or
+// listing so that the next readlink or readdir comes here. (An atime a day
+// old, the third relatime rule, is not seen: the cache has no lifetime.)
+func (s *Server) dropCached(node conquest.Ino, mode uint32) {
+	switch mode & conquest.S_IFMT {
+	case conquest.S_IFLNK:
+	case conquest.S_IFDIR:
+		s.unlisted(node)
+	default:
 		return
 	}
-	// Pages only: the kernel takes no inode lock for this, and the request
-	// in flight holds none that a READLINK of the page would need.
+	// Pages only (and the attributes): the kernel takes no inode lock for
+	// this, and the request in flight holds none that a READLINK or READDIR
+	// of the page would need.
 	if err := s.conn.InvalidateNode(fuse.NodeID(node), 0, 0); err != nil && err != fuse.ErrNotCached {
-		s.opt.Logf("fusefs: invalidating the target of symlink %d: %v", node, err)
+		s.opt.Logf("fusefs: invalidating the cached contents of inode %d: %v", node, err)
 	}
 }
 
-// retargetLinkIno is retargetLink for an operation whose reply carries no
+// dropCachedIno is dropCached for an operation whose reply carries no
 // attributes.
-func (s *Server) retargetLinkIno(node conquest.Ino) {
+func (s *Server) dropCachedIno(node conquest.Ino) {
 	if a, err := s.fs.GetAttr(node); err == nil {
-		s.retargetLink(node, a.Mode)
+		s.dropCached(node, a.Mode)
 	}
 }
 
-// retargetRenamed is retargetLink for what a rename moved to dir/name
-// (whose ctime it marked).
-func (s *Server) retargetRenamed(dir conquest.Ino, name string) {
+// dropCachedRenamed is dropCached for what a rename moved to dir/name
+// (whose ctime it marked, and whose ".." it may have changed).
+func (s *Server) dropCachedRenamed(dir conquest.Ino, name string) {
 	if a, err := s.fs.Peek(dir, name); err == nil {
-		s.retargetLink(a.Ino, a.Mode)
+		s.dropCached(a.Ino, a.Mode)
 	}
 }
 

@@ -109,10 +109,11 @@ func (s *Server) rename2(r *fuse.UnrecognizedRequest) {
 		s.respondError(r, err)
 		return
 	}
-	s.retargetLink(kept.Ino, kept.Mode)
-	s.retargetRenamed(ino(rr.NewDir), in.newName)
+	s.dropCached(kept.Ino, kept.Mode)
+	s.dropCachedRenamed(ino(rr.NewDir), in.newName)
 	if in.flags&conquest.RenameExchange != 0 {
-		s.retargetRenamed(ino(r.Node), in.oldName)
+		s.dropCachedRenamed(ino(r.Node), in.oldName)
 	}
+	s.dirChanged(ino(r.Node), ino(rr.NewDir))
 	rr.Respond()
 }

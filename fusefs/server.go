@@ -53,6 +53,7 @@ type Server struct {
 	syncWrites  atomic.Uint64 // direct O_SYNC/O_DSYNC writes synced (syncDirect)
 	stats       counters
 	dropMu      [64]sync.Mutex // dropLock's stripes (file.go)
+	listed      listedDirs     // directories whose listing the kernel may cache (dircache.go)
 }
 
 // Mount mounts fsys on the directory dir and starts serving it. When Mount

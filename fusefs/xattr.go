@@ -66,7 +66,7 @@ func (s *Server) setxattr(r *fuse.SetxattrRequest) {
 		s.respondError(r, err)
 		return
 	}
-	s.retargetLinkIno(ino(r.Node))
+	s.dropCachedIno(ino(r.Node))
 	r.Respond()
 }
 
@@ -78,7 +78,7 @@ func (s *Server) removexattr(r *fuse.RemovexattrRequest) {
 	if r.Name == capabilityXattr {
 		s.noteCapRemoved(r)
 	}
-	s.retargetLinkIno(ino(r.Node))
+	s.dropCachedIno(ino(r.Node))
 	r.Respond()
 }
 

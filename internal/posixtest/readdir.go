@@ -3,6 +3,8 @@ package posixtest
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
+	"slices"
 	"sort"
 	"testing"
 
@@ -17,6 +19,8 @@ var readdirTests = map[string]Test{
 	"ReaddirDeleteChunks": testReaddirDeleteChunks,
 	"ReaddirSeekStable":   testReaddirSeekStable,
 	"ReaddirRewind":       testReaddirRewind,
+	"ReaddirFresh":        testReaddirFresh,
+	"ReaddirDotDotMoved":  testReaddirDotDotMoved,
 }
 
 // dirent is one entry returned by getdents64.
@@ -320,5 +324,177 @@ func readAllFd(t testing.TB, fd int) []dirent {
 			return all
 		}
 		all = append(all, ents...)
+	}
+}
+
+// testReaddirFresh: a directory listed again after each kind of change to
+// its entries shows exactly the entries it has, each with its inode number
+// and type (Conquest: the kernel keeps listings and must reread them).
+func testReaddirFresh(t *testing.T, dir string) {
+	d := join(dir, "d")
+	mkdir(t, d, 0755)
+	other := join(dir, "other")
+	mkdir(t, other, 0755)
+	check := func(why string) {
+		t.Helper()
+		for round := 0; round < 2; round++ { // the second from the kernel's cache, if any
+			ents, err := readDirents(d)
+			ok(t, err, "readdir "+why)
+			got := map[string]bool{}
+			for _, e := range ents {
+				if got[e.Name] {
+					t.Fatalf("%s: %q listed twice", why, e.Name)
+				}
+				got[e.Name] = true
+				st := lstat(t, join(d, e.Name))
+				if e.Ino != st.Ino {
+					t.Fatalf("%s: %q listed with inode %d, lstat says %d", why, e.Name, e.Ino, st.Ino)
+				}
+				if want := dtypeOf(st.Mode); e.Type != want {
+					t.Fatalf("%s: %q listed with type %d, lstat says %d", why, e.Name, e.Type, want)
+				}
+			}
+			f, err := os.Open(d)
+			ok(t, err, "open")
+			names, err := f.Readdirnames(-1)
+			f.Close()
+			ok(t, err, "readdirnames")
+			if len(names)+2 != len(ents) {
+				t.Fatalf("%s: getdents64 listed %d entries, Readdirnames %d (+2)", why, len(ents), len(names))
+			}
+			for _, n := range names {
+				if !got[n] {
+					t.Fatalf("%s: %q missing from getdents64", why, n)
+				}
+			}
+		}
+	}
+	want := func(why string, names ...string) {
+		t.Helper()
+		check(why)
+		got, err := readNames(d)
+		ok(t, err, "readdir")
+		sort.Strings(names)
+		if !slices.Equal(got, names) {
+			t.Fatalf("%s: listed %q, want %q", why, got, names)
+		}
+	}
+	want("empty")
+	writeFile(t, join(d, "a"), []byte("a"), 0644)
+	want("create", "a")
+	mkdir(t, join(d, "sub"), 0755)
+	want("mkdir", "a", "sub")
+	ok(t, unix.Symlink("a", join(d, "ln")), "symlink")
+	want("symlink", "a", "ln", "sub")
+	ok(t, unix.Mkfifo(join(d, "fifo"), 0644), "mkfifo")
+	want("mkfifo", "a", "fifo", "ln", "sub")
+	ok(t, unix.Link(join(d, "a"), join(d, "hard")), "link")
+	want("link", "a", "fifo", "hard", "ln", "sub")
+	ok(t, unix.Rename(join(d, "fifo"), join(d, "pipe")), "rename within")
+	want("rename within", "a", "hard", "ln", "pipe", "sub")
+	writeFile(t, join(other, "in"), nil, 0644)
+	ok(t, unix.Rename(join(other, "in"), join(d, "in")), "rename in")
+	want("rename in", "a", "hard", "in", "ln", "pipe", "sub")
+	ok(t, unix.Rename(join(d, "ln"), join(other, "ln")), "rename out")
+	want("rename out", "a", "hard", "in", "pipe", "sub")
+	// A name that now stands for another inode of another type.
+	mkdir(t, join(other, "x"), 0755)
+	ok(t, unix.Rmdir(join(d, "sub")), "rmdir")
+	want("rmdir", "a", "hard", "in", "pipe")
+	writeFile(t, join(d, "sub"), nil, 0644)
+	want("a file where a directory was", "a", "hard", "in", "pipe", "sub")
+	writeFile(t, join(other, "new"), []byte("new"), 0644)
+	ok(t, unix.Rename(join(other, "new"), join(d, "a")), "rename over")
+	want("rename over", "a", "hard", "in", "pipe", "sub")
+	ok(t, unix.Unlink(join(d, "pipe")), "unlink")
+	want("unlink", "a", "hard", "in", "sub")
+	if err := unix.Renameat2(unix.AT_FDCWD, join(d, "in"), unix.AT_FDCWD, join(other, "x"), unix.RENAME_EXCHANGE); err == nil {
+		want("exchange", "a", "hard", "in", "sub")
+	} else if err != unix.EINVAL && err != unix.ENOSYS {
+		t.Fatalf("renameat2 RENAME_EXCHANGE: %v", err)
+	}
+	fd, err := unix.Open(d, unix.O_TMPFILE|unix.O_RDWR, 0644)
+	if err == nil {
+		ok(t, unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), unix.AT_FDCWD, join(d, "tmp"), unix.AT_SYMLINK_FOLLOW), "linkat")
+		unix.Close(fd)
+		want("O_TMPFILE linked", "a", "hard", "in", "sub", "tmp")
+	}
+}
+
+// dtypeOf is the getdents64 d_type of a file of mode m.
+func dtypeOf(m uint32) uint8 {
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFREG:
+		return unix.DT_REG
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	case unix.S_IFIFO:
+		return unix.DT_FIFO
+	case unix.S_IFSOCK:
+		return unix.DT_SOCK
+	case unix.S_IFCHR:
+		return unix.DT_CHR
+	case unix.S_IFBLK:
+		return unix.DT_BLK
+	}
+	return unix.DT_UNKNOWN
+}
+
+// testReaddirDotDotMoved: ".." in a listing of a directory moved to another
+// parent (by rename or by RENAME_EXCHANGE) is the new parent, even when the
+// directory was listed before the move (Conquest: the kernel's cached
+// listing must be dropped).
+func testReaddirDotDotMoved(t *testing.T, dir string) {
+	a, b := join(dir, "a"), join(dir, "b")
+	mkdir(t, a, 0755)
+	mkdir(t, b, 0755)
+	dots := func(p string) (dot, dotdot uint64) {
+		t.Helper()
+		for round := 0; round < 2; round++ {
+			ents, err := readDirents(p)
+			ok(t, err, "readdir "+p)
+			dot, dotdot = 0, 0
+			for _, e := range ents {
+				switch e.Name {
+				case ".":
+					dot = e.Ino
+				case "..":
+					dotdot = e.Ino
+				}
+			}
+		}
+		return dot, dotdot
+	}
+	expect := func(p, parent, why string) {
+		t.Helper()
+		dot, dotdot := dots(p)
+		if self := lstat(t, p).Ino; dot != self {
+			t.Fatalf("%s: \".\" of %s is inode %d, want %d", why, p, dot, self)
+		}
+		if want := lstat(t, parent).Ino; dotdot != want {
+			t.Fatalf("%s: \"..\" of %s is inode %d, want %d (its parent)", why, p, dotdot, want)
+		}
+	}
+	x := join(a, "x")
+	mkdir(t, x, 0755)
+	writeFile(t, join(x, "f"), nil, 0644)
+	expect(x, a, "before the move")
+	ok(t, unix.Rename(x, join(b, "x")), "rename")
+	expect(join(b, "x"), b, "after rename")
+	y := join(a, "y")
+	mkdir(t, y, 0755)
+	expect(y, a, "before the exchange")
+	expect(join(b, "x"), b, "before the exchange")
+	err := unix.Renameat2(unix.AT_FDCWD, y, unix.AT_FDCWD, join(b, "x"), unix.RENAME_EXCHANGE)
+	if err == unix.EINVAL || err == unix.ENOSYS {
+		t.Skipf("no RENAME_EXCHANGE: %v", err)
+	}
+	ok(t, err, "renameat2 RENAME_EXCHANGE")
+	expect(join(a, "y"), a, "after the exchange")
+	expect(join(b, "x"), b, "after the exchange")
+	if _, err := os.Stat(join(a, "y", "f")); err != nil {
+		t.Fatalf("after the exchange a/y is not the old b/x: %v", err)
 	}
 }

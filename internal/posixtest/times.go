@@ -26,6 +26,7 @@ var timeTests = map[string]Test{
 	"TimesOnXattr":     testTimesOnXattr,
 	"TimesReaddirDirA": testTimesReaddir,
 	"TimesReadlink":    testTimesReadlink,
+	"TimesReaddirDue":  testTimesReaddirDue,
 }
 
 // setTimes sets atime and mtime of p to a and m (no symlink following).
@@ -483,6 +484,83 @@ func testTimesReadlink(t *testing.T, dir string) {
 		ok(t, err, "readlink")
 		if st := lstat(t, l2); !tsAfter(st.Atim, prev) {
 			t.Fatalf("readlink after the %s of another link did not update the symlink's atime (%v)", how, tsTime(st.Atim))
+		}
+	}
+}
+
+// testTimesReaddirDue: after a listing set a directory's atime, one
+// listed again leaves it (relatime: newer than mtime and ctime); after a
+// change of its times, of its ctime alone (chmod, chown(-1, -1), an xattr,
+// a rename of the directory) atime is due again and the next listing
+// updates it. (Conquest: the kernel's cached listing must be dropped, as a
+// symlink's cached target is; testTimesReadlink.)
+func testTimesReaddirDue(t *testing.T, dir string) {
+	var sfs unix.Statfs_t
+	ok(t, unix.Statfs(dir, &sfs), "statfs")
+	if sfs.Flags&(unix.ST_NOATIME|unix.ST_NODIRATIME) != 0 || sfs.Flags&unix.ST_RELATIME == 0 {
+		t.Skip("not a plain relatime mount")
+	}
+	d := join(dir, "d")
+	mkdir(t, d, 0755)
+	writeFile(t, join(d, "f"), nil, 0644)
+	list := func(p, why string) {
+		t.Helper()
+		names, err := readNames(p)
+		ok(t, err, "readdir "+why)
+		if len(names) != 1 || names[0] != "f" {
+			t.Fatalf("listing %s: %q", why, names)
+		}
+	}
+	list(d, "at first")
+	st := lstat(t, d)
+	if !tsAfter(st.Atim, st.Mtim) && !tsEqual(st.Atim, st.Mtim) {
+		t.Fatalf("the first listing left atime %v before mtime %v", tsTime(st.Atim), tsTime(st.Mtim))
+	}
+	// Recent and newer than mtime and ctime: left alone.
+	future := unix.NsecToTimespec(time.Now().Add(time.Minute).UnixNano())
+	setTimes(t, d, future, st.Mtim)
+	list(d, "with a recent atime")
+	if a := lstat(t, d).Atim; !tsEqual(a, future) {
+		t.Fatalf("a listing with a recent atime updated it (relatime): %v", tsTime(a))
+	}
+	// utimensat to an atime before mtime: due.
+	before := unix.NsecToTimespec(unix.TimespecToNsec(st.Mtim) - 10e9)
+	setTimes(t, d, before, st.Mtim)
+	list(d, "after utimensat")
+	prev := lstat(t, d).Atim
+	if !tsAfter(prev, before) {
+		t.Fatalf("a listing after utimensat did not update the directory's atime")
+	}
+	changes := []struct {
+		name string
+		do   func() string // the directory's path afterwards
+	}{
+		{"chmod", func() string { ok(t, unix.Chmod(d, 0750), "chmod"); return d }},
+		{"chown(-1, -1)", func() string { ok(t, unix.Chown(d, -1, -1), "chown"); return d }},
+		{"setxattr", func() string {
+			if err := unix.Setxattr(d, "user.t", []byte("v"), 0); err != nil {
+				t.Skipf("user xattrs unsupported: %v", err)
+			}
+			return d
+		}},
+		{"rename", func() string {
+			d2 := join(dir, "d2")
+			ok(t, unix.Rename(d, d2), "rename")
+			ok(t, unix.Rename(d2, d), "rename back")
+			return d
+		}},
+	}
+	for _, c := range changes {
+		list(d, "before "+c.name)
+		prev = lstat(t, d).Atim
+		tickSleep()
+		p := c.do()
+		if ct := lstat(t, p).Ctim; !tsAfter(ct, prev) {
+			t.Skipf("%s left the directory's ctime %v at or before its atime %v", c.name, tsTime(ct), tsTime(prev))
+		}
+		list(p, "after "+c.name)
+		if a := lstat(t, p).Atim; !tsAfter(a, prev) {
+			t.Fatalf("a listing after %s did not update the directory's atime (%v, was %v)", c.name, tsTime(a), tsTime(prev))
 		}
 	}
 }
