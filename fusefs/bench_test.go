@@ -69,6 +69,37 @@ func BenchmarkRoundTrips(b *testing.B) {
 					must(unix.Close(fd))
 				}
 			})
+			// Listings of a directory of 50 entries: unchanged between
+			// listings (served from the kernel's cache after the first),
+			// and with an entry created and removed before each.
+			must(os.Mkdir(m.Path("d"), 0o755))
+			for i := range 50 {
+				must(os.WriteFile(m.Path(fmt.Sprintf("d/e%02d", i)), nil, 0o644))
+			}
+			list := func() {
+				f, err := os.Open(m.Path("d"))
+				must(err)
+				names, err := f.Readdirnames(-1)
+				must(err)
+				must(f.Close())
+				if len(names) != 50 {
+					b.Fatalf("listed %d entries, want 50", len(names))
+				}
+			}
+			run("opendir-list50-close", func(b *testing.B) {
+				for b.Loop() {
+					list()
+				}
+			})
+			run("create-unlink-list50", func(b *testing.B) {
+				for b.Loop() {
+					fd, err := unix.Open(m.Path("d/x"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+					must(err)
+					must(unix.Close(fd))
+					must(unix.Unlink(m.Path("d/x")))
+					list()
+				}
+			})
 			run("seq-write8k", func(b *testing.B) {
 				fd, err := unix.Open(m.Path("w"), unix.O_CREAT|unix.O_TRUNC|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 				must(err)
