@@ -88,6 +88,17 @@ func (fs *FS) lookup(parent Ino, name string, ref bool) (Attr, error) {
 // as a shorter one, perhaps "", which means the directory itself. fsck
 // reports and removes such entries.
 func (fs *FS) ReadDir(dir Ino, cursor uint64, fn func(name string, ino Ino, typ uint8, next uint64) bool) error {
+	return fs.readDir(dir, cursor, true, fn)
+}
+
+// ReadDirNoAtime is ReadDir for a stream opened with O_NOATIME: it leaves
+// the directory's atime alone, as ext4 does.
+func (fs *FS) ReadDirNoAtime(dir Ino, cursor uint64, fn func(name string, ino Ino, typ uint8, next uint64) bool) error {
+	return fs.readDir(dir, cursor, false, fn)
+}
+
+// readDir is ReadDir, updating atime (relatime) if touch is set.
+func (fs *FS) readDir(dir Ino, cursor uint64, touch bool, fn func(name string, ino Ino, typ uint8, next uint64) bool) error {
 	atime := false
 	var bad []string
 	err := fs.read(func() error {
@@ -95,7 +106,7 @@ func (fs *FS) ReadDir(dir Ino, cursor uint64, fn func(name string, ino Ino, typ 
 		if err != nil {
 			return err
 		}
-		atime = fs.atimeDue(d)
+		atime = touch && fs.atimeDue(d)
 		if d.nlink() == 0 || d.data() == 0 {
 			return nil
 		}

@@ -80,7 +80,14 @@ func (s *Server) readdir(r *fuse.ReadRequest) {
 	room := min(r.Size, len(*buf)-outHeaderSize)
 	out := (*buf)[outHeaderSize : outHeaderSize+max(room, 0)]
 	used := 0
-	err := s.fs.ReadDir(ino(r.Node), uint64(r.Offset), func(name string, child conquest.Ino, typ uint8, next uint64) bool {
+	list := s.fs.ReadDir
+	if r.FileFlags&fuse.OpenFlags(syscall.O_NOATIME) != 0 {
+		// The stream's own flags come with each READDIR. (The kernel
+		// may keep what it lists for later streams without O_NOATIME,
+		// which then leave atime alone too.)
+		list = s.fs.ReadDirNoAtime
+	}
+	err := list(ino(r.Node), uint64(r.Offset), func(name string, child conquest.Ino, typ uint8, next uint64) bool {
 		if used+direntSize(len(name)) > len(out) {
 			return false
 		}

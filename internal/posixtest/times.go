@@ -11,22 +11,23 @@ import (
 // Timestamps: utimensat with nanoseconds, UTIME_NOW and UTIME_OMIT, and which
 // operations update atime, mtime and ctime (as ext4 does).
 var timeTests = map[string]Test{
-	"UtimensNano":      testUtimensNano,
-	"UtimensNowOmit":   testUtimensNowOmit,
-	"UtimensSymlink":   testUtimensSymlink,
-	"TimesOnCreate":    testTimesOnCreate,
-	"TimesOnWrite":     testTimesOnWrite,
-	"TimesOnOpenTrunc": testTimesOnOpenTrunc,
-	"TimesOnChmod":     testTimesOnChmod,
-	"TimesOnFallocate": testTimesOnFallocate,
-	"TimesOnChownNoop": testTimesOnChownNoop,
-	"TimesOnLink":      testTimesOnLink,
-	"TimesOnUnlink":    testTimesOnUnlink,
-	"AtimeRelatime":    testAtimeRelatime,
-	"TimesOnXattr":     testTimesOnXattr,
-	"TimesReaddirDirA": testTimesReaddir,
-	"TimesReadlink":    testTimesReadlink,
-	"TimesReaddirDue":  testTimesReaddirDue,
+	"UtimensNano":         testUtimensNano,
+	"UtimensNowOmit":      testUtimensNowOmit,
+	"UtimensSymlink":      testUtimensSymlink,
+	"TimesOnCreate":       testTimesOnCreate,
+	"TimesOnWrite":        testTimesOnWrite,
+	"TimesOnOpenTrunc":    testTimesOnOpenTrunc,
+	"TimesOnChmod":        testTimesOnChmod,
+	"TimesOnFallocate":    testTimesOnFallocate,
+	"TimesOnChownNoop":    testTimesOnChownNoop,
+	"TimesOnLink":         testTimesOnLink,
+	"TimesOnUnlink":       testTimesOnUnlink,
+	"AtimeRelatime":       testAtimeRelatime,
+	"TimesOnXattr":        testTimesOnXattr,
+	"TimesReaddirDirA":    testTimesReaddir,
+	"TimesReadlink":       testTimesReadlink,
+	"TimesReaddirDue":     testTimesReaddirDue,
+	"TimesReaddirNoatime": testTimesReaddirNoatime,
 }
 
 // setTimes sets atime and mtime of p to a and m (no symlink following).
@@ -562,6 +563,31 @@ func testTimesReaddirDue(t *testing.T, dir string) {
 		if a := lstat(t, p).Atim; !tsAfter(a, prev) {
 			t.Fatalf("a listing after %s did not update the directory's atime (%v, was %v)", c.name, tsTime(a), tsTime(prev))
 		}
+	}
+}
+
+// testTimesReaddirNoatime: listing a directory through a descriptor opened
+// with O_NOATIME leaves its atime alone, even when relatime would update it.
+func testTimesReaddirNoatime(t *testing.T, dir string) {
+	var sfs unix.Statfs_t
+	ok(t, unix.Statfs(dir, &sfs), "statfs")
+	if sfs.Flags&(unix.ST_NOATIME|unix.ST_NODIRATIME) != 0 || sfs.Flags&unix.ST_RELATIME == 0 {
+		t.Skip("not a plain relatime mount")
+	}
+	d := join(dir, "d")
+	mkdir(t, d, 0755)
+	writeFile(t, join(d, "f"), nil, 0644)
+	st := lstat(t, d)
+	before := unix.NsecToTimespec(unix.TimespecToNsec(st.Mtim) - 10e9)
+	setTimes(t, d, before, st.Mtim)
+	fd := open(t, d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOATIME, 0)
+	ents := readAllFd(t, fd)
+	unix.Close(fd)
+	if len(ents) != 3 {
+		t.Fatalf("listed %d entries, want 3", len(ents))
+	}
+	if a := lstat(t, d).Atim; !tsEqual(a, before) {
+		t.Fatalf("a listing through O_NOATIME changed atime from %v to %v", tsTime(before), tsTime(a))
 	}
 }
 
