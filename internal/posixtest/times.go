@@ -371,9 +371,10 @@ func testTimesOnXattr(t *testing.T, dir string) {
 	}
 }
 
-func testTimesReaddir(t *testing.T, dir string) {
-	// Listing a directory is a read: under relatime it updates the
-	// directory's atime if that is not newer than its mtime.
+// relatimeDir skips unless dir is on a plain relatime mount, and makes a
+// directory "d" in it holding one empty file "f".
+func relatimeDir(t *testing.T, dir string) string {
+	t.Helper()
 	var sfs unix.Statfs_t
 	ok(t, unix.Statfs(dir, &sfs), "statfs")
 	if sfs.Flags&(unix.ST_NOATIME|unix.ST_NODIRATIME) != 0 || sfs.Flags&unix.ST_RELATIME == 0 {
@@ -382,6 +383,13 @@ func testTimesReaddir(t *testing.T, dir string) {
 	d := join(dir, "d")
 	mkdir(t, d, 0755)
 	writeFile(t, join(d, "f"), nil, 0644)
+	return d
+}
+
+func testTimesReaddir(t *testing.T, dir string) {
+	// Listing a directory is a read: under relatime it updates the
+	// directory's atime if that is not newer than its mtime.
+	d := relatimeDir(t, dir)
 	st := lstat(t, d)
 	before := unix.NsecToTimespec(unix.TimespecToNsec(st.Mtim) - 10e9)
 	setTimes(t, d, before, st.Mtim)
@@ -496,14 +504,7 @@ func testTimesReadlink(t *testing.T, dir string) {
 // updates it. (Conquest: the kernel's cached listing must be dropped, as a
 // symlink's cached target is; testTimesReadlink.)
 func testTimesReaddirDue(t *testing.T, dir string) {
-	var sfs unix.Statfs_t
-	ok(t, unix.Statfs(dir, &sfs), "statfs")
-	if sfs.Flags&(unix.ST_NOATIME|unix.ST_NODIRATIME) != 0 || sfs.Flags&unix.ST_RELATIME == 0 {
-		t.Skip("not a plain relatime mount")
-	}
-	d := join(dir, "d")
-	mkdir(t, d, 0755)
-	writeFile(t, join(d, "f"), nil, 0644)
+	d := relatimeDir(t, dir)
 	list := func(p, why string) {
 		t.Helper()
 		names, err := readNames(p)
@@ -569,14 +570,7 @@ func testTimesReaddirDue(t *testing.T, dir string) {
 // testTimesReaddirNoatime: listing a directory through a descriptor opened
 // with O_NOATIME leaves its atime alone, even when relatime would update it.
 func testTimesReaddirNoatime(t *testing.T, dir string) {
-	var sfs unix.Statfs_t
-	ok(t, unix.Statfs(dir, &sfs), "statfs")
-	if sfs.Flags&(unix.ST_NOATIME|unix.ST_NODIRATIME) != 0 || sfs.Flags&unix.ST_RELATIME == 0 {
-		t.Skip("not a plain relatime mount")
-	}
-	d := join(dir, "d")
-	mkdir(t, d, 0755)
-	writeFile(t, join(d, "f"), nil, 0644)
+	d := relatimeDir(t, dir)
 	st := lstat(t, d)
 	before := unix.NsecToTimespec(unix.TimespecToNsec(st.Mtim) - 10e9)
 	setTimes(t, d, before, st.Mtim)
