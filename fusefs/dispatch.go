@@ -67,7 +67,8 @@ type counters [numOps]atomic.Uint64
 // many STATFS requests waited for inodes being freed, under DIRECT-DROPS
 // how many ranges direct writes dropped from the kernel's cache, and under
 // SYNC-WRITES how many O_SYNC/O_DSYNC direct writes were synced
-// (directio.go). Tests use it to check that a cache saves the round trips
+// (directio.go), and under BUSY how many requests were read while
+// BusyCallers were waiting (Options.OnBusy). Tests use it to check that a cache saves the round trips
 // it should.
 func (s *Server) Stats() map[string]uint64 {
 	m := make(map[string]uint64, numOps)
@@ -84,6 +85,9 @@ func (s *Server) Stats() map[string]uint64 {
 	}
 	if n := s.syncWrites.Load(); n != 0 {
 		m["SYNC-WRITES"] = n
+	}
+	if n := s.busy.Load(); n != 0 {
+		m["BUSY"] = uint64(n)
 	}
 	return m
 }

@@ -63,6 +63,12 @@ type Options struct {
 	Readers    int
 	MaxReaders int
 
+	// OnBusy, if set, is called each time a request is read while at least
+	// BusyCallers-1 others that callers wait for are being served: several
+	// callers wait on the daemon at once (cmd/conquest then runs it on more
+	// CPUs; procs.go). It must not block. Server.Busy counts these requests.
+	OnBusy func()
+
 	// ReadaheadKB is how far ahead the kernel reads a file sequentially
 	// read (the mount's bdi read_ahead_kb; bdi.go). Zero means 1024; a
 	// negative value leaves the kernel's default (128). Setting it needs
@@ -87,6 +93,16 @@ type Options struct {
 	// the device descriptor cannot be found (tests of that fallback).
 	bazilReplies bool
 }
+
+// BusyCallers is how many requests in service that callers wait for, the
+// one just read included, make the server busy (Options.OnBusy): about that
+// many processes or threads wait on the daemon at once. A single caller
+// has one, beside the RELEASEs and FORGETs the kernel sends on its own
+// (not counted), and the count may include a request or two already
+// answered whose reader has not yet taken it off, or READs the kernel
+// sends ahead of a reader: so 4, not 2. The count is only a hint (the
+// governor in cmd/conquest boosts on a rate of them).
+const BusyCallers = 4
 
 const (
 	defaultReaders    = 2

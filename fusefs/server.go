@@ -54,6 +54,8 @@ type Server struct {
 	stats       counters
 	dropMu      [64]sync.Mutex // dropLock's stripes (file.go)
 	listed      listedDirs     // directories whose listing the kernel may cache (dircache.go)
+	waiting     atomic.Int64   // requests in service that a caller waits for (callerWaits)
+	busy        atomic.Int64   // requests read while BusyCallers were waiting (Options.OnBusy)
 }
 
 // Mount mounts fsys on the directory dir and starts serving it. When Mount
@@ -254,6 +256,11 @@ func mountFusectl() bool {
 // Features reports the FUSE features the kernel agreed to.
 func (s *Server) Features() fuse.InitFlags { return s.conn.Features() }
 
+// Busy returns how many requests were read while BusyCallers requests
+// that callers wait for, themselves included, were in service
+// (Options.OnBusy).
+func (s *Server) Busy() int64 { return s.busy.Load() }
+
 func (s *Server) fail(err error) {
 	s.errMu.Lock()
 	if s.err == nil {
@@ -337,8 +344,29 @@ func (s *Server) reader() {
 				continue
 			}
 		}
+		waited := callerWaits(req)
+		if waited && s.waiting.Add(1) >= BusyCallers {
+			s.busy.Add(1)
+			if f := s.opt.OnBusy; f != nil {
+				f()
+			}
+		}
 		s.serve(req, ticket)
+		if waited {
+			s.waiting.Add(-1)
+		}
 	}
+}
+
+// callerWaits reports whether a process waits for req's answer: not for
+// the requests the kernel sends on its own (FORGET, the RELEASE after a
+// close, INTERRUPT).
+func callerWaits(req fuse.Request) bool {
+	switch req.(type) {
+	case *fuse.ForgetRequest, *fuse.BatchForgetRequest, *fuse.ReleaseRequest, *fuse.InterruptRequest:
+		return false
+	}
+	return true
 }
 
 // finish marks the loop ended (Done, Wait).

@@ -1,0 +1,74 @@
+package fusefs
+
+import (
+	"fmt"
+	"time"
+
+	"bazil.org/fuse"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Requests are busy (Options.OnBusy, Server.Busy) only when several
+// callers wait on the daemon at once: none from one caller working alone,
+// some from sixteen goroutines creating and removing files side by side;
+// OnBusy is called once for each. Each CREATE is served 1 ms late, so
+// that the sixteen's requests meet in the daemon.
+func TestBusyCallers(t *testing.T) {
+	var calls atomic.Int64
+	s, mnt := mountHere(t, Options{OnBusy: func() { calls.Add(1) }})
+	h := func(req fuse.Request) {
+		if _, ok := req.(*fuse.CreateRequest); ok {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	testHookServe.Store(&h)
+	t.Cleanup(func() { testHookServe.Store(nil) })
+	churn := func(w, n int) {
+		for i := 0; i < n; i++ {
+			p := filepath.Join(mnt, fmt.Sprintf("w%d", w), fmt.Sprint(i))
+			fd, err := unix.Open(p, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			unix.Write(fd, []byte("x"))
+			unix.Close(fd)
+			if err := unix.Unlink(p); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}
+	for w := 0; w <= 16; w++ {
+		// A directory each: the kernel serves one CREATE at a time in
+		// a directory.
+		if err := unix.Mkdir(filepath.Join(mnt, fmt.Sprintf("w%d", w)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	churn(0, 500)
+	if n := s.Busy(); n != 0 {
+		t.Errorf("one caller alone made %d busy requests", n)
+	}
+	var wg sync.WaitGroup
+	for w := 1; w <= 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			churn(w, 50)
+		}()
+	}
+	wg.Wait()
+	if n := s.Busy(); n == 0 {
+		t.Errorf("sixteen callers at once made no busy request")
+	}
+	if c, n := calls.Load(), s.Busy(); c != n {
+		t.Errorf("OnBusy called %d times for %d busy requests", c, n)
+	}
+	t.Logf("busy requests: %d", s.Busy())
+}
