@@ -277,6 +277,9 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 	}
 	o.FSName = fsnamePrefix + im.pram
 	o.Logf = rep.logf
+	if gov != nil {
+		o.OnBusy = gov.notify
+	}
 	stopProfile := startProfile(rep)
 	defer stopProfile()
 	srv, err := fusefs.Mount(fsys, mp, o)
@@ -284,8 +287,14 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 		fsys.Close()
 		return err
 	}
-	if ds := fsys.Disk(); gov != nil && ds != nil {
-		go gov.run(ds.ReadaheadBytes, srv.Done())
+	if gov != nil {
+		ds := fsys.Disk()
+		go gov.run(func() (readahead, busy int64) {
+			if ds != nil {
+				readahead = ds.ReadaheadBytes()
+			}
+			return readahead, srv.Busy()
+		}, srv.Done())
 	}
 	if os.Getenv("CONQUEST_STATS") != "" {
 		defer func() { rep.logf("requests: %s", formatStats(srv.Stats())) }()

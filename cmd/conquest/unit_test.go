@@ -137,52 +137,62 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
-// The governor raises the Ps as soon as the readahead counter moves, stays
-// up while it keeps moving, and returns to the base procsHold after the
-// last movement, with one call of set per change.
+// The governor raises the Ps as soon as the readahead counter moves, or
+// the busy counter grows by busyStep within a tick, stays up while either
+// goes on, and returns to the base procsHold after the last, with one call
+// of set per change.
 func TestProcsGovernor(t *testing.T) {
 	var calls []int
-	g := &procsGovernor{base: 1, boost: 4, hold: 200 * time.Millisecond, cur: 1, set: func(p int) { calls = append(calls, p) }}
+	g := &procsGovernor{base: 1, boost: 4, hold: 200 * time.Millisecond, busyStep: 100, cur: 1, set: func(p int) { calls = append(calls, p) }}
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	steps := []struct {
-		ms      int
-		counter int64
-		want    int
+		ms            int
+		counter, busy int64
+		want          int
 	}{
-		{0, 0, 1},        // idle
-		{20, 0, 1},       // still idle
-		{40, 1 << 20, 4}, // streaming starts
-		{60, 2 << 20, 4},
-		{80, 2 << 20, 4},  // a pause shorter than the hold
-		{100, 3 << 20, 4}, // streaming again
-		{280, 3 << 20, 4}, // 180 ms since: still up
-		{300, 3 << 20, 1}, // 200 ms: back to the base
-		{320, 3 << 20, 1},
-		{340, 4 << 20, 4},
+		{0, 0, 0, 1},        // idle
+		{20, 0, 0, 1},       // still idle
+		{40, 1 << 20, 0, 4}, // streaming starts
+		{60, 2 << 20, 0, 4},
+		{80, 2 << 20, 0, 4},    // a pause shorter than the hold
+		{100, 3 << 20, 0, 4},   // streaming again
+		{280, 3 << 20, 0, 4},   // 180 ms since: still up
+		{300, 3 << 20, 0, 1},   // 200 ms: back to the base
+		{320, 3 << 20, 99, 1},  // a few busy requests: not crowded
+		{340, 3 << 20, 198, 1}, // 99 more in a tick: still not
+		{360, 3 << 20, 298, 4}, // 100 in a tick: crowded
+		{380, 3 << 20, 400, 4}, // and still
+		{400, 3 << 20, 450, 4}, // fewer: held
+		{560, 3 << 20, 500, 4}, // 180 ms after the last crowded tick
+		{580, 3 << 20, 550, 1}, // 200 ms: back to the base
+		{600, 4 << 20, 550, 4}, // streaming
 	}
 	for _, s := range steps {
-		g.tick(at(s.ms), s.counter)
+		g.tick(at(s.ms), s.counter, s.busy)
 		if g.cur != s.want {
-			t.Fatalf("at %d ms (counter %d): %d Ps, want %d", s.ms, s.counter, g.cur, s.want)
+			t.Fatalf("at %d ms (counter %d, busy %d): %d Ps, want %d", s.ms, s.counter, s.busy, g.cur, s.want)
 		}
 	}
-	if want := []int{4, 1, 4}; !slices.Equal(calls, want) {
+	if want := []int{4, 1, 4, 1, 4}; !slices.Equal(calls, want) {
 		t.Errorf("set called with %v, want %v", calls, want)
 	}
 }
 
 // The governor's loop: the store's signal boosts the Ps at once, they
 // return to the base after the hold, an idle governor does not poll, and
-// the next stream boosts again.
+// the next stream boosts again; busy requests boost only at their rate.
 func TestProcsGovernorRun(t *testing.T) {
 	var mu sync.Mutex
 	var calls []int
-	var reads, ctr atomic.Int64
-	g := &procsGovernor{base: 1, boost: 2, hold: 150 * time.Millisecond, every: 5 * time.Millisecond, cur: 1,
+	var reads, ctr, busy atomic.Int64
+	g := &procsGovernor{base: 1, boost: 2, hold: 150 * time.Millisecond, every: 5 * time.Millisecond, busyStep: 100, cur: 1,
 		wake: make(chan struct{}, 1), set: func(p int) { mu.Lock(); calls = append(calls, p); mu.Unlock() }}
 	done, finished := make(chan struct{}), make(chan struct{})
-	go func() { g.run(func() int64 { reads.Add(1); return ctr.Load() }, done); close(finished) }()
+	go func() {
+		g.run(func() (int64, int64) { reads.Add(1); return ctr.Load(), busy.Load() }, done)
+		close(finished)
+	}()
 	defer func() { close(done); <-finished }()
 	waitCalls := func(want ...int) {
 		t.Helper()
@@ -207,11 +217,29 @@ func TestProcsGovernorRun(t *testing.T) {
 	n := reads.Load()
 	time.Sleep(100 * time.Millisecond)
 	if m := reads.Load(); m != n {
-		t.Errorf("the idle governor read the counter %d times", m-n)
+		t.Errorf("the idle governor read the counters %d times", m-n)
 	}
 	ctr.Add(1 << 20)
 	g.notify()
 	waitCalls(2, 1, 2, 1)
+	// A busy request now and then (one per 20 ms, five ticks): no boost.
+	for i := 0; i < 10; i++ {
+		busy.Add(1)
+		g.notify()
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	if len(calls) != 4 {
+		t.Errorf("sparse busy requests changed the Ps: %v", calls)
+	}
+	mu.Unlock()
+	// A crowd: 200 busy requests every 5 ms for 50 ms.
+	for i := 0; i < 10; i++ {
+		busy.Add(200)
+		g.notify()
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitCalls(2, 1, 2, 1, 2, 1)
 }
 
 func TestUserAllowOther(t *testing.T) {
