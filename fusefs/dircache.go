@@ -30,8 +30,10 @@ import (
 // listedDirs is the set of directories whose listing the kernel may hold:
 // a READDIR was answered since the last drop. A FORGET does not take a
 // directory out: it may be served after a READDIR of the inode the kernel
-// looked up again, whose listing would then go undropped. So the set holds
-// at most every directory, a word or two each.
+// looked up again, whose listing would then go undropped. Nor does an
+// rmdir (the adapter does not learn the inode number). So the set holds
+// at most the inode numbers ever listed as directories and not changed
+// since, a word or two each.
 type listedDirs struct {
 	mu sync.Mutex
 	m  map[conquest.Ino]struct{}

@@ -138,7 +138,9 @@ func (s *Server) dropCached(node conquest.Ino, mode uint32) {
 	switch mode & conquest.S_IFMT {
 	case conquest.S_IFLNK:
 	case conquest.S_IFDIR:
-		s.unlisted(node)
+		if !s.unlisted(node) {
+			return // the kernel holds no listing of it (dircache.go)
+		}
 	default:
 		return
 	}

@@ -97,11 +97,12 @@ type Options struct {
 // BusyCallers is how many requests in service that callers wait for, the
 // one just read included, make the server busy (Options.OnBusy): about that
 // many processes or threads wait on the daemon at once. A single caller
-// has one, beside the RELEASEs and FORGETs the kernel sends on its own
-// (not counted), and the count may include a request or two already
-// answered whose reader has not yet taken it off, or READs the kernel
-// sends ahead of a reader: so 4, not 2. The count is only a hint (the
-// governor in cmd/conquest boosts on a rate of them).
+// has one, beside what the kernel sends on its own (RELEASE, FORGET,
+// INTERRUPT, the writeback cache's WRITEs: not counted), and the count may
+// include a request or two already answered whose reader has not yet
+// taken it off, or READs the kernel sends ahead of a reader: so 4, not 2.
+// The count is only a hint (the governor in cmd/conquest boosts on a rate
+// of them).
 const BusyCallers = 4
 
 const (

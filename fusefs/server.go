@@ -360,11 +360,14 @@ func (s *Server) reader() {
 
 // callerWaits reports whether a process waits for req's answer: not for
 // the requests the kernel sends on its own (FORGET, the RELEASE after a
-// close, INTERRUPT).
+// close, INTERRUPT, and the writeback cache's WRITEs of dirty pages, many
+// at once for a single writer).
 func callerWaits(req fuse.Request) bool {
-	switch req.(type) {
+	switch r := req.(type) {
 	case *fuse.ForgetRequest, *fuse.BatchForgetRequest, *fuse.ReleaseRequest, *fuse.InterruptRequest:
 		return false
+	case *fuse.WriteRequest:
+		return r.Flags&fuse.WriteCache == 0
 	}
 	return true
 }

@@ -134,10 +134,13 @@ func (g *procsGovernor) run(counters func() (readahead, busy int64), done <-chan
 		}
 		t.Stop()
 		// The signals that came while watching were seen by the ticks; a
-		// stale one would cost an idle governor a needless look.
+		// stale one would cost an idle governor a needless look. The
+		// readahead counter is read after the drain: growth from before
+		// it, its signal drained, must not boost at the next wake.
 		select {
 		case <-g.wake:
 		default:
 		}
+		g.last, _ = counters()
 	}
 }

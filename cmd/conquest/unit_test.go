@@ -214,7 +214,16 @@ func TestProcsGovernorRun(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	waitCalls(2, 1)
+	// The governor's last look comes after the drop: wait for it.
 	n := reads.Load()
+	for i := 0; i < 50; i++ {
+		time.Sleep(20 * time.Millisecond)
+		if m := reads.Load(); m == n {
+			break
+		} else {
+			n = m
+		}
+	}
 	time.Sleep(100 * time.Millisecond)
 	if m := reads.Load(); m != n {
 		t.Errorf("the idle governor read the counters %d times", m-n)
@@ -233,11 +242,21 @@ func TestProcsGovernorRun(t *testing.T) {
 		t.Errorf("sparse busy requests changed the Ps: %v", calls)
 	}
 	mu.Unlock()
-	// A crowd: 200 busy requests every 5 ms for 50 ms.
-	for i := 0; i < 10; i++ {
+	// A crowd: 200 busy requests every 5 ms, until the Ps go up (a loaded
+	// machine may wake the governor late).
+	for deadline := time.Now().Add(5 * time.Second); ; {
 		busy.Add(200)
 		g.notify()
 		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		up := len(calls) == 5
+		mu.Unlock()
+		if up {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a crowd of busy requests did not raise the Ps")
+		}
 	}
 	waitCalls(2, 1, 2, 1, 2, 1)
 }
