@@ -201,3 +201,49 @@ func benchDiskSeq(b *testing.B, mode diskstore.Durability, write bool) {
 	}
 	fs.Release(at.Ino, h)
 }
+
+// xattrBenchFile is a file carrying n user.* attributes of 8 bytes.
+func xattrBenchFile(b *testing.B, fs *FS, n int) Ino {
+	b.Helper()
+	at, h, err := fs.Create(RootIno, "x", 0o644, O_CREAT|O_RDWR, user)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fs.Release(at.Ino, h)
+	for i := range n {
+		if err := fs.SetXattr(at.Ino, sprintf("user.var_%d", i), []byte("12345678"), XattrCreate); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return at.Ino
+}
+
+// BenchmarkXattrGetMany: getxattr of the last of 3,000 attributes of one
+// file (stress-ng's xattr stressor makes up to 4,096).
+func BenchmarkXattrGetMany(b *testing.B) {
+	fs := benchFS(b, 64<<20)
+	ino := xattrBenchFile(b, fs, 3000)
+	for b.Loop() {
+		if _, err := fs.GetXattr(ino, "user.var_2999"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkXattrSetMany: replace and then remove and create one attribute
+// among 3,000 of one file.
+func BenchmarkXattrSetMany(b *testing.B) {
+	fs := benchFS(b, 64<<20)
+	ino := xattrBenchFile(b, fs, 3000)
+	for b.Loop() {
+		if err := fs.SetXattr(ino, "user.var_1500", []byte("abcdefgh"), XattrReplace); err != nil {
+			b.Fatal(err)
+		}
+		if err := fs.RemoveXattr(ino, "user.var_1500"); err != nil {
+			b.Fatal(err)
+		}
+		if err := fs.SetXattr(ino, "user.var_1500", []byte("12345678"), XattrCreate); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

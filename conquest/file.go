@@ -311,15 +311,11 @@ func (fs *FS) dropCapLocked(tx *pram.Tx, in inode) (bool, error) {
 	if in.xattr() == 0 {
 		return false, nil
 	}
-	es, err := fs.xattrs(in)
-	if err != nil {
+	f, err := fs.findXattr(in, xattrCapability)
+	if err != nil || !f.found {
 		return false, err
 	}
-	i := xattrIndex(es, xattrCapability)
-	if i < 0 {
-		return false, nil
-	}
-	return true, fs.putXattrs(tx, in, append(es[:i:i], es[i+1:]...))
+	return true, fs.putXattrs(tx, in, f.entries[:f.start], f.entries[f.end:])
 }
 
 // xattrCapability is the file-capabilities attribute a write removes.

@@ -52,70 +52,141 @@ func userXattrAllowed(in inode, name string) bool {
 	return !strings.HasPrefix(name, "user.") || in.isReg() || in.isDir()
 }
 
-// xattrs decodes the blob of in (copies).
+// xattrIter walks the entries of a blob in place (a view of the arena):
+// no copy, no allocation, so that an inode with thousands of attributes
+// (stress-ng's xattr stressor makes up to 4,096) costs one pass over its
+// bytes per call, not a decoded copy of every entry (an outside review,
+// session 49: 1.5 ms a setxattr at 2,048 attributes, 3.2 ms a getxattr at
+// 4,000, under the race detector). It holds offsets only, and lives on
+// the stack.
+type xattrIter struct {
+	ino Ino
+	b   []byte // the entries, after the header
+	off int    // where the next entry starts
+
+	start, nameAt, nameLen, end int   // the current entry: its bytes in b are [start, end)
+	err                         error // a damaged entry ended the walk
+}
+
+// next moves to the next entry and reports whether there is one; a damaged
+// entry ends the walk with it.err set.
+func (it *xattrIter) next() bool {
+	if it.err != nil || it.off >= len(it.b) {
+		return false
+	}
+	rest := len(it.b) - it.off
+	if rest < xattrEntryHeader {
+		it.err = fmt.Errorf("%w: xattr blob of inode %d: truncated entry", ErrIO, it.ino)
+		return false
+	}
+	nl, vl := uint64(it.b[it.off]), uint64(binary.LittleEndian.Uint32(it.b[it.off+1:]))
+	if nl == 0 || nl+vl > uint64(rest-xattrEntryHeader) {
+		it.err = fmt.Errorf("%w: xattr blob of inode %d: bad entry", ErrIO, it.ino)
+		return false
+	}
+	it.start = it.off
+	it.nameAt, it.nameLen = it.off+xattrEntryHeader, int(nl)
+	it.end = it.nameAt + int(nl+vl)
+	it.off = it.end
+	return true
+}
+
+// name and value are the current entry's (views).
+func (it *xattrIter) name() []byte  { return it.b[it.nameAt : it.nameAt+it.nameLen] }
+func (it *xattrIter) value() []byte { return it.b[it.nameAt+it.nameLen : it.end] }
+
+// xattrBlob is an iterator over the entries of in's blob (none if it has
+// none), after the checks of its header.
 // Preconditions: fs.mu held.
-func (fs *FS) xattrs(in inode) ([]xattrEntry, error) {
+func (fs *FS) xattrBlob(in inode) (xattrIter, error) {
+	it := xattrIter{ino: in.ino}
 	off := in.xattr()
 	if off == 0 {
-		return nil, nil
+		return it, nil
 	}
 	if !fs.a.InHeap(off, xattrHeader) {
-		return nil, fmt.Errorf("%w: xattr blob of inode %d at %d", ErrIO, in.ino, off)
+		return it, fmt.Errorf("%w: xattr blob of inode %d at %d", ErrIO, in.ino, off)
 	}
 	used := uint64(fs.a.U32(off))
 	if used < xattrHeader || used > MaxXattrTotal+xattrHeader || !fs.a.InHeap(off, used) {
-		return nil, fmt.Errorf("%w: xattr blob of inode %d: %d bytes", ErrIO, in.ino, used)
+		return it, fmt.Errorf("%w: xattr blob of inode %d: %d bytes", ErrIO, in.ino, used)
 	}
-	b := fs.a.View(off, used)[xattrHeader:]
+	it.b = fs.a.View(off, used)[xattrHeader:]
+	return it, nil
+}
+
+// xattrFound is what findXattr learned of a blob.
+type xattrFound struct {
+	entries    []byte // the blob's entries (a view)
+	found      bool
+	start, end int    // the entry of the name in entries, if found
+	value      []byte // its value (a view), if found
+	listLen    int    // the length of the NUL-terminated name list of all entries
+}
+
+// findXattr walks all of in's attributes (so a damaged entry anywhere is
+// ErrIO) and finds name among them.
+// Preconditions: fs.mu held.
+func (fs *FS) findXattr(in inode, name string) (xattrFound, error) {
+	it, err := fs.xattrBlob(in)
+	if err != nil {
+		return xattrFound{}, err
+	}
+	f := xattrFound{entries: it.b}
+	for it.next() {
+		f.listLen += it.nameLen + 1
+		if !f.found && it.nameLen == len(name) && string(it.name()) == name {
+			f.found, f.start, f.end, f.value = true, it.start, it.end, it.value()
+		}
+	}
+	return f, it.err
+}
+
+// xattrs decodes the blob of in (copies): for listing and checking.
+// Preconditions: fs.mu held.
+func (fs *FS) xattrs(in inode) ([]xattrEntry, error) {
+	it, err := fs.xattrBlob(in)
+	if err != nil {
+		return nil, err
+	}
 	var es []xattrEntry
-	for len(b) > 0 {
-		if len(b) < xattrEntryHeader {
-			return nil, fmt.Errorf("%w: xattr blob of inode %d: truncated entry", ErrIO, in.ino)
-		}
-		nl, vl := uint64(b[0]), uint64(binary.LittleEndian.Uint32(b[1:]))
-		b = b[xattrEntryHeader:]
-		if nl == 0 || nl+vl > uint64(len(b)) {
-			return nil, fmt.Errorf("%w: xattr blob of inode %d: bad entry", ErrIO, in.ino)
-		}
-		es = append(es, xattrEntry{name: string(b[:nl]), value: append([]byte{}, b[nl:nl+vl]...)})
-		b = b[nl+vl:]
+	for it.next() {
+		es = append(es, xattrEntry{name: string(it.name()), value: append([]byte{}, it.value()...)})
 	}
-	return es, nil
+	return es, it.err
 }
 
-func encodeXattrs(es []xattrEntry) []byte {
-	n := xattrHeader
-	for _, e := range es {
-		n += xattrEntryHeader + len(e.name) + len(e.value)
-	}
-	b := make([]byte, xattrHeader, n)
-	binary.LittleEndian.PutUint32(b, uint32(n))
-	for _, e := range es {
-		b = append(b, byte(len(e.name)))
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(e.value)))
-		b = append(b, e.name...)
-		b = append(b, e.value...)
-	}
-	return b
+// xattrEntryBytes encodes one entry.
+func xattrEntryBytes(name string, value []byte) []byte {
+	b := make([]byte, 0, xattrEntryHeader+len(name)+len(value))
+	b = append(b, byte(len(name)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(value)))
+	b = append(b, name...)
+	return append(b, value...)
 }
 
-// putXattrs replaces the blob of in by es (nil frees it).
+// putXattrs replaces the blob of in by one holding the entries parts
+// (encoded, back to back; they may be views of the old blob, which is
+// freed only after they are copied). No bytes at all frees the blob.
 // Preconditions: fs.mu held exclusively.
-func (fs *FS) putXattrs(tx *pram.Tx, in inode, es []xattrEntry) error {
+func (fs *FS) putXattrs(tx *pram.Tx, in inode, parts ...[]byte) error {
 	old := in.xattr()
+	n := uint64(xattrHeader)
+	for _, p := range parts {
+		n += uint64(len(p))
+	}
 	var off pram.Off
-	if len(es) > 0 {
-		b := encodeXattrs(es)
-		if len(b) > MaxXattrTotal+xattrHeader {
+	if n > xattrHeader {
+		if n > MaxXattrTotal+xattrHeader {
 			return ErrNoSpace
 		}
 		alloc := func() error {
 			var err error
-			off, err = fs.h.Alloc(tx, uint64(len(b)))
+			off, err = fs.h.Alloc(tx, n)
 			return err
 		}
 		var err error
-		if old != 0 && uint64(len(b)) <= uint64(fs.a.U32(old)) {
+		if old != 0 && n <= uint64(fs.a.U32(old)) {
 			// A list that shrinks (an attribute removed, a value
 			// shortened) gives back more than it takes: it may draw on
 			// the heap's free reserve, so that it works on a full arena,
@@ -127,7 +198,12 @@ func (fs *FS) putXattrs(tx *pram.Tx, in inode, es []xattrEntry) error {
 		if err != nil {
 			return err
 		}
-		copy(fs.a.Bytes(off, uint64(len(b))), b) // fresh: unlogged
+		b := fs.a.Bytes(off, n) // fresh: unlogged
+		binary.LittleEndian.PutUint32(b, uint32(n))
+		at := xattrHeader
+		for _, p := range parts {
+			at += copy(b[at:], p)
+		}
 	}
 	in.set64(tx, iXattr, uint64(off))
 	if old != 0 {
@@ -151,17 +227,15 @@ func (fs *FS) GetXattr(ino Ino, name string) ([]byte, error) {
 		if !userXattrAllowed(in, name) {
 			return ErrNoData
 		}
-		es, err := fs.xattrs(in)
+		f, err := fs.findXattr(in, name)
 		if err != nil {
 			return err
 		}
-		for _, e := range es {
-			if e.name == name {
-				v = e.value
-				return nil
-			}
+		if !f.found {
+			return ErrNoData
 		}
-		return ErrNoData
+		v = append([]byte{}, f.value...)
+		return nil
 	})
 	return v, err
 }
@@ -203,28 +277,27 @@ func (fs *FS) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 	if len(value) > MaxXattrValue {
 		return ErrXattr2Big
 	}
-	return fs.editXattrs(ino, name, func(es []xattrEntry, i int) ([]xattrEntry, error) {
+	return fs.editXattrs(ino, name, func(f xattrFound) ([][]byte, error) {
 		switch {
-		case i >= 0 && flags&XattrCreate != 0:
+		case f.found && flags&XattrCreate != 0:
 			return nil, ErrExists
-		case i < 0 && flags&XattrReplace != 0:
+		case !f.found && flags&XattrReplace != 0:
 			return nil, ErrNoData
-		case i >= 0 && bytes.Equal(es[i].value, value):
+		case f.found && bytes.Equal(f.value, value):
 			// The value it has: nothing is stored and ctime stays, as on
 			// ext4 (ext4_xattr_value_same).
 			return nil, errXattrSame
-		case i >= 0:
-			es[i].value = value
-		case listSize(es)+len(name)+1 > MaxXattrList:
+		case f.found:
+			return [][]byte{f.entries[:f.start], xattrEntryBytes(name, value), f.entries[f.end:]}, nil
+		case f.listLen+len(name)+1 > MaxXattrList:
 			// A name list longer than listxattr(2) can return would
 			// leave the attributes unlistable (E2BIG) to every tool
 			// that copies them; refuse the name instead, as ext4 does
 			// when its attribute block is full.
 			return nil, ErrNoSpace
 		default:
-			es = append(es, xattrEntry{name: name, value: value})
+			return [][]byte{f.entries, xattrEntryBytes(name, value)}, nil
 		}
-		return es, nil
 	})
 }
 
@@ -242,21 +315,21 @@ func (fs *FS) RemoveXattr(ino Ino, name string) error {
 	if err := checkXattrName(name); err != nil {
 		return err
 	}
-	return fs.editXattrs(ino, name, func(es []xattrEntry, i int) ([]xattrEntry, error) {
-		if i < 0 {
+	return fs.editXattrs(ino, name, func(f xattrFound) ([][]byte, error) {
+		if !f.found {
 			return nil, ErrNoData
 		}
-		return append(es[:i], es[i+1:]...), nil
+		return [][]byte{f.entries[:f.start], f.entries[f.end:]}, nil
 	})
 }
 
 // errXattrSame, from an edit, leaves the list and ctime as they are.
 var errXattrSame = errors.New("conquest: xattr value unchanged")
 
-// editXattrs runs edit on ino's attribute list in one transaction (i is the
-// index of name, or -1), stores the list it returns and sets ctime. It
-// refuses user.* names where ext4 does (ErrPerm).
-func (fs *FS) editXattrs(ino Ino, name string, edit func(es []xattrEntry, i int) ([]xattrEntry, error)) error {
+// editXattrs runs edit on ino's attributes in one transaction (what
+// findXattr found of name), stores the entries it returns (putXattrs) and
+// sets ctime. It refuses user.* names where ext4 does (ErrPerm).
+func (fs *FS) editXattrs(ino Ino, name string, edit func(f xattrFound) ([][]byte, error)) error {
 	return fs.write(func(tx *pram.Tx, now Timespec) error {
 		in, err := fs.inode(ino)
 		if err != nil {
@@ -265,28 +338,20 @@ func (fs *FS) editXattrs(ino Ino, name string, edit func(es []xattrEntry, i int)
 		if !userXattrAllowed(in, name) {
 			return ErrPerm
 		}
-		es, err := fs.xattrs(in)
+		f, err := fs.findXattr(in, name)
 		if err != nil {
 			return err
 		}
-		if es, err = edit(es, xattrIndex(es, name)); err == errXattrSame {
+		parts, err := edit(f)
+		if err == errXattrSame {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		if err := fs.putXattrs(tx, in, es); err != nil {
+		if err := fs.putXattrs(tx, in, parts...); err != nil {
 			return err
 		}
 		in.setTime(tx, iCtime, now)
 		return nil
 	})
-}
-
-func xattrIndex(es []xattrEntry, name string) int {
-	for i, e := range es {
-		if e.name == name {
-			return i
-		}
-	}
-	return -1
 }

@@ -2,6 +2,7 @@ package conquest
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"testing"
@@ -188,4 +189,99 @@ func TestXattrSameValueKeepsCtime(t *testing.T) {
 	if string(v) != "w2" {
 		t.Fatalf("user.a = %q", v)
 	}
+}
+
+// TestXattrManyModel edits the attributes of one file at random against a
+// map: creates, replaces (also with the value it has), removes and reads,
+// of names and values of many lengths, up to hundreds of attributes, so
+// that every edit lands at the start, middle and end of the blob (edits
+// are made in place, xattrIter). The list and every value must match the
+// model after each step and after a reopen.
+func TestXattrManyModel(t *testing.T) {
+	fs, env := newTestFS(t)
+	f := create(t, fs, RootIno, "f", nil)
+	rng := rand.New(rand.NewPCG(49, 1))
+	model := map[string][]byte{}
+	names := make([]string, 400)
+	for i := range names {
+		names[i] = "user." + strings.Repeat(string(rune('a'+i%26)), 1+rng.IntN(40)) + sprintf("%d", i)
+	}
+	value := func() []byte {
+		v := make([]byte, rng.IntN(300))
+		for i := range v {
+			v[i] = byte(rng.Uint32())
+		}
+		return v
+	}
+	check := func(step int) {
+		t.Helper()
+		got, err := fs.ListXattr(f.Ino)
+		must(t, err)
+		if len(got) != len(model) {
+			t.Fatalf("step %d: %d attributes listed, the model has %d", step, len(got), len(model))
+		}
+		for _, n := range got {
+			want, ok := model[n]
+			if !ok {
+				t.Fatalf("step %d: %q listed, not in the model", step, n)
+			}
+			v, err := fs.GetXattr(f.Ino, n)
+			must(t, err)
+			if !bytes.Equal(v, want) {
+				t.Fatalf("step %d: %q = %d bytes, want %d", step, n, len(v), len(want))
+			}
+		}
+	}
+	for step := range 6000 {
+		n := names[rng.IntN(len(names))]
+		_, had := model[n]
+		switch op := rng.IntN(10); {
+		case op < 5: // create, maybe exclusive
+			v := value()
+			flags := uint32(0)
+			if rng.IntN(2) == 0 {
+				flags = XattrCreate
+			}
+			err := fs.SetXattr(f.Ino, n, v, flags)
+			if had && flags == XattrCreate {
+				mustErr(t, err, ErrExists)
+			} else {
+				must(t, err)
+				model[n] = v
+			}
+		case op < 7: // replace, sometimes with the same value
+			v := value()
+			if had && rng.IntN(4) == 0 {
+				v = append([]byte{}, model[n]...)
+			}
+			err := fs.SetXattr(f.Ino, n, v, XattrReplace)
+			if !had {
+				mustErr(t, err, ErrNoData)
+			} else {
+				must(t, err)
+				model[n] = v
+			}
+		case op < 9:
+			err := fs.RemoveXattr(f.Ino, n)
+			if !had {
+				mustErr(t, err, ErrNoData)
+			} else {
+				must(t, err)
+				delete(model, n)
+			}
+		default:
+			v, err := fs.GetXattr(f.Ino, n)
+			if !had {
+				mustErr(t, err, ErrNoData)
+			} else if must(t, err); !bytes.Equal(v, model[n]) {
+				t.Fatalf("step %d: %q = %d bytes, want %d", step, n, len(v), len(model[n]))
+			}
+		}
+		if step%500 == 0 {
+			check(step)
+		}
+	}
+	check(-1)
+	fs = env.reopen(fs)
+	check(-2)
 }
