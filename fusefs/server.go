@@ -93,6 +93,12 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		return nil, fmt.Errorf("mounting on %s: %w", dir, err)
 	}
 	s := &Server{fs: fsys, conn: c, dir: dir, opt: o, done: make(chan struct{})}
+	if fd, ok := deviceFD(c); ok {
+		// fusermount passes the device without close-on-exec: a process
+		// this one starts (fusermount3 -u, the watchdog) must not hold
+		// it, or the connection would outlive this process.
+		unix.CloseOnExec(fd)
+	}
 	if !o.bazilReplies {
 		s.raw = newRawWriter(c)
 	}
@@ -235,6 +241,31 @@ func (s *Server) Abort() error {
 		return fmt.Errorf("aborting the FUSE connection: %w", err)
 	}
 	return nil
+}
+
+// ControlFiles opens the connection's fusectl files "abort" (for writing)
+// and "waiting" (for reading), for a watchdog outside the serving process
+// (`conquest mount` starts one). They name this connection for as long as
+// they are open: once it has ended, a write to abort does nothing and a
+// read of waiting returns no bytes, even if a later mount takes the same
+// connection number. Only root may open them.
+func (s *Server) ControlFiles() (abort, waiting *os.File, err error) {
+	if s.connID == "" {
+		return nil, nil, errors.New("opening the FUSE connection's control files: its number is unknown")
+	}
+	dir := fusectlDir + "/" + s.connID
+	abort, err = os.OpenFile(dir+"/abort", os.O_WRONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) && mountFusectl() {
+		abort, err = os.OpenFile(dir+"/abort", os.O_WRONLY, 0)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the FUSE connection's control files: %w", err)
+	}
+	if waiting, err = os.Open(dir + "/waiting"); err != nil {
+		abort.Close()
+		return nil, nil, fmt.Errorf("opening the FUSE connection's control files: %w", err)
+	}
+	return abort, waiting, nil
 }
 
 // fusectlMounted reports whether fusectl is mounted on fusectlDir.

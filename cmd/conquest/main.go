@@ -99,6 +99,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			fsckCommand(),
 			dfCommand(),
 			statCommand(),
+			watchdogCommand(),
 			{
 				Name:        "bench",
 				Usage:       "run the PostMark and Sprite LFS benchmarks on directories",

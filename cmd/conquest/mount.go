@@ -287,6 +287,7 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 		fsys.Close()
 		return err
 	}
+	startWatchdog(srv, mp, rep)
 	if gov != nil {
 		ds := fsys.Disk()
 		go gov.run(func() (readahead, busy int64) {

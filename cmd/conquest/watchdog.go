@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"conquest/fusefs"
+)
+
+// The watchdog is a small process that mount starts beside each daemon
+// (`conquest watchdog`, hidden). It aborts the daemon's FUSE connection
+// if the daemon dies while the connection's device is still open.
+//
+// Why: the daemon answers some requests by telling the kernel to drop
+// cached pages of a file (fusefs's atimeCache at an open, and others). The
+// kernel locks each page to drop it, and a page stays locked while a READ
+// or WRITE of it waits for its reply. Another daemon thread answers that
+// request and the drop goes on. But if the daemon is killed (kill -9) at
+// that moment, its other threads die and the dropping thread cannot: it
+// waits, unkillable, for a reply no one will send. While it waits, the
+// process keeps its descriptors, the FUSE device among them, so the kernel
+// never aborts the connection: every request on the mount waits for good,
+// and the dead daemon keeps the arena locked, so a remount is refused. An
+// outside review saw it once in 52 kill -9 rounds (session 49); only a
+// write to the connection's fusectl abort file ended it. The watchdog
+// makes that write. Then every waiting request fails with ENOTCONN, the
+// stuck thread gets its page and exits, and the arena's lock is released,
+// as after any kill -9.
+//
+// How it knows: the daemon's process is gone, or its main thread is a
+// zombie (the process is dying; Go never ends its main thread otherwise),
+// or its start time differs (the pid was reused), checked every
+// watchdogInterval; or a pipe whose only writer is the daemon reads EOF
+// (every descriptor of the daemon's is closed: it exited). Either way it
+// looks at the connection's "waiting" file, which reads empty once the
+// connection has ended (a clean unmount, or the kernel's own abort when
+// the device was closed); if the connection is still there, it aborts it
+// and says so in the daemon's log. The control files were opened by the
+// daemon and name its connection only (fusefs.Server.ControlFiles), never
+// a later one that took the same number.
+
+// watchdogInterval is how often the watchdog looks at its daemon.
+const watchdogInterval = 200 * time.Millisecond
+
+// Descriptors the watchdog inherits (ExtraFiles, from 3 on).
+const (
+	watchdogAbortFD   = 3
+	watchdogWaitingFD = 4
+	watchdogLifeFD    = 5
+)
+
+// watchdogLife is the daemon's end of the pipe whose EOF tells the
+// watchdog that the daemon has exited; held (never closed) for the life of
+// the process, and kept reachable here so no finalizer closes it.
+var watchdogLife *os.File
+
+func watchdogCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "watchdog",
+		Hidden:    true,
+		Usage:     "internal: abort the FUSE connection of a daemon that died with it still open",
+		UsageText: "conquest watchdog --pid PID --start TICKS MOUNTPOINT (started by mount, with descriptors 3-5)",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "pid", Required: true, Usage: "the daemon's process id"},
+			&cli.StringFlag{Name: "start", Required: true, Usage: "the daemon's start time (field 22 of /proc/PID/stat)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return errors.New("watchdog: give the mount point")
+			}
+			abort := os.NewFile(watchdogAbortFD, "abort")
+			waiting := os.NewFile(watchdogWaitingFD, "waiting")
+			life := os.NewFile(watchdogLifeFD, "daemon-life")
+			if abort == nil || waiting == nil || life == nil {
+				return errors.New("watchdog: started without its descriptors")
+			}
+			watch(c.Int("pid"), c.String("start"), c.Args().First(), abort, waiting, life, os.Stderr, watchdogInterval)
+			return nil
+		},
+	}
+}
+
+// watch waits for daemon pid (started at start) to die or exit, then
+// aborts its connection if that is still there (see the top of this file).
+// log gets one line if it aborts.
+func watch(pid int, start, mp string, abort, waiting, life *os.File, log io.Writer, every time.Duration) {
+	exited := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, life) // EOF: the daemon's descriptors are all closed
+		close(exited)
+	}()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for alive := true; alive; {
+		select {
+		case <-exited:
+			alive = false
+		case <-tick.C:
+			alive = processStarted(pid) == start
+		}
+	}
+	buf := make([]byte, 32)
+	n, err := waiting.ReadAt(buf, 0)
+	if n == 0 && (err == nil || err == io.EOF) {
+		return // the connection has ended
+	}
+	if _, err := abort.Write([]byte("1\n")); err != nil {
+		fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open; aborting the connection: %v\n", mp, pid, err)
+		return
+	}
+	fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open (%s requests waiting); aborted the connection: the mount fails with ENOTCONN until `conquest umount %s`\n",
+		mp, pid, strings.TrimSpace(string(buf[:n])), mp)
+}
+
+// processStarted is the start time of process pid (field 22 of its stat),
+// or "" if it is gone or its main thread is a zombie (dying).
+func processStarted(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return ""
+	}
+	return f[19]
+}
+
+// startWatchdog starts this daemon's watchdog for the mount of srv on mp.
+// Without one (no fusectl, not root) the daemon runs as before; the
+// reason is logged.
+func startWatchdog(srv *fusefs.Server, mp string, rep *reporter) {
+	fail := func(err error) { rep.logf("no watchdog for %s: %v", mp, err) }
+	start := processStarted(os.Getpid())
+	if start == "" {
+		fail(errors.New("cannot read this process's start time"))
+		return
+	}
+	abort, waiting, err := srv.ControlFiles()
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer abort.Close()
+	defer waiting.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer r.Close()
+	cmd := exec.Command("/proc/self/exe", "watchdog", "--pid", strconv.Itoa(os.Getpid()), "--start", start, mp)
+	cmd.Args[0] = os.Args[0]
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{abort, waiting, r}
+	if st, err := os.Stderr.Stat(); err == nil && st.Mode().IsRegular() {
+		// The daemon's log file. Never a pipe: whoever reads the
+		// daemon's output until EOF would wait for the watchdog too.
+		cmd.Stderr = os.Stderr
+	}
+	// Its own session: a terminal's ^C or hangup is for the daemon, which
+	// unmounts; the watchdog then follows it out.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Descriptors this process inherited without close-on-exec (a
+	// parent's pipe, say) would live on in the watchdog, and so would
+	// whatever waits for their EOF.
+	closeOnExecAll()
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		fail(err)
+		return
+	}
+	watchdogLife = w
+	go cmd.Wait() // reaped if it ends first
+}
+
+// closeOnExecAll marks every descriptor of this process from 3 on
+// close-on-exec.
+func closeOnExecAll() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
