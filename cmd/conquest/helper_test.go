@@ -173,6 +173,9 @@ func TestMountHelper(t *testing.T) {
 	if err := unix.Statfs(mp, &sfs); err != nil {
 		t.Fatal(err)
 	}
+	if dogs := watchdogsOf(holder(pram)); len(dogs) != 1 {
+		t.Errorf("watchdogs of the daemon mounted under a helper's name: %v, want one", dogs)
+	}
 	if sfs.Flags&unix.ST_RDONLY == 0 || sfs.Flags&(unix.ST_NOEXEC|unix.ST_NOATIME) != 0 {
 		t.Errorf("statfs flags %#x: want ro, and neither noexec nor noatime", sfs.Flags)
 	}

@@ -165,7 +165,9 @@ func startWatchdog(srv *fusefs.Server, mp string, rep *reporter) {
 	}
 	defer r.Close()
 	cmd := exec.Command("/proc/self/exe", "watchdog", "--pid", strconv.Itoa(os.Getpid()), "--start", start, mp)
-	cmd.Args[0] = os.Args[0]
+	// Not os.Args[0]: run under a mount helper's name (mount.conquest),
+	// the command line would be taken for a mount (helper.go).
+	cmd.Args[0] = "conquest"
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{abort, waiting, r}
 	if st, err := os.Stderr.Stat(); err == nil && st.Mode().IsRegular() {
