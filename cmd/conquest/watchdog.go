@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -36,17 +37,19 @@ import (
 // stuck thread gets its page and exits, and the arena's lock is released,
 // as after any kill -9.
 //
-// How it knows: the daemon's process is gone, or its main thread is a
-// zombie (the process is dying; Go never ends its main thread otherwise),
-// or its start time differs (the pid was reused), checked every
-// watchdogInterval; or a pipe whose only writer is the daemon reads EOF
-// (every descriptor of the daemon's is closed: it exited). Either way it
-// looks at the connection's "waiting" file, which reads empty once the
-// connection has ended (a clean unmount, or the kernel's own abort when
-// the device was closed); if the connection is still there, it aborts it
-// and says so in the daemon's log. The control files were opened by the
-// daemon and name its connection only (fusefs.Server.ControlFiles), never
-// a later one that took the same number.
+// How it knows: a pipe whose only writer is the daemon reads EOF (every
+// descriptor of the daemon's is closed: it exited, and the kernel has
+// ended or aborted the connection, so only a connection whose device
+// someone else holds is aborted then, quietly); or, looked at every
+// watchdogInterval, the daemon is dying with its descriptors still open
+// (daemonDying: gone from /proc, a reused pid, its main thread a zombie,
+// or SIGKILL pending, for when the main thread itself is the stuck one)
+// for watchdogGrace looks in a row. If the connection is still there then
+// (its "waiting" file reads empty once it has ended), the watchdog aborts
+// it and says so in the daemon's log. The control files were opened by
+// the daemon and name its connection only (fusefs.Server.ControlFiles),
+// never a later one that took the same number. While it runs the watchdog
+// holds them, so fusectl cannot be unmounted (EBUSY).
 
 // watchdogInterval is how often the watchdog looks at its daemon.
 const watchdogInterval = 200 * time.Millisecond
@@ -91,7 +94,8 @@ func watchdogCommand() *cli.Command {
 
 // watch waits for daemon pid (started at start) to die or exit, then
 // aborts its connection if that is still there (see the top of this file).
-// log gets one line if it aborts.
+// log gets one line when the watchdog ends a connection its dead daemon
+// left waiting.
 func watch(pid int, start, mp string, abort, waiting, life *os.File, log io.Writer, every time.Duration) {
 	exited := make(chan struct{})
 	go func() {
@@ -100,45 +104,134 @@ func watch(pid int, start, mp string, abort, waiting, life *os.File, log io.Writ
 	}()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for alive := true; alive; {
+	dying := 0 // ticks the daemon has been seen dying with its descriptors open
+	for {
 		select {
 		case <-exited:
-			alive = false
+			// The daemon closed the device with the rest: the kernel has
+			// ended the connection or aborted it, unless another process
+			// holds the device (none should: it is close-on-exec).
+			if n, ok := waitingRequests(waiting); ok {
+				abort.Write([]byte("1\n"))
+				if n != "0" {
+					fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) exited with %s requests waiting on its FUSE connection; aborted it\n", mp, pid, n)
+				}
+			}
+			return
 		case <-tick.C:
-			alive = processStarted(pid) == start
+			if !daemonDying(pid, start) {
+				dying = 0
+				continue
+			}
+			// A daemon killed the plain way closes its descriptors soon
+			// (tearing down a large arena's mapping comes first).
+			if dying++; dying < watchdogGrace {
+				continue
+			}
+			n, ok := waitingRequests(waiting)
+			if !ok {
+				return // the connection has ended
+			}
+			if _, err := abort.Write([]byte("1\n")); err != nil {
+				fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open; aborting the connection: %v\n", mp, pid, err)
+				return
+			}
+			fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open (%s requests waiting); aborted the connection: the mount fails with ENOTCONN until `conquest umount %s`\n",
+				mp, pid, n, mp)
+			return
 		}
 	}
-	buf := make([]byte, 32)
-	n, err := waiting.ReadAt(buf, 0)
-	if n == 0 && (err == nil || err == io.EOF) {
-		return // the connection has ended
-	}
-	if _, err := abort.Write([]byte("1\n")); err != nil {
-		fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open; aborting the connection: %v\n", mp, pid, err)
-		return
-	}
-	fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open (%s requests waiting); aborted the connection: the mount fails with ENOTCONN until `conquest umount %s`\n",
-		mp, pid, strings.TrimSpace(string(buf[:n])), mp)
 }
 
-// processStarted is the start time of process pid (field 22 of its stat),
-// or "" if it is gone or its main thread is a zombie (dying).
+// watchdogGrace is how many looks (watchdogInterval apart) the daemon may
+// be seen dying with its descriptors open before the watchdog aborts.
+const watchdogGrace = 5
+
+// waitingRequests reads the connection's "waiting" file: the number of
+// requests waiting, and false once the connection has ended (it reads
+// empty then). fusectl's files cannot seek: one read from the start.
+func waitingRequests(waiting *os.File) (string, bool) {
+	buf := make([]byte, 32)
+	n, _ := waiting.Read(buf)
+	if n == 0 {
+		return "", false
+	}
+	return strings.TrimSpace(string(buf[:n])), true
+}
+
+// daemonDying reports whether process pid, started at start, is gone or
+// dying: no longer in /proc, another process under its pid (another start
+// time), its main thread a zombie (Go ends its main thread only with the
+// process), or SIGKILL pending (the main thread itself may be the one
+// stuck, in uninterruptible sleep). An error other than the process's
+// absence (out of descriptors, say) says nothing: it is alive then.
+func daemonDying(pid int, start string) bool {
+	proc := procDir + "/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(proc + "/stat")
+	if err != nil {
+		return gone(err)
+	}
+	st, ok := statStart(string(b))
+	if !ok {
+		return false
+	}
+	if st.state == "Z" || st.state == "X" || st.state == "x" || st.start != start {
+		return true
+	}
+	b, err = os.ReadFile(proc + "/status")
+	if err != nil {
+		return gone(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, val, ok := strings.Cut(line, ":")
+		if !ok || (name != "SigPnd" && name != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(val), 16, 64); err == nil && mask&(1<<(syscall.SIGKILL-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// procDir is where daemonDying finds /proc (a variable for tests).
+var procDir = "/proc"
+
+// gone reports whether err, from a file of /proc/PID, says that the
+// process is gone.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
+}
+
+// procStat is what the watchdog reads of /proc/PID/stat.
+type procStat struct{ state, start string }
+
+// statStart parses a /proc/PID/stat line: the state (field 3) and the start
+// time (field 22).
+func statStart(s string) (procStat, bool) {
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3
+	if len(f) < 20 {
+		return procStat{}, false
+	}
+	return procStat{state: f[0], start: f[19]}, true
+}
+
+// processStarted is the start time of the running process pid, or "".
 func processStarted(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return ""
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
+	st, ok := statStart(string(b))
+	if !ok || st.state == "Z" || st.state == "X" || st.state == "x" {
 		return ""
 	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
-		return ""
-	}
-	return f[19]
+	return st.start
 }
 
 // startWatchdog starts this daemon's watchdog for the mount of srv on mp.
@@ -170,9 +263,10 @@ func startWatchdog(srv *fusefs.Server, mp string, rep *reporter) {
 	cmd.Args[0] = "conquest"
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{abort, waiting, r}
-	if st, err := os.Stderr.Stat(); err == nil && st.Mode().IsRegular() {
-		// The daemon's log file. Never a pipe: whoever reads the
-		// daemon's output until EOF would wait for the watchdog too.
+	if st, err := os.Stderr.Stat(); err == nil && st.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) == 0 {
+		// The daemon's log file, or its terminal. Never a pipe or a
+		// socket: whoever reads the daemon's output until EOF would wait
+		// for the watchdog too.
 		cmd.Stderr = os.Stderr
 	}
 	// Its own session: a terminal's ^C or hangup is for the daemon, which

@@ -116,6 +116,11 @@ func TestWatchdogEndsWithDaemon(t *testing.T) {
 	if dogs := watchdogsOf(pid); len(dogs) > 0 {
 		t.Fatalf("the watchdog outlived its daemon's clean exit: %v", dogs)
 	}
+	// fusectl's files cannot seek: a pread of "waiting" failed, and every
+	// clean exit was logged as a death.
+	if b, err := os.ReadFile(filepath.Join(c.home, "conquest.log")); err != nil || strings.Contains(string(b), "watchdog") {
+		t.Errorf("the daemon's log after a clean unmount (%v):\n%s", err, b)
+	}
 	c.ok("mount", mp)
 	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
 		t.Fatalf("the new mount: %v", err)
@@ -277,6 +282,9 @@ func TestWatch(t *testing.T) {
 		if got := aborted(t, r); got != "1\n" {
 			t.Fatalf("abort file: %q, want 1", got)
 		}
+		if r.log.Len() > 0 {
+			t.Errorf("log after an exit with no request waiting: %q", r.log.String())
+		}
 	})
 	t.Run("reused", func(t *testing.T) {
 		cmd := child(t)
@@ -296,4 +304,57 @@ func TestWatch(t *testing.T) {
 			t.Errorf("log: %q", r.log.String())
 		}
 	})
+}
+
+// TestDaemonDying reads fake /proc files: SIGKILL pending in the main
+// thread (stuck itself, in uninterruptible sleep) or in the shared set
+// means dying; a read error other than the process's absence does not.
+func TestDaemonDying(t *testing.T) {
+	dir := t.TempDir()
+	old := procDir
+	procDir = dir
+	t.Cleanup(func() { procDir = old })
+	stat := func(state, start string) string {
+		f := []string{state}
+		for i := 4; i <= 22; i++ {
+			f = append(f, strconv.Itoa(i))
+		}
+		f[len(f)-1] = start
+		return "42 (conquest (x)) " + strings.Join(f, " ") + " 23 24\n"
+	}
+	status := func(sig, shd string) string {
+		return "Name:\tconquest\nState:\tD (disk sleep)\nSigPnd:\t" + sig + "\nShdPnd:\t" + shd + "\nSigBlk:\t0000000000000100\n"
+	}
+	for _, c := range []struct {
+		name, stat, status string
+		want               bool
+	}{
+		{"alive", stat("S", "777"), status("0000000000000000", "0000000000000000"), false},
+		{"stopped", stat("T", "777"), status("0000000000000000", "0000000000000000"), false},
+		{"zombie", stat("Z", "777"), status("0000000000000000", "0000000000000000"), true},
+		{"reused", stat("S", "778"), status("0000000000000000", "0000000000000000"), true},
+		{"stuck, SIGKILL pending", stat("D", "777"), status("0000000000000100", "0000000000000000"), true},
+		{"SIGKILL pending for the group", stat("D", "777"), status("0000000000000000", "0000000000000100"), true},
+		{"SIGTERM pending", stat("S", "777"), status("0000000000004000", "0000000000000000"), false},
+		{"gone", "", "", true},
+	} {
+		p := filepath.Join(dir, "42")
+		os.RemoveAll(p)
+		if c.stat != "" {
+			os.Mkdir(p, 0o755)
+			os.WriteFile(filepath.Join(p, "stat"), []byte(c.stat), 0o644)
+			os.WriteFile(filepath.Join(p, "status"), []byte(c.status), 0o644)
+		}
+		if got := daemonDying(42, "777"); got != c.want {
+			t.Errorf("%s: dying %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Unreadable (here a directory; for the watchdog, say, out of
+	// descriptors): not taken for dead.
+	p := filepath.Join(dir, "42")
+	os.RemoveAll(p)
+	os.MkdirAll(filepath.Join(p, "stat"), 0o755)
+	if daemonDying(42, "777") {
+		t.Error("an unreadable stat was taken for a dead daemon")
+	}
 }
