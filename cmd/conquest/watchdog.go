@@ -259,8 +259,12 @@ func startWatchdog(srv *fusefs.Server, mp string, rep *reporter) {
 	defer r.Close()
 	cmd := exec.Command("/proc/self/exe", "watchdog", "--pid", strconv.Itoa(os.Getpid()), "--start", start, mp)
 	// Not os.Args[0]: run under a mount helper's name (mount.conquest),
-	// the command line would be taken for a mount (helper.go).
-	cmd.Args[0] = "conquest"
+	// the command line would be taken for a mount (helper.go). Nor plain
+	// "conquest": `pidof conquest`, which a script may use to kill the
+	// daemon, matches argv[0], and would kill its watchdog with it (its
+	// command name, which pgrep, pkill and killall match, is "exe", from
+	// /proc/self/exe).
+	cmd.Args[0] = "conquest-watchdog"
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{abort, waiting, r}
 	if st, err := os.Stderr.Stat(); err == nil && st.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) == 0 {
