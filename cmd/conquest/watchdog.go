@@ -42,14 +42,16 @@ import (
 // ended or aborted the connection, so only a connection whose device
 // someone else holds is aborted then, quietly); or, looked at every
 // watchdogInterval, the daemon is dying with its descriptors still open
-// (daemonDying: gone from /proc, a reused pid, its main thread a zombie,
-// or SIGKILL pending, for when the main thread itself is the stuck one)
-// for watchdogGrace looks in a row. If the connection is still there then
-// (its "waiting" file reads empty once it has ended), the watchdog aborts
-// it and says so in the daemon's log. The control files were opened by
-// the daemon and name its connection only (fusefs.Server.ControlFiles),
-// never a later one that took the same number. While it runs the watchdog
-// holds them, so fusectl cannot be unmounted (EBUSY).
+// (daemonProc.dying: gone from /proc, a reused pid, its main thread a
+// zombie, or SIGKILL pending, for when the main thread itself is the
+// stuck one) for watchdogGrace more looks in a row (a daemon killed the
+// plain way closes its descriptors within them). If the connection is
+// still there then (its "waiting" file reads empty once it has ended),
+// the watchdog aborts it and says so in the daemon's log. The control
+// files were opened by the daemon and name its connection only
+// (fusefs.Server.ControlFiles), never a later one that took the same
+// number. While it runs the watchdog holds them, so fusectl cannot be
+// unmounted (EBUSY).
 
 // watchdogInterval is how often the watchdog looks at its daemon.
 const watchdogInterval = 200 * time.Millisecond
@@ -102,30 +104,30 @@ func watch(pid int, start, mp string, abort, waiting, life *os.File, log io.Writ
 		io.Copy(io.Discard, life) // EOF: the daemon's descriptors are all closed
 		close(exited)
 	}()
+	d := &daemonProc{pid: pid, start: start}
+	defer d.close()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	dying := 0 // ticks the daemon has been seen dying with its descriptors open
+	dying := 0 // looks in a row that found the daemon dying with its descriptors open
 	for {
 		select {
 		case <-exited:
 			// The daemon closed the device with the rest: the kernel has
-			// ended the connection or aborted it, unless another process
-			// holds the device (none should: it is close-on-exec).
-			if n, ok := waitingRequests(waiting); ok {
+			// ended the connection or aborted it (its "waiting" count may
+			// still show callers not yet woken), unless another process
+			// holds the device (none should: it is close-on-exec). Quietly.
+			if _, ok := waitingRequests(waiting); ok {
 				abort.Write([]byte("1\n"))
-				if n != "0" {
-					fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) exited with %s requests waiting on its FUSE connection; aborted it\n", mp, pid, n)
-				}
 			}
 			return
 		case <-tick.C:
-			if !daemonDying(pid, start) {
+			if !d.dying() {
 				dying = 0
 				continue
 			}
-			// A daemon killed the plain way closes its descriptors soon
-			// (tearing down a large arena's mapping comes first).
-			if dying++; dying < watchdogGrace {
+			// A daemon killed the plain way closes its descriptors soon,
+			// once its memory is unmapped (a large arena takes a while).
+			if dying++; dying <= watchdogGrace {
 				continue
 			}
 			n, ok := waitingRequests(waiting)
@@ -143,9 +145,10 @@ func watch(pid int, start, mp string, abort, waiting, life *os.File, log io.Writ
 	}
 }
 
-// watchdogGrace is how many looks (watchdogInterval apart) the daemon may
-// be seen dying with its descriptors open before the watchdog aborts.
-const watchdogGrace = 5
+// watchdogGrace is how many more looks (watchdogInterval apart: 2 s) the
+// daemon may be seen dying with its descriptors open before the watchdog
+// aborts.
+const watchdogGrace = 10
 
 // waitingRequests reads the connection's "waiting" file: the number of
 // requests waiting, and false once the connection has ended (it reads
@@ -159,30 +162,52 @@ func waitingRequests(waiting *os.File) (string, bool) {
 	return strings.TrimSpace(string(buf[:n])), true
 }
 
-// daemonDying reports whether process pid, started at start, is gone or
-// dying: no longer in /proc, another process under its pid (another start
-// time), its main thread a zombie (Go ends its main thread only with the
-// process), or SIGKILL pending (the main thread itself may be the one
-// stuck, in uninterruptible sleep). An error other than the process's
-// absence (out of descriptors, say) says nothing: it is alive then.
-func daemonDying(pid int, start string) bool {
-	proc := procDir + "/" + strconv.Itoa(pid)
-	b, err := os.ReadFile(proc + "/stat")
-	if err != nil {
+// daemonProc is the watchdog's view of its daemon: its /proc/PID stat and
+// status, opened once and read again at each look, so that a watchdog out
+// of descriptors still sees its daemon, and a pid taken by a later process
+// is never read (reads of a reaped process's files fail with ESRCH).
+type daemonProc struct {
+	pid          int
+	start        string
+	stat, status *os.File
+}
+
+// dying reports whether the daemon is gone or dying: gone from /proc,
+// another start time, its main thread a zombie (Go ends its main thread
+// only with the process), or SIGKILL pending (the main thread itself may
+// be the one stuck, in uninterruptible sleep). An error other than the
+// process's absence (out of descriptors, say) says nothing: alive then.
+func (d *daemonProc) dying() bool {
+	if d.stat == nil {
+		proc := procDir + "/" + strconv.Itoa(d.pid)
+		stat, err := os.Open(proc + "/stat")
+		if err != nil {
+			return gone(err)
+		}
+		status, err := os.Open(proc + "/status")
+		if err != nil {
+			stat.Close()
+			return gone(err)
+		}
+		d.stat, d.status = stat, status
+	}
+	buf := make([]byte, 8<<10)
+	n, err := d.stat.ReadAt(buf, 0)
+	if n == 0 && err != nil {
 		return gone(err)
 	}
-	st, ok := statStart(string(b))
+	st, ok := statStart(string(buf[:n]))
 	if !ok {
 		return false
 	}
-	if st.state == "Z" || st.state == "X" || st.state == "x" || st.start != start {
+	if st.state == "Z" || st.state == "X" || st.state == "x" || st.start != d.start {
 		return true
 	}
-	b, err = os.ReadFile(proc + "/status")
-	if err != nil {
+	n, err = d.status.ReadAt(buf, 0)
+	if n == 0 && err != nil {
 		return gone(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
 		name, val, ok := strings.Cut(line, ":")
 		if !ok || (name != "SigPnd" && name != "ShdPnd") {
 			continue
@@ -194,7 +219,14 @@ func daemonDying(pid int, start string) bool {
 	return false
 }
 
-// procDir is where daemonDying finds /proc (a variable for tests).
+func (d *daemonProc) close() {
+	if d.stat != nil {
+		d.stat.Close()
+		d.status.Close()
+	}
+}
+
+// procDir is where daemonProc finds /proc (a variable for tests).
 var procDir = "/proc"
 
 // gone reports whether err, from a file of /proc/PID, says that the

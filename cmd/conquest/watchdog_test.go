@@ -277,13 +277,15 @@ func TestWatch(t *testing.T) {
 	})
 	t.Run("exited", func(t *testing.T) {
 		cmd := child(t)
-		r := start(t, cmd.Process.Pid, processStarted(cmd.Process.Pid), "0\n")
+		// The kernel aborted the connection at the device's close; its
+		// callers not yet woken still count as waiting.
+		r := start(t, cmd.Process.Pid, processStarted(cmd.Process.Pid), "9\n")
 		r.lifeW.Close() // as at the daemon's exit
 		if got := aborted(t, r); got != "1\n" {
 			t.Fatalf("abort file: %q, want 1", got)
 		}
 		if r.log.Len() > 0 {
-			t.Errorf("log after an exit with no request waiting: %q", r.log.String())
+			t.Errorf("log after an exit: %q", r.log.String())
 		}
 	})
 	t.Run("reused", func(t *testing.T) {
@@ -345,16 +347,39 @@ func TestDaemonDying(t *testing.T) {
 			os.WriteFile(filepath.Join(p, "stat"), []byte(c.stat), 0o644)
 			os.WriteFile(filepath.Join(p, "status"), []byte(c.status), 0o644)
 		}
-		if got := daemonDying(42, "777"); got != c.want {
+		d := &daemonProc{pid: 42, start: "777"}
+		got := d.dying()
+		d.close()
+		if got != c.want {
 			t.Errorf("%s: dying %v, want %v", c.name, got, c.want)
 		}
 	}
+	// A real process: its files, opened while it lives, fail with ESRCH
+	// once it is reaped (whatever process takes its pid later).
+	procDir = old
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemonProc{pid: cmd.Process.Pid, start: processStarted(cmd.Process.Pid)}
+	defer d.close()
+	if d.dying() {
+		t.Error("a live child taken for dying")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !d.dying() {
+		t.Error("a reaped child not taken for dying")
+	}
+	procDir = dir
+
 	// Unreadable (here a directory; for the watchdog, say, out of
 	// descriptors): not taken for dead.
 	p := filepath.Join(dir, "42")
 	os.RemoveAll(p)
 	os.MkdirAll(filepath.Join(p, "stat"), 0o755)
-	if daemonDying(42, "777") {
+	os.WriteFile(filepath.Join(p, "status"), []byte(status("0000000000000100", "0")), 0o644)
+	if d := (&daemonProc{pid: 42, start: "777"}); d.dying() {
 		t.Error("an unreadable stat was taken for a dead daemon")
 	}
 }
