@@ -138,7 +138,7 @@ func watch(pid int, start, mp string, abort, waiting, life *os.File, log io.Writ
 				fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open; aborting the connection: %v\n", mp, pid, err)
 				return
 			}
-			fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open (%s requests waiting); aborted the connection: the mount fails with ENOTCONN until `conquest umount %s`\n",
+			fmt.Fprintf(log, "conquest: watchdog: the daemon of %s (pid %d) died with its FUSE connection open (%s requests waiting); aborted the connection: calls that were waiting fail with ECONNABORTED, later ones with ENOTCONN until `conquest umount %s`\n",
 				mp, pid, n, mp)
 			return
 		}
