@@ -247,3 +247,14 @@ func BenchmarkXattrSetMany(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkXattrListMany: listxattr of a file with 3,000 attributes.
+func BenchmarkXattrListMany(b *testing.B) {
+	fs := benchFS(b, 64<<20)
+	ino := xattrBenchFile(b, fs, 3000)
+	for b.Loop() {
+		if _, err := fs.ListXattr(ino); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

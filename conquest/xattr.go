@@ -249,14 +249,19 @@ func (fs *FS) ListXattr(ino Ino) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		es, err := fs.xattrs(in)
+		it, err := fs.xattrBlob(in)
 		if err != nil {
 			return err
 		}
-		for _, e := range es {
-			names = append(names, e.name)
+		size := 0
+		for it.next() {
+			names = append(names, string(it.name()))
+			size += it.nameLen + 1
 		}
-		if listSize(es) > MaxXattrList {
+		if it.err != nil {
+			return it.err
+		}
+		if size > MaxXattrList {
 			return ErrXattr2Big // made by an older version, which allowed it
 		}
 		return nil
@@ -299,15 +304,6 @@ func (fs *FS) SetXattr(ino Ino, name string, value []byte, flags uint32) error {
 			return [][]byte{f.entries, xattrEntryBytes(name, value)}, nil
 		}
 	})
-}
-
-// listSize is the length of the NUL-terminated name list of es.
-func listSize(es []xattrEntry) int {
-	n := 0
-	for _, e := range es {
-		n += len(e.name) + 1
-	}
-	return n
 }
 
 // RemoveXattr deletes an attribute (ErrNoData if absent). Sets ctime.
