@@ -115,7 +115,9 @@ func (fs *FS) xattrBlob(in inode) (xattrIter, error) {
 	return it, nil
 }
 
-// xattrFound is what findXattr learned of a blob.
+// xattrFound is what findXattr learned of a blob. Its views are valid
+// while fs.mu is held and the blob is not replaced (putXattrs copies them
+// before it frees the blob).
 type xattrFound struct {
 	entries    []byte // the blob's entries (a view)
 	found      bool
@@ -259,6 +261,7 @@ func (fs *FS) ListXattr(ino Ino) ([]string, error) {
 			size += it.nameLen + 1
 		}
 		if it.err != nil {
+			names = nil
 			return it.err
 		}
 		if size > MaxXattrList {

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"conquest/pram"
 )
 
 func TestXattrs(t *testing.T) {
@@ -284,4 +286,55 @@ func TestXattrManyModel(t *testing.T) {
 	check(-1)
 	fs = env.reopen(fs)
 	check(-2)
+}
+
+// TestXattrDamage damages a file's attribute blob in one way per case and
+// wants ErrIO from every call that reads it (all of it, so damage past
+// the attribute asked for counts too), the capability drop of a write
+// included, never a panic or a silent answer.
+func TestXattrDamage(t *testing.T) {
+	// Entries after the 4-byte header: user.a=1 at 0 (12 bytes), user.bb=22
+	// at 12 (14), security.capability=cap at 26 (27), user.ccc=333 at 53
+	// (16); 73 bytes in all.
+	const e2, e4, used = 4 + 12, 4 + 53, 73
+	for _, c := range []struct {
+		name   string
+		damage func(tx *pram.Tx, blob pram.Off)
+	}{
+		{"used bytes below the header", func(tx *pram.Tx, b pram.Off) { tx.Set32(b, 2) }},
+		{"used bytes past the limit", func(tx *pram.Tx, b pram.Off) { tx.Set32(b, MaxXattrTotal+xattrHeader+1) }},
+		{"last entry's header cut", func(tx *pram.Tx, b pram.Off) { tx.Set32(b, e4+3) }},
+		{"zero name length", func(tx *pram.Tx, b pram.Off) { tx.Set8(b+e2, 0) }},
+		{"value past the end", func(tx *pram.Tx, b pram.Off) { tx.Set32(b+e2+1, 1000) }},
+		{"last value just past the end", func(tx *pram.Tx, b pram.Off) { tx.Set32(b+e4+1, 6) }},
+		{"last name past the end", func(tx *pram.Tx, b pram.Off) { tx.Set8(b+e4, 12) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := newTestFSOpt(t, fsOpt{noCheck: true})
+			f := create(t, fs, RootIno, "f", nil)
+			for _, a := range [][2]string{{"user.a", "1"}, {"user.bb", "22"}, {"security.capability", "cap"}, {"user.ccc", "333"}} {
+				must(t, fs.SetXattr(f.Ino, a[0], []byte(a[1]), 0))
+			}
+			in, err := fs.inode(f.Ino)
+			must(t, err)
+			if got := fs.a.U32(in.xattr()); got != used {
+				t.Fatalf("blob of %d bytes, want %d", got, used)
+			}
+			corrupt(fs, func(tx *pram.Tx) { c.damage(tx, in.xattr()) })
+			_, err = fs.GetXattr(f.Ino, "user.a")
+			mustErr(t, err, ErrIO)
+			_, err = fs.GetXattr(f.Ino, "user.ccc")
+			mustErr(t, err, ErrIO)
+			_, err = fs.ListXattr(f.Ino)
+			mustErr(t, err, ErrIO)
+			mustErr(t, fs.SetXattr(f.Ino, "user.a", []byte("x"), 0), ErrIO)
+			mustErr(t, fs.SetXattr(f.Ino, "user.new", []byte("x"), 0), ErrIO)
+			mustErr(t, fs.RemoveXattr(f.Ino, "user.a"), ErrIO)
+			h, err := fs.Open(f.Ino, O_WRONLY)
+			must(t, err)
+			defer fs.Release(f.Ino, h)
+			_, err = fs.WriteKill(f.Ino, h, 0, []byte("data"), KillCaps)
+			mustErr(t, err, ErrIO)
+		})
+	}
 }

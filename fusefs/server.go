@@ -94,9 +94,10 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 	}
 	s := &Server{fs: fsys, conn: c, dir: dir, opt: o, done: make(chan struct{})}
 	if fd, ok := deviceFD(c); ok {
-		// fusermount passes the device without close-on-exec: a process
-		// this one starts (fusermount3 -u, the watchdog) must not hold
-		// it, or the connection would outlive this process.
+		// A process this one starts (fusermount3 -u, cmd/conquest's
+		// watchdog) must not hold the device, or the connection would
+		// outlive this process. Go's receipt of it from fusermount sets
+		// close-on-exec already; this does not depend on that.
 		unix.CloseOnExec(fd)
 	}
 	if !o.bazilReplies {
@@ -123,9 +124,11 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		}
 		s.finish()
 	}()
-	if mi, ok := Mounted(dir); ok {
+	if mi, ok := Mounted(dir); ok && mi.Source == o.FSName {
 		// The device number of a FUSE mount is 0:N, N the connection's
-		// number in fusectl.
+		// number in fusectl. Only of this mount: another made on the
+		// same directory meanwhile (its source names another arena)
+		// must never be aborted for this one (Abort, ControlFiles).
 		if _, n, found := strings.Cut(mi.Device, ":"); found {
 			s.connID = n
 		}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,9 +87,14 @@ func watchdogCommand() *cli.Command {
 			abort := os.NewFile(watchdogAbortFD, "abort")
 			waiting := os.NewFile(watchdogWaitingFD, "waiting")
 			life := os.NewFile(watchdogLifeFD, "daemon-life")
-			if abort == nil || waiting == nil || life == nil {
-				return errors.New("watchdog: started without its descriptors")
+			if !onFusectl(watchdogAbortFD) || !onFusectl(watchdogWaitingFD) || !isPipe(watchdogLifeFD) {
+				return errors.New("watchdog: started without its descriptors (mount starts it)")
 			}
+			// A signal for the daemon's whole group (a terminal's, a
+			// service manager's SIGTERM) must leave the watchdog running:
+			// the daemon, if it is stuck, is when it is needed. It leaves
+			// by itself once the daemon has gone; SIGKILL still ends it.
+			signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 			watch(c.Int("pid"), c.String("start"), c.Args().First(), abort, waiting, life, os.Stderr, watchdogInterval)
 			return nil
 		},
@@ -102,8 +108,11 @@ func watchdogCommand() *cli.Command {
 func watch(pid int, start, mp string, abort, waiting, life *os.File, log io.Writer, every time.Duration) {
 	exited := make(chan struct{})
 	go func() {
-		io.Copy(io.Discard, life) // EOF: the daemon's descriptors are all closed
-		close(exited)
+		// EOF: the daemon's descriptors are all closed. Any other end of
+		// the read leaves the daemon's fate to the looks at /proc.
+		if _, err := io.Copy(io.Discard, life); err == nil {
+			close(exited)
+		}
 	}()
 	d := &daemonProc{pid: pid, start: start}
 	defer d.close()
@@ -320,6 +329,21 @@ func startWatchdog(srv *fusefs.Server, mp string, rep *reporter) {
 	}
 	watchdogLife = w
 	go cmd.Wait() // reaped if it ends first
+}
+
+// onFusectl reports whether descriptor fd is a file of fusectl.
+func onFusectl(fd int) bool {
+	var st syscall.Statfs_t
+	return syscall.Fstatfs(fd, &st) == nil && st.Type == fusectlMagic
+}
+
+// fusectlMagic is fusectl's f_type in statfs(2).
+const fusectlMagic = 0x65735543
+
+// isPipe reports whether descriptor fd is a pipe.
+func isPipe(fd int) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
 }
 
 // closeOnExecAll marks every descriptor of this process from 3 on

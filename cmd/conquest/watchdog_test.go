@@ -85,6 +85,11 @@ func TestWatchdogAbortsStrandedConnection(t *testing.T) {
 	if dogs := watchdogsOf(pid); len(dogs) > 0 {
 		t.Errorf("the watchdog outlived its abort: %v", dogs)
 	}
+	// Aborted at the pipe's EOF, at once and quietly: not by the looks at
+	// /proc after their grace, which log.
+	if b, _ := os.ReadFile(filepath.Join(c.home, "conquest.log")); strings.Contains(string(b), "watchdog") {
+		t.Errorf("the daemon's log:\n%s", b)
+	}
 	closeDev()
 	_, errs := c.ok("umount", mp)
 	if !strings.Contains(errs, "daemon had died") {
@@ -105,8 +110,22 @@ func TestWatchdogEndsWithDaemon(t *testing.T) {
 	c.ok("mount", mp)
 	pram := filepath.Join(c.home, "pram.img")
 	pid := holder(pram)
-	if dogs := watchdogsOf(pid); len(dogs) != 1 {
+	dogs := watchdogsOf(pid)
+	if len(dogs) != 1 {
 		t.Fatalf("watchdogs of daemon %d: %v, want one", pid, dogs)
+	}
+	// It holds neither the device (the connection would outlive the
+	// daemon), nor the images, nor any pipe but its own (descriptor 5).
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", dogs[0]))
+	for _, p := range fds {
+		target, err := os.Readlink(p)
+		if err != nil {
+			continue
+		}
+		if target == "/dev/fuse" || strings.HasPrefix(target, c.home) && !strings.HasSuffix(target, "conquest.log") ||
+			strings.HasPrefix(target, "pipe:") && filepath.Base(p) != "5" {
+			t.Errorf("the watchdog holds %s (descriptor %s)", target, filepath.Base(p))
+		}
 	}
 	c.ok("umount", mp)
 	deadline := time.Now().Add(10 * time.Second)
@@ -178,16 +197,106 @@ func deviceCopy(t *testing.T, pid int) int {
 	if fd < 0 {
 		t.Fatalf("daemon %d has no /dev/fuse open", pid)
 	}
+	return fdCopy(t, pid, fd)
+}
+
+// fdCopy returns a descriptor of this process for the open file that
+// process pid has as descriptor fd (pidfd_getfd).
+func fdCopy(t *testing.T, pid, fd int) int {
+	t.Helper()
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		t.Skipf("pidfd_open: %v", err)
 	}
 	defer unix.Close(pidfd)
-	dev, err := unix.PidfdGetfd(pidfd, fd, 0)
+	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
 	if err != nil {
 		t.Skipf("pidfd_getfd: %v", err)
 	}
-	return dev
+	return dup
+}
+
+// TestWatchdogAbortsStuckDaemon is the stranded connection again, with
+// the daemon's end of the watchdog's pipe kept open too, as a daemon stuck
+// in the kernel keeps it: only the looks at /proc can tell the watchdog
+// that the daemon is gone. It aborts after its grace and logs one line.
+func TestWatchdogAbortsStuckDaemon(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	c.ok("mount", mp)
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pram := filepath.Join(c.home, "pram.img")
+	pid := holder(pram)
+	dogs := watchdogsOf(pid)
+	if len(dogs) != 1 {
+		t.Fatalf("watchdogs of daemon %d: %v, want one", pid, dogs)
+	}
+	pipe, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", dogs[0], watchdogLifeFD))
+	if err != nil || !strings.HasPrefix(pipe, "pipe:") {
+		t.Fatalf("the watchdog's descriptor %d: %q %v", watchdogLifeFD, pipe, err)
+	}
+	lifeFD := -1
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, p := range fds {
+		if target, err := os.Readlink(p); err == nil && target == pipe {
+			lifeFD, _ = strconv.Atoi(filepath.Base(p))
+		}
+	}
+	if lifeFD < 0 {
+		t.Fatalf("daemon %d has no end of %s", pid, pipe)
+	}
+	held := []int{deviceCopy(t, pid), fdCopy(t, pid, lifeFD)}
+	release := func() {
+		for _, fd := range held {
+			unix.Close(fd)
+		}
+		held = nil
+	}
+	t.Cleanup(release)
+
+	syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for processAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	res := make(chan error, 1)
+	go func() {
+		var sfs syscall.Statfs_t
+		res <- syscall.Statfs(mp, &sfs)
+	}()
+	select {
+	case err := <-res:
+		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+			t.Fatalf("statfs of the dead mount: %v, want ENOTCONN or ECONNABORTED", err)
+		}
+	case <-time.After(10 * time.Second):
+		release()
+		<-res
+		t.Fatal("statfs of the mount of a daemon gone with its device and pipe still open waited 10 s")
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("aborted %v after the daemon died, before the watchdog's grace", took)
+	}
+	for len(watchdogsOf(pid)) > 0 && time.Now().Before(deadline.Add(10*time.Second)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if dogs := watchdogsOf(pid); len(dogs) > 0 {
+		t.Errorf("the watchdog outlived its abort: %v", dogs)
+	}
+	b, _ := os.ReadFile(filepath.Join(c.home, "conquest.log"))
+	if n := strings.Count(string(b), "died with its FUSE connection open"); n != 1 {
+		t.Errorf("%d watchdog lines in the daemon's log, want 1:\n%s", n, b)
+	}
+	release()
+	c.ok("umount", mp)
+	c.ok("mount", mp)
+	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "x" {
+		t.Errorf("after recovery: %q %v", b, err)
+	}
+	c.ok("umount", mp)
 }
 
 // TestWatch covers watch's two signals and its look at the connection,
@@ -250,7 +359,14 @@ func TestWatch(t *testing.T) {
 	}
 
 	t.Run("zombie", func(t *testing.T) {
-		cmd := child(t)
+		// A child that ends by itself (no SIGKILL pending, which would
+		// be seen first) and is not reaped: a zombie; the pipe's writer
+		// stays open.
+		cmd := exec.Command("sleep", "0.5")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		pid := cmd.Process.Pid
 		started := processStarted(pid)
 		if started == "" {
@@ -266,8 +382,6 @@ func TestWatch(t *testing.T) {
 		if b, _ := os.ReadFile(r.abort.Name()); len(b) > 0 {
 			t.Fatalf("abort written while the daemon was alive: %q", b)
 		}
-		// Killed and not reaped: a zombie; the pipe's writer stays open.
-		cmd.Process.Signal(syscall.SIGKILL)
 		if got := aborted(t, r); got != "1\n" {
 			t.Fatalf("abort file: %q, want 1", got)
 		}
