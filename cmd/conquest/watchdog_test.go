@@ -25,24 +25,7 @@ import (
 // daemon's device descriptor, taken with pidfd_getfd, stands in for the
 // stuck thread: it keeps the device open after the daemon is gone.
 func TestWatchdogAbortsStrandedConnection(t *testing.T) {
-	c := newCLI(t)
-	mp := c.mountpoint()
-	c.ok("mount", mp)
-	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pram := filepath.Join(c.home, "pram.img")
-	pid := holder(pram)
-	if pid == 0 {
-		t.Fatalf("no process has %s open", pram)
-	}
-	dogs := watchdogsOf(pid)
-	if len(dogs) != 1 {
-		t.Fatalf("watchdogs of daemon %d: %v, want one", pid, dogs)
-	}
-	if holder(pram) != pid {
-		t.Fatal("the watchdog has the arena open")
-	}
+	c, mp, pid, _ := mountWithF(t)
 	dev := deviceCopy(t, pid)
 	closeDev := func() {
 		if dev >= 0 {
@@ -63,22 +46,7 @@ func TestWatchdogAbortsStrandedConnection(t *testing.T) {
 	}
 	// A request to the mount: ENOTCONN once the connection is aborted;
 	// without the watchdog it waits until closeDev.
-	res := make(chan error, 1)
-	go func() {
-		var sfs syscall.Statfs_t
-		res <- syscall.Statfs(mp, &sfs)
-	}()
-	select {
-	case err := <-res:
-		// ECONNABORTED if the abort found it waiting.
-		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
-			t.Fatalf("statfs of the dead mount: %v, want ENOTCONN or ECONNABORTED", err)
-		}
-	case <-time.After(10 * time.Second):
-		closeDev()
-		<-res
-		t.Fatal("statfs of the mount of a killed daemon whose device is still open waited 10 s: the connection was not aborted")
-	}
+	wantAborted(t, mp, closeDev)
 	for len(watchdogsOf(pid)) > 0 && time.Now().Before(deadline.Add(10*time.Second)) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -95,11 +63,7 @@ func TestWatchdogAbortsStrandedConnection(t *testing.T) {
 	if !strings.Contains(errs, "daemon had died") {
 		t.Errorf("umount of the dead mount: %q", errs)
 	}
-	c.ok("mount", mp)
-	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "x" {
-		t.Errorf("after recovery: %q %v", b, err)
-	}
-	c.ok("umount", mp)
+	remountHasF(t, c, mp)
 }
 
 // TestWatchdogEndsWithDaemon: the watchdog leaves with its daemon at a
@@ -145,6 +109,61 @@ func TestWatchdogEndsWithDaemon(t *testing.T) {
 		t.Fatalf("the new mount: %v", err)
 	}
 	c.ok("umount", mp)
+}
+
+// mountWithF mounts the embedded default of a new data directory, writes
+// the file f, and returns the daemon's pid and its one watchdog's.
+func mountWithF(t *testing.T) (c *runner, mp string, pid int, dogs []int) {
+	t.Helper()
+	c = newCLI(t)
+	mp = c.mountpoint()
+	c.ok("mount", mp)
+	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pram := filepath.Join(c.home, "pram.img")
+	if pid = holder(pram); pid == 0 {
+		t.Fatalf("no process has %s open", pram)
+	}
+	if dogs = watchdogsOf(pid); len(dogs) != 1 {
+		t.Fatalf("watchdogs of daemon %d: %v, want one", pid, dogs)
+	}
+	return c, mp, pid, dogs
+}
+
+// remountHasF mounts the embedded default on mp again and wants the file
+// f written before the crash, then unmounts.
+func remountHasF(t *testing.T, c *runner, mp string) {
+	t.Helper()
+	c.ok("mount", mp)
+	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "x" {
+		t.Errorf("after recovery: %q %v", b, err)
+	}
+	c.ok("umount", mp)
+}
+
+// wantAborted wants a request to the mount on mp to fail as on an aborted
+// connection within 10 s; if it waits longer, it calls release (which
+// lets the kernel abort the connection, so the request returns) and fails
+// the test.
+func wantAborted(t *testing.T, mp string, release func()) {
+	t.Helper()
+	res := make(chan error, 1)
+	go func() {
+		var sfs syscall.Statfs_t
+		res <- syscall.Statfs(mp, &sfs)
+	}()
+	select {
+	case err := <-res:
+		// ECONNABORTED if the abort found it waiting.
+		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+			t.Fatalf("statfs of the dead mount: %v, want ENOTCONN or ECONNABORTED", err)
+		}
+	case <-time.After(10 * time.Second):
+		release()
+		<-res
+		t.Fatal("statfs of the mount of a killed daemon whose device is still open waited 10 s: the connection was not aborted")
+	}
 }
 
 // watchdogsOf lists the pids of the watchdogs of daemon pid.
@@ -221,18 +240,7 @@ func fdCopy(t *testing.T, pid, fd int) int {
 // in the kernel keeps it: only the looks at /proc can tell the watchdog
 // that the daemon is gone. It aborts after its grace and logs one line.
 func TestWatchdogAbortsStuckDaemon(t *testing.T) {
-	c := newCLI(t)
-	mp := c.mountpoint()
-	c.ok("mount", mp)
-	if err := os.WriteFile(filepath.Join(mp, "f"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	pram := filepath.Join(c.home, "pram.img")
-	pid := holder(pram)
-	dogs := watchdogsOf(pid)
-	if len(dogs) != 1 {
-		t.Fatalf("watchdogs of daemon %d: %v, want one", pid, dogs)
-	}
+	c, mp, pid, dogs := mountWithF(t)
 	pipe, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", dogs[0], watchdogLifeFD))
 	if err != nil || !strings.HasPrefix(pipe, "pipe:") {
 		t.Fatalf("the watchdog's descriptor %d: %q %v", watchdogLifeFD, pipe, err)
@@ -262,21 +270,7 @@ func TestWatchdogAbortsStuckDaemon(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	start := time.Now()
-	res := make(chan error, 1)
-	go func() {
-		var sfs syscall.Statfs_t
-		res <- syscall.Statfs(mp, &sfs)
-	}()
-	select {
-	case err := <-res:
-		if !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
-			t.Fatalf("statfs of the dead mount: %v, want ENOTCONN or ECONNABORTED", err)
-		}
-	case <-time.After(10 * time.Second):
-		release()
-		<-res
-		t.Fatal("statfs of the mount of a daemon gone with its device and pipe still open waited 10 s")
-	}
+	wantAborted(t, mp, release)
 	if took := time.Since(start); took < time.Second {
 		t.Errorf("aborted %v after the daemon died, before the watchdog's grace", took)
 	}
@@ -292,11 +286,7 @@ func TestWatchdogAbortsStuckDaemon(t *testing.T) {
 	}
 	release()
 	c.ok("umount", mp)
-	c.ok("mount", mp)
-	if b, err := os.ReadFile(filepath.Join(mp, "f")); err != nil || string(b) != "x" {
-		t.Errorf("after recovery: %q %v", b, err)
-	}
-	c.ok("umount", mp)
+	remountHasF(t, c, mp)
 }
 
 // TestWatch covers watch's two signals and its look at the connection,
