@@ -271,6 +271,13 @@ func (s *Server) ControlFiles() (abort, waiting *os.File, err error) {
 	return abort, waiting, nil
 }
 
+// OnFusectl reports whether descriptor fd is a file of fusectl (such as
+// one of ControlFiles', handed to another process).
+func OnFusectl(fd int) bool {
+	var st unix.Statfs_t
+	return unix.Fstatfs(fd, &st) == nil && st.Type == fusectlMagic
+}
+
 // fusectlMounted reports whether fusectl is mounted on fusectlDir.
 func fusectlMounted() bool {
 	var st unix.Statfs_t

@@ -87,7 +87,7 @@ func watchdogCommand() *cli.Command {
 			abort := os.NewFile(watchdogAbortFD, "abort")
 			waiting := os.NewFile(watchdogWaitingFD, "waiting")
 			life := os.NewFile(watchdogLifeFD, "daemon-life")
-			if !onFusectl(watchdogAbortFD) || !onFusectl(watchdogWaitingFD) || !isPipe(watchdogLifeFD) {
+			if !fusefs.OnFusectl(watchdogAbortFD) || !fusefs.OnFusectl(watchdogWaitingFD) || !isPipe(watchdogLifeFD) {
 				return errors.New("watchdog: started without its descriptors (mount starts it)")
 			}
 			// A signal for the daemon's whole group (a terminal's, a
@@ -330,15 +330,6 @@ func startWatchdog(srv *fusefs.Server, mp string, rep *reporter) {
 	watchdogLife = w
 	go cmd.Wait() // reaped if it ends first
 }
-
-// onFusectl reports whether descriptor fd is a file of fusectl.
-func onFusectl(fd int) bool {
-	var st syscall.Statfs_t
-	return syscall.Fstatfs(fd, &st) == nil && st.Type == fusectlMagic
-}
-
-// fusectlMagic is fusectl's f_type in statfs(2).
-const fusectlMagic = 0x65735543
 
 // isPipe reports whether descriptor fd is a pipe.
 func isPipe(fd int) bool {
