@@ -93,13 +93,6 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		return nil, fmt.Errorf("mounting on %s: %w", dir, err)
 	}
 	s := &Server{fs: fsys, conn: c, dir: dir, opt: o, done: make(chan struct{})}
-	if fd, ok := deviceFD(c); ok {
-		// A process this one starts (fusermount3 -u, cmd/conquest's
-		// watchdog) must not hold the device, or the connection would
-		// outlive this process. Go's receipt of it from fusermount sets
-		// close-on-exec already; this does not depend on that.
-		unix.CloseOnExec(fd)
-	}
 	if !o.bazilReplies {
 		s.raw = newRawWriter(c)
 	}
