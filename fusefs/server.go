@@ -224,7 +224,25 @@ func (s *Server) Abort() error {
 	if s.connID == "" {
 		return errors.New("aborting the FUSE connection: its number is unknown")
 	}
-	p := fusectlDir + "/" + s.connID + "/abort"
+	return abortConn(s.connID)
+}
+
+// AbortMount aborts the FUSE connection of the mount mi (as Server.Abort
+// does its own), found by its device number 0:N, N the connection's number
+// in fusectl: for a mount whose daemon is gone but whose connection is
+// still held open. The caller must have just read mi from the mount table
+// (Mounted): a connection's number is reused once it has ended.
+func AbortMount(mi MountInfo) error {
+	major, n, ok := strings.Cut(mi.Device, ":")
+	if !ok || major != "0" || n == "" || strings.Trim(n, "0123456789") != "" || !strings.HasPrefix(mi.FSType, "fuse") {
+		return fmt.Errorf("%s: not a FUSE mount (%s, device %s)", mi.Dir, mi.FSType, mi.Device)
+	}
+	return abortConn(n)
+}
+
+// abortConn writes to the abort file of fusectl's connection id.
+func abortConn(id string) error {
+	p := fusectlDir + "/" + id + "/abort"
 	err := os.WriteFile(p, []byte("1\n"), 0)
 	if errors.Is(err, fs.ErrNotExist) && mountFusectl() {
 		// fusectl was not mounted (a container, or unmounted by hand).

@@ -62,7 +62,7 @@ func mountCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return errors.New("mount needs exactly one MOUNTPOINT (flags go before it)")
 			}
-			mp, cleared, err := checkMountpoint(c.Args().First())
+			mp, cleared, err := checkMountpoint(c.Args().First(), func(s string) { fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", s) })
 			if err != nil {
 				return err
 			}
@@ -108,12 +108,12 @@ func mountCommand() *cli.Command {
 // was killed: every access fails with ENOTCONN, and nothing can revive it)
 // is unmounted first, as a reboot would clear it after a crash; cleared says
 // so. Dead mounts of other file systems are left to their owners.
-func checkMountpoint(dir string) (abs string, cleared bool, err error) {
+func checkMountpoint(dir string, note func(string)) (abs string, cleared bool, err error) {
 	abs, err = filepath.Abs(dir)
 	if err != nil {
 		return "", false, err
 	}
-	if cleared, _, err = clearDeadMount(abs); err != nil {
+	if cleared, _, err = clearDeadMount(abs, note); err != nil {
 		return "", false, err
 	}
 	st, err := os.Stat(abs)
@@ -137,9 +137,9 @@ func checkMountpoint(dir string) (abs string, cleared bool, err error) {
 // request fails with ENOTCONN). If processes still hold files or directories
 // of it, it is detached instead (they keep getting ENOTCONN), and detached
 // says so. cleared is false when abs holds no dead Conquest mount.
-func clearDeadMount(abs string) (cleared, detached bool, err error) {
+func clearDeadMount(abs string, note func(string)) (cleared, detached bool, err error) {
 	mi, ok := fusefs.Mounted(abs)
-	if !ok || mi.FSType != "fuse.conquest" || !mountDead(mi) {
+	if !ok || mi.FSType != "fuse.conquest" || !mountDead(mi, note) {
 		return false, false, nil
 	}
 	if uerr := fusefs.Unmount(abs, false); uerr == nil {
@@ -154,26 +154,34 @@ func clearDeadMount(abs string) (cleared, detached bool, err error) {
 // mountDead reports whether the Conquest mount mi has lost its daemon. A
 // daemon holds its arena's lock while it serves, so a held lock means it is
 // alive, and finding that out asks nothing of the mount (a hung daemon cannot
-// hang umount). A free lock is not proof of death: the file at the arena's
+// hang umount), unless every holder of the lock is dying (abortStuck: a
+// daemon killed with a thread stuck in the kernel, or just killed and still
+// exiting). A free lock is not proof of death: the file at the arena's
 // path may not be the one the daemon opened (moved away and replaced under a
-// live mount). So the mount itself is probed with statfs(2), which the kernel
-// always passes to the daemon (a stat may be answered from attributes it
-// cached before the daemon died) and fails at once with ENOTCONN once the
-// daemon is gone; a probe that gets no answer within deadProbeTimeout means
-// a daemon that is there but hung, which is not dead.
-func mountDead(mi fusefs.MountInfo) bool {
+// live mount). So the mount itself is probed (probeDead). note is told of
+// an abort.
+func mountDead(mi fusefs.MountInfo, note func(string)) bool {
 	if arena, ok := strings.CutPrefix(mi.Source, fsnamePrefix); ok && exists(arena) && inUse(arena) {
-		return false
+		return abortStuck(mi, arena, note)
 	}
+	return probeDead(mi.Dir, deadProbeTimeout)
+}
+
+// probeDead reports whether the mount on dir fails statfs(2) with
+// ENOTCONN, which the kernel always passes to the daemon (a stat may be
+// answered from attributes it cached before the daemon died) and fails at
+// once with ENOTCONN once the daemon is gone; a probe that gets no answer
+// within timeout means a daemon that is there but hung, which is not dead.
+func probeDead(dir string, timeout time.Duration) bool {
 	probe := make(chan error, 1)
 	go func() {
 		var sfs unix.Statfs_t
-		probe <- unix.Statfs(mi.Dir, &sfs)
+		probe <- unix.Statfs(dir, &sfs)
 	}()
 	select {
 	case err := <-probe:
 		return errors.Is(err, unix.ENOTCONN)
-	case <-time.After(deadProbeTimeout):
+	case <-time.After(timeout):
 		return false
 	}
 }

@@ -40,7 +40,8 @@ func umountCommand() *cli.Command {
 			}
 			// A dead mount (its daemon was killed) has nothing to wait
 			// for: take it down even if processes still hold it.
-			if cleared, detached, err := clearDeadMount(mi.Dir); err != nil {
+			note := func(s string) { fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", s) }
+			if cleared, detached, err := clearDeadMount(mi.Dir, note); err != nil {
 				return err
 			} else if cleared {
 				how := "unmounted it"
