@@ -228,6 +228,8 @@ func (s *Server) write(r *fuse.WriteRequest) {
 			s.respondError(r, serr)
 			return
 		}
+	} else if oDirect(r) {
+		s.dropRaced(node, r.Offset, n)
 	}
 	r.Respond(&fuse.WriteResponse{Size: n})
 }
