@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"fmt"
+	"time"
 
 	"bazil.org/fuse"
 	"golang.org/x/sys/unix"
@@ -43,7 +44,7 @@ import (
 //     stored, and before the reply, the daemon drops the range again if a
 //     READ of the file was served since the kernel looked the inode up
 //     (conquest.FS.ReadSinceLookup). A READ in flight holds its page locked,
-//     and the invalidation waits for it.
+//     and the invalidation waits for it (for dropWait at most: dropRaced).
 //
 // Kernels before 6.6 drop nothing before a direct write, so pages cached
 // earlier (by a read, or a write through another handle) would outlive it,
@@ -105,17 +106,19 @@ func (s *Server) directWrite(r *fuse.WriteRequest) bool {
 
 // oDirect reports whether r is an O_DIRECT write of a handle of the page
 // cache (not one the kernel writes back, which carries FUSE_WRITE_CACHE).
-// The kernel drops its cached pages of the range before and after sending
-// such a write, yet an outside review (session 50) found buffered reads
-// that kept old bytes after O_DIRECT writes through io_uring had completed:
-// 64 requests at a time on random 4 KiB blocks of a 1 MiB file, half
-// O_DIRECT writes, half buffered reads, left blocks that a buffered read
-// still saw old in 7 of 60 runs here (ext4: none; dropping the cache ended
-// it, and the daemon held the new bytes). Synchronous pwrite(2) beside two
-// reading threads never did (0 of 20 runs of 3,000 writes); where the
-// kernel's drop misses the read was not traced. So the daemon drops the
-// range too, before the reply, as after a direct write (dropRaced): with
-// it, 0 of 100 runs.
+// The kernel drops its cached pages of the range before it sends such a
+// write, and again after it, but only when the write was synchronous: an
+// asynchronous one (io_submit, io_uring), which the kernel queues as
+// FUSE_ASYNC_DIO allows (bazil.org/fuse asks for it), returns
+// -EIOCBQUEUED, and generic_file_direct_write skips its drop then. A
+// buffered read in between fetches the old bytes and keeps them after the
+// write has completed: an outside review (session 50) saw it with 64
+// io_uring requests at a time on random 4 KiB blocks of a 1 MiB file, half
+// O_DIRECT writes, half buffered reads (7 of 60 runs here; ext4 never;
+// dropping the cache ended it, the daemon held the new bytes), and a code
+// review with a single io_submit write after a read. So the daemon drops
+// the range too, before the reply, as after a direct write (dropRaced):
+// 0 of 100 runs of the first reproducer.
 func oDirect(r *fuse.WriteRequest) bool {
 	return uint32(r.FileFlags)&unix.O_DIRECT != 0 && r.Flags&fuse.WriteCache == 0
 }
@@ -136,6 +139,21 @@ func (s *Server) syncDirect(node conquest.Ino, flags fuse.OpenFlags) error {
 // direct write stored them, if a READ may have cached old bytes there
 // (see above). It runs before the reply: once write(2) returns, no read may
 // find the old bytes.
+//
+// But it waits for the drop only dropWait. The kernel locks each page to
+// drop it, and a page stays locked while a READ of it waits, and that READ
+// may wait for the very WRITEs that wait here: asynchronous O_DIRECT
+// writes (io_submit, io_uring) and readahead each take one of the
+// connection's background slots (maxBackground), and a READ locks its
+// pages before it gets one. With every slot held by a WRITE waiting in its
+// drop, the READ was never sent and nothing moved again (a code review,
+// session 50: 64 such writes of a file and one buffered read of it hung
+// the mount until an abort). After dropWait the reply goes out anyway; it
+// frees a slot, the READ is sent and answered (with the new bytes: it was
+// not served before the write), its pages come unlocked and the drop,
+// still running, ends. A page that held old bytes and lay past the locked
+// one in the range may then outlive the reply by as long as that READ
+// takes: the cost of never hanging.
 func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 	if n <= 0 || !s.fs.ReadSinceLookup(node) {
 		return
@@ -143,7 +161,22 @@ func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 	s.directDrops.Add(1)
 	start := off &^ (pageSize - 1)
 	end := (off + int64(n) + pageSize - 1) &^ (pageSize - 1)
-	if err := s.conn.InvalidateNode(fuse.NodeID(node), start, end-start); err != nil && err != fuse.ErrNotCached {
-		s.opt.Logf("fusefs: dropping cached pages of inode %d after a direct write: %v", node, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.conn.InvalidateNode(fuse.NodeID(node), start, end-start); err != nil && err != fuse.ErrNotCached {
+			s.opt.Logf("fusefs: dropping cached pages of inode %d after a direct write: %v", node, err)
+		}
+	}()
+	t := time.NewTimer(dropWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.lateDrops.Add(1)
 	}
 }
+
+// dropWait is how long dropRaced holds a reply for its drop: far longer
+// than a drop takes, or a READ in flight that it waits for.
+const dropWait = 50 * time.Millisecond

@@ -538,78 +538,280 @@ func TestReleaseAtLeast(t *testing.T) {
 	}
 }
 
-// An O_DIRECT write through a handle of the page cache (opened O_RDWR) is
-// followed by the same drop as a direct write (oDirect): through io_uring
-// the kernel's own drop after it missed reads racing it (an outside review
-// saw blocks a buffered read still found old after the writes completed;
-// the daemon's drop ended that). Here a buffered read runs from the hook
-// before the WRITE is served, and the daemon must drop the range, in both
-// cache modes.
+// An O_DIRECT write through a handle of the page cache (opened O_RDWR),
+// submitted asynchronously (io_submit), is followed by the same drop as a
+// direct write (oDirect): the kernel queues it and skips its own drop
+// after it, so a buffered read served before the WRITE (here, from the
+// hook) kept the old bytes after the write had completed. In both cache
+// modes; a synchronous pwrite is checked too.
 func TestODirectWriteDropsRacedPages(t *testing.T) {
 	for _, wb := range []bool{false, true} {
-		t.Run(fmt.Sprintf("writeback=%v", wb), func(t *testing.T) {
-			srv, mnt := mountHere(t, Options{WritebackCache: wb})
-			const size = 64 << 10
-			p := filepath.Join(mnt, "f")
-			old := bytes.Repeat([]byte{'o'}, size)
-			writeFile(t, p, unix.O_RDWR, old)
-			rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(rd)
-			buf := make([]byte, size)
-			if _, err := unix.Pread(rd, buf, 0); err != nil {
-				t.Fatal(err)
-			}
-			wr, err := unix.Open(p, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(wr)
-			// O_DIRECT wants an aligned buffer: a page of a mapping.
-			fresh, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Munmap(fresh)
-			copy(fresh, bytes.Repeat([]byte{'n'}, size))
+		for _, async := range []bool{true, false} {
+			t.Run(fmt.Sprintf("writeback=%v,async=%v", wb, async), func(t *testing.T) {
+				srv, mnt := mountHere(t, Options{WritebackCache: wb})
+				const size = 64 << 10
+				p := filepath.Join(mnt, "f")
+				old := bytes.Repeat([]byte{'o'}, size)
+				writeFile(t, p, unix.O_RDWR, old)
+				rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(rd)
+				buf := make([]byte, size)
+				if _, err := unix.Pread(rd, buf, 0); err != nil {
+					t.Fatal(err)
+				}
+				wr, err := unix.Open(p, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(wr)
+				fresh := alignedBuf(t, size)
+				copy(fresh, bytes.Repeat([]byte{'n'}, size))
 
-			var raced atomic.Int32
-			var hookErr atomic.Value
-			h := func(req fuse.Request) {
-				if w, ok := req.(*fuse.WriteRequest); !ok || w.Flags&fuse.WriteCache != 0 || !raced.CompareAndSwap(0, 1) {
-					return
+				var raced atomic.Int32
+				var hookErr atomic.Value
+				h := func(req fuse.Request) {
+					if w, ok := req.(*fuse.WriteRequest); !ok || w.Flags&fuse.WriteCache != 0 || !raced.CompareAndSwap(0, 1) {
+						return
+					}
+					b := make([]byte, size)
+					if _, err := unix.Pread(rd, b, 0); err != nil {
+						hookErr.Store(err)
+					} else if !bytes.Equal(b, old) {
+						hookErr.Store(errors.New("the read before the WRITE was served did not return the old bytes"))
+					}
 				}
-				b := make([]byte, size)
-				if _, err := unix.Pread(rd, b, 0); err != nil {
-					hookErr.Store(err)
-				} else if !bytes.Equal(b, old) {
-					hookErr.Store(errors.New("the read before the WRITE was served did not return the old bytes"))
+				testHookServe.Store(&h)
+				t.Cleanup(func() { testHookServe.Store(nil) })
+				drops := srv.Stats()["DIRECT-DROPS"]
+				var n int
+				if async {
+					a := newAIO(t, 1)
+					a.submit(t, wr, fresh, 0)
+					res, got := a.wait(t, 1, 10*time.Second)
+					if got != 1 {
+						srv.Abort()
+						a.wait(t, 1, 10*time.Second)
+						t.Fatal("the write did not complete in 10 s")
+					}
+					n = res[0]
+				} else if n, err = unix.Pwrite(wr, fresh, 0); err != nil {
+					t.Fatal(err)
 				}
-			}
-			testHookServe.Store(&h)
-			t.Cleanup(func() { testHookServe.Store(nil) })
-			drops := srv.Stats()["DIRECT-DROPS"]
-			if n, err := unix.Pwrite(wr, fresh, 0); err != nil || n != size {
-				t.Fatalf("pwrite: %d, %v", n, err)
-			}
-			testHookServe.Store(nil)
-			if raced.Load() == 0 {
-				t.Fatal("the hook saw no WRITE")
-			}
-			if err, _ := hookErr.Load().(error); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := unix.Pread(rd, buf, 0); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(buf, fresh) {
-				t.Fatalf("a read after the O_DIRECT write returned: %q..., want %q...", buf[:8], fresh[:8])
-			}
-			if d := srv.Stats()["DIRECT-DROPS"]; d == drops {
-				t.Error("the daemon dropped no range after the O_DIRECT write of a file read before")
-			}
-		})
+				if n != size {
+					t.Fatalf("write: %d, want %d", n, size)
+				}
+				testHookServe.Store(nil)
+				if raced.Load() == 0 {
+					t.Fatal("the hook saw no WRITE")
+				}
+				if err, _ := hookErr.Load().(error); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := unix.Pread(rd, buf, 0); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(buf, fresh) {
+					t.Fatalf("a read after the O_DIRECT write returned: %q..., want %q...", buf[:8], fresh[:8])
+				}
+				if d := srv.Stats()["DIRECT-DROPS"]; d == drops {
+					t.Error("the daemon dropped no range after the O_DIRECT write of a file read before")
+				}
+			})
+		}
 	}
+}
+
+// Drops never hang the mount: 64 asynchronous O_DIRECT writes, all of the
+// connection's background slots, held in service until a buffered read of
+// the same file has locked its pages and waits for a slot, then let go.
+// Each WRITE's drop waits for those pages; before dropWait the replies
+// waited for the drops, the READ was never sent, and the mount hung (a code
+// review, session 50). Now every write completes, and the file reads back.
+func TestDropsNeverHang(t *testing.T) {
+	srv, mnt := mountHere(t, Options{})
+	const writes, chunk = 64, 16 << 10
+	const size = writes * chunk
+	p := filepath.Join(mnt, "f")
+	writeFile(t, p, unix.O_RDWR, bytes.Repeat([]byte{'o'}, size))
+	rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rd)
+	if _, err := unix.Pread(rd, make([]byte, size), 0); err != nil { // marks the file read
+		t.Fatal(err)
+	}
+	// Out of the cache again, so the read below must fetch and lock pages.
+	if err := unix.Fadvise(rd, 0, size, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	wr, err := unix.Open(p, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wr)
+	fresh := alignedBuf(t, size)
+	copy(fresh, bytes.Repeat([]byte{'n'}, size))
+
+	var inService atomic.Int32
+	all := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	h := func(req fuse.Request) {
+		if _, ok := req.(*fuse.WriteRequest); !ok {
+			return
+		}
+		if inService.Add(1) == writes {
+			close(all)
+		}
+		<-release
+	}
+	testHookServe.Store(&h)
+	t.Cleanup(func() {
+		testHookServe.Store(nil)
+		once.Do(func() { close(release) })
+	})
+	a := newAIO(t, writes)
+	for i := range writes {
+		a.submit(t, wr, fresh[i*chunk:(i+1)*chunk], int64(i*chunk))
+	}
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		t.Logf("only %d of %d WRITEs in service at once; going on", inService.Load(), writes)
+	}
+	readDone := make(chan error, 1)
+	go func() {
+		b := make([]byte, size)
+		_, err := unix.Pread(rd, b, 0)
+		readDone <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the READ locks its pages and waits for a slot
+	testHookServe.Store(nil)
+	once.Do(func() { close(release) })
+
+	res, got := a.wait(t, writes, 20*time.Second)
+	if got < writes {
+		// The hang: end it (an exiting process waits for its AIO), so
+		// that the test ends.
+		if err := srv.Abort(); err != nil {
+			t.Error(err)
+		}
+		a.wait(t, writes-got, 10*time.Second)
+		<-readDone
+		t.Fatalf("%d of %d writes completed in 20 s (late drops %d)", got, writes, srv.Stats()["LATE-DROPS"])
+	}
+	for i, n := range res {
+		if n != chunk {
+			t.Errorf("write %d: %d", i, n)
+		}
+	}
+	if err := <-readDone; err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, size)
+	if _, err := unix.Pread(rd, back, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, fresh) {
+		t.Error("the file does not read back as written")
+	}
+}
+
+// alignedBuf is size bytes of an anonymous mapping (page-aligned, as
+// O_DIRECT wants), unmapped at the end of the test.
+func alignedBuf(t *testing.T, size int) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
+// aio is a Linux AIO context (io_setup), for asynchronous O_DIRECT writes,
+// which the kernel's FUSE module queues instead of waiting for each.
+type aio struct {
+	ctx uintptr
+	cbs []*iocb
+}
+
+// iocb is the kernel's struct iocb (64 bytes, little-endian layout).
+type iocb struct {
+	data     uint64
+	key      uint32
+	rwFlags  int32
+	opcode   uint16
+	reqprio  int16
+	fildes   uint32
+	buf      uint64
+	nbytes   uint64
+	offset   int64
+	reserved uint64
+	flags    uint32
+	resfd    uint32
+}
+
+// ioEvent is the kernel's struct io_event.
+type ioEvent struct {
+	data, obj uint64
+	res, res2 int64
+}
+
+func newAIO(t *testing.T, depth int) *aio {
+	t.Helper()
+	a := &aio{}
+	if _, _, e := unix.Syscall(unix.SYS_IO_SETUP, uintptr(depth), uintptr(unsafe.Pointer(&a.ctx)), 0); e != 0 {
+		t.Skipf("io_setup: %v", e)
+	}
+	t.Cleanup(func() { unix.Syscall(unix.SYS_IO_DESTROY, a.ctx, 0, 0) })
+	return a
+}
+
+// submit queues a write of buf (which must stay mapped until it is
+// waited for) at off; its result comes back from wait in submission order.
+func (a *aio) submit(t *testing.T, fd int, buf []byte, off int64) {
+	t.Helper()
+	cb := &iocb{data: uint64(len(a.cbs)), opcode: 1, // IOCB_CMD_PWRITE
+		fildes: uint32(fd), buf: uint64(uintptr(unsafe.Pointer(&buf[0]))), nbytes: uint64(len(buf)), offset: off}
+	a.cbs = append(a.cbs, cb)
+	list := [1]*iocb{cb}
+	if n, _, e := unix.Syscall(unix.SYS_IO_SUBMIT, a.ctx, 1, uintptr(unsafe.Pointer(&list[0]))); e != 0 || n != 1 {
+		t.Fatalf("io_submit: %d, %v", n, e)
+	}
+}
+
+// wait collects up to n completions within limit and returns the results
+// by submission order (bytes written, or a negative errno) and how many
+// came.
+func (a *aio) wait(t *testing.T, n int, limit time.Duration) ([]int, int) {
+	res := make([]int, len(a.cbs))
+	evs := make([]ioEvent, n)
+	deadline := time.Now().Add(limit)
+	got := 0
+	for got < n {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		ts := unix.NsecToTimespec(left.Nanoseconds())
+		k, _, e := unix.Syscall6(unix.SYS_IO_GETEVENTS, a.ctx, 1, uintptr(n-got),
+			uintptr(unsafe.Pointer(&evs[got])), uintptr(unsafe.Pointer(&ts)), 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			t.Errorf("io_getevents: %v", e)
+			break
+		}
+		for _, ev := range evs[got : got+int(k)] {
+			res[ev.data] = int(ev.res)
+		}
+		got += int(k)
+	}
+	return res, got
 }

@@ -50,6 +50,7 @@ type Server struct {
 	capRemoved  sync.Map      // conquest.Ino → capRemoval (killpriv.go)
 	statfsWaits atomic.Uint64 // STATFS requests that waited in awaitFrees
 	directDrops atomic.Uint64 // ranges dropped after direct writes (dropRaced)
+	lateDrops   atomic.Uint64 // of those, replies that did not wait for the drop's end (dropWait)
 	syncWrites  atomic.Uint64 // direct O_SYNC/O_DSYNC writes synced (syncDirect)
 	stats       counters
 	dropMu      [64]sync.Mutex // dropLock's stripes (file.go)
