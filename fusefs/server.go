@@ -228,17 +228,19 @@ func (s *Server) Abort() error {
 	return abortConn(s.connID)
 }
 
-// AbortMount aborts the FUSE connection of the mount mi (as Server.Abort
-// does its own), found by its device number 0:N, N the connection's number
-// in fusectl: for a mount whose daemon is gone but whose connection is
-// still held open. The caller must have just read mi from the mount table
-// (Mounted): a connection's number is reused once it has ended.
-func AbortMount(mi MountInfo) error {
+// MountControlFiles opens the fusectl files of the connection of the FUSE
+// mount mi, found by its device number 0:N (N is the connection's number
+// in fusectl), as ControlFiles does for a Server's own: for a mount whose
+// daemon is gone while its connection is held open. The caller must have
+// just read mi from the mount table (Mounted) and should read it again
+// once the files are open: a number is reused once its connection has
+// ended, and the open files name one connection only.
+func MountControlFiles(mi MountInfo) (abort, waiting *os.File, err error) {
 	major, n, ok := strings.Cut(mi.Device, ":")
 	if !ok || major != "0" || n == "" || strings.Trim(n, "0123456789") != "" || !strings.HasPrefix(mi.FSType, "fuse") {
-		return fmt.Errorf("%s: not a FUSE mount (%s, device %s)", mi.Dir, mi.FSType, mi.Device)
+		return nil, nil, fmt.Errorf("%s: not a FUSE mount (%s, device %s)", mi.Dir, mi.FSType, mi.Device)
 	}
-	return abortConn(n)
+	return controlFiles(n)
 }
 
 // abortConn writes to the abort file of fusectl's connection id.
@@ -268,7 +270,13 @@ func (s *Server) ControlFiles() (abort, waiting *os.File, err error) {
 	if s.connID == "" {
 		return nil, nil, errors.New("opening the FUSE connection's control files: its number is unknown")
 	}
-	dir := fusectlDir + "/" + s.connID
+	return controlFiles(s.connID)
+}
+
+// controlFiles opens the abort and waiting files of fusectl's connection
+// id.
+func controlFiles(id string) (abort, waiting *os.File, err error) {
+	dir := fusectlDir + "/" + id
 	abort, err = os.OpenFile(dir+"/abort", os.O_WRONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) && mountFusectl() {
 		abort, err = os.OpenFile(dir+"/abort", os.O_WRONLY, 0)

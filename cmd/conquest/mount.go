@@ -139,8 +139,11 @@ func checkMountpoint(dir string, note func(string)) (abs string, cleared bool, e
 // says so. cleared is false when abs holds no dead Conquest mount.
 func clearDeadMount(abs string, note func(string)) (cleared, detached bool, err error) {
 	mi, ok := fusefs.Mounted(abs)
-	if !ok || mi.FSType != "fuse.conquest" || !mountDead(mi, note) {
+	if !ok || mi.FSType != "fuse.conquest" {
 		return false, false, nil
+	}
+	if dead, err := mountDead(mi, note); err != nil || !dead {
+		return false, false, err
 	}
 	if uerr := fusefs.Unmount(abs, false); uerr == nil {
 		return true, false, nil
@@ -159,16 +162,16 @@ func clearDeadMount(abs string, note func(string)) (cleared, detached bool, err 
 // exiting). A free lock is not proof of death: the file at the arena's
 // path may not be the one the daemon opened (moved away and replaced under a
 // live mount). So the mount itself is probed (probeDead). note is told of
-// an abort.
-func mountDead(mi fusefs.MountInfo, note func(string)) bool {
+// an abort; an error is a stuck mount that could not be aborted.
+func mountDead(mi fusefs.MountInfo, note func(string)) (bool, error) {
 	if arena, ok := strings.CutPrefix(mi.Source, fsnamePrefix); ok && exists(arena) && inUse(arena) {
 		return abortStuck(mi, arena, note)
 	}
-	return probeDead(mi.Dir, deadProbeTimeout)
+	return probeDead(mi.Dir, deadProbeTimeout), nil
 }
 
 // probeDead reports whether the mount on dir fails statfs(2) with
-// ENOTCONN, which the kernel always passes to the daemon (a stat may be
+// ENOTCONN (or ECONNABORTED: aborted while the probe waited), which the kernel always passes to the daemon (a stat may be
 // answered from attributes it cached before the daemon died) and fails at
 // once with ENOTCONN once the daemon is gone; a probe that gets no answer
 // within timeout means a daemon that is there but hung, which is not dead.
@@ -180,7 +183,7 @@ func probeDead(dir string, timeout time.Duration) bool {
 	}()
 	select {
 	case err := <-probe:
-		return errors.Is(err, unix.ENOTCONN)
+		return connGone(err)
 	case <-time.After(timeout):
 		return false
 	}

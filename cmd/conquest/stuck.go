@@ -2,7 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,27 +48,35 @@ const stuckProbe = time.Second
 // nothing, and reports whether the mount is dead: aborted, or let go by its
 // daemon meanwhile (a daemon just killed the plain way, still unmapping its
 // arena) and found dead. A live holder, or a mount that answers, is left
-// alone. The mount is read again from the mount table just before the
-// abort, which goes only to a connection that still has mi's device number
-// and source.
-func abortStuck(mi fusefs.MountInfo, arena string, note func(string)) bool {
+// alone (false, nil). Before the abort, with the connection's fusectl files
+// open (from then on they name that connection only), it reads the mount
+// table and the lock's holders again: the abort goes only to a connection
+// still mounted on mi's point with mi's device number and source, whose
+// arena lock is still held only by the same dying processes (not by the
+// daemon of a mount made since, which may have got the same number). An
+// error means a stuck mount that could not be aborted: looking at it would
+// wait for good.
+func abortStuck(mi fusefs.MountInfo, arena string, note func(string)) (bool, error) {
 	holders := lockHolders(arena)
 	if len(holders) == 0 {
-		return false
+		return false, nil
 	}
-	var procs []*daemonProc
+	procs := map[int]*daemonProc{}
 	for pid := range holders {
+		if pid <= 0 {
+			return false, nil // outside this pid namespace: cannot tell
+		}
 		p := &daemonProc{pid: pid, start: procStart(pid)}
 		defer p.close()
-		procs = append(procs, p)
+		procs[pid] = p
 	}
 	for look := 0; ; look++ {
 		if !inUse(arena) {
-			return probeDead(mi.Dir, deadProbeTimeout)
+			return probeDead(mi.Dir, deadProbeTimeout), nil
 		}
 		for _, p := range procs {
 			if !p.dying() {
-				return false
+				return false, nil
 			}
 		}
 		if look >= watchdogGrace {
@@ -80,17 +91,40 @@ func abortStuck(mi fusefs.MountInfo, arena string, note func(string)) bool {
 	}()
 	select {
 	case err := <-answered:
-		return errors.Is(err, unix.ENOTCONN) // ended meanwhile; else it is served
+		return connGone(err), nil // ended meanwhile; else it is served
 	case <-time.After(stuckProbe):
 	}
-	now, ok := fusefs.Mounted(mi.Dir)
-	if !ok || now.Device != mi.Device || now.Source != mi.Source {
-		return false
+	stuck := fmt.Sprintf("%s: its daemon (pid %d) died with its FUSE connection open", mi.Dir, slices.Min(slices.Collect(maps.Keys(procs))))
+	abort, waiting, err := fusefs.MountControlFiles(mi)
+	if err != nil {
+		return false, fmt.Errorf("%s, and it cannot be aborted: %v", stuck, err)
 	}
-	if err := fusefs.AbortMount(now); err != nil {
-		note(mi.Dir + ": its daemon died with its FUSE connection open, and aborting that failed: " + err.Error())
-		return false
+	defer abort.Close()
+	defer waiting.Close()
+	if now, ok := fusefs.Mounted(mi.Dir); !ok || now.Device != mi.Device || now.Source != mi.Source {
+		return false, nil // unmounted or mounted again meanwhile: not this one
 	}
-	note(mi.Dir + ": its daemon (pid " + strconv.Itoa(procs[0].pid) + ") had died with its FUSE connection open and no watchdog left to end it: aborted the connection")
-	return true
+	for pid := range lockHolders(arena) {
+		// The same process, or gone since (reaped): not a new one that
+		// took its pid.
+		p, ok := procs[pid]
+		if cur := procStart(pid); !ok || cur != "" && cur != p.start || !p.dying() {
+			return false, nil // a process that was not dying holds it now
+		}
+	}
+	if _, ok := waitingRequests(waiting); !ok {
+		return true, nil // the connection ended meanwhile (its watchdog?)
+	}
+	if _, err := abort.Write([]byte("1\n")); err != nil {
+		return false, fmt.Errorf("%s, and aborting it failed: %v", stuck, err)
+	}
+	note(stuck + " and no watchdog left to end it: aborted the connection")
+	return true, nil
+}
+
+// connGone reports whether err, from a request to a mount, says that its
+// connection has ended: ENOTCONN, or ECONNABORTED for a request that was
+// waiting when it was aborted.
+func connGone(err error) bool {
+	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED)
 }
