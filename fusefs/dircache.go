@@ -3,8 +3,6 @@ package fusefs
 import (
 	"sync"
 
-	"bazil.org/fuse"
-
 	"conquest/conquest"
 )
 
@@ -77,7 +75,7 @@ func (s *Server) dirChanged(dirs ...conquest.Ino) {
 		// Pages (and attributes) only: the kernel takes no lock for
 		// this that the request in flight holds (it holds the
 		// directory's i_rwsem; a READDIR waits for it).
-		if err := s.conn.InvalidateNode(fuse.NodeID(d), 0, 0); err != nil && err != fuse.ErrNotCached {
+		if err := s.dropPages(d, 0, 0); err != nil {
 			s.opt.Logf("fusefs: dropping the cached listing of directory %d: %v", d, err)
 		}
 	}

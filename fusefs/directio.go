@@ -164,7 +164,7 @@ func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := s.conn.InvalidateNode(fuse.NodeID(node), start, end-start); err != nil && err != fuse.ErrNotCached {
+		if err := s.dropPages(node, start, end-start); err != nil {
 			s.opt.Logf("fusefs: dropping cached pages of inode %d after a direct write: %v", node, err)
 		}
 	}()

@@ -147,7 +147,7 @@ func (s *Server) dropCached(node conquest.Ino, mode uint32) {
 	// Pages only (and the attributes): the kernel takes no inode lock for
 	// this, and the request in flight holds none that a READLINK or READDIR
 	// of the page would need.
-	if err := s.conn.InvalidateNode(fuse.NodeID(node), 0, 0); err != nil && err != fuse.ErrNotCached {
+	if err := s.dropPages(node, 0, 0); err != nil {
 		s.opt.Logf("fusefs: invalidating the cached contents of inode %d: %v", node, err)
 	}
 }

@@ -123,7 +123,7 @@ func (s *Server) atimeCache(node conquest.Ino, h conquest.Handle, openFlags uint
 	if a.Size <= atimeDropAll {
 		drop = 0 // all of it
 	}
-	if err := s.conn.InvalidateNode(fuse.NodeID(node), 0, drop); err != nil && err != fuse.ErrNotCached {
+	if err := s.dropPages(node, 0, drop); err != nil {
 		s.opt.Logf("fusefs: invalidating the cached pages of inode %d: %v", node, err)
 		return false
 	}
@@ -247,7 +247,7 @@ func (s *Server) write(r *fuse.WriteRequest) {
 func (s *Server) dropUnstored(node conquest.Ino, off, length int64) {
 	start := off &^ (pageSize - 1)
 	end := (off + length + pageSize - 1) &^ (pageSize - 1)
-	if err := s.conn.InvalidateNode(fuse.NodeID(node), start, end-start); err != nil && err != fuse.ErrNotCached {
+	if err := s.dropPages(node, start, end-start); err != nil {
 		s.opt.Logf("fusefs: dropping the cached pages of inode %d that a failed write did not store: %v", node, err)
 	}
 }

@@ -34,9 +34,10 @@ type Server struct {
 	connID string
 
 	readMu  sync.Mutex // held across ReadRequest and frees.register (reader)
-	mu      sync.Mutex // protects readers, idle
+	mu      sync.Mutex // protects readers, idle, blocked
 	readers int        // reader goroutines running
 	idle    int        // readers waiting in ReadRequest (or for readMu)
+	blocked int        // calls in dropPages (while any is, MaxReaders does not bound readers)
 	wg      sync.WaitGroup
 
 	done        chan struct{} // closed when the loop has ended and the device is closed (finish)
@@ -366,7 +367,7 @@ func (s *Server) reader() {
 
 		s.mu.Lock()
 		s.idle--
-		if err == nil && s.idle == 0 && s.readers < s.opt.MaxReaders {
+		if err == nil && s.idle == 0 && (s.readers < s.opt.MaxReaders || s.blocked > 0) {
 			// Every reader is now busy: keep one waiting, so a slow
 			// operation cannot starve FORGET, INTERRUPT or the rest.
 			s.readers++
@@ -417,6 +418,39 @@ func (s *Server) reader() {
 			s.waiting.Add(-1)
 		}
 	}
+}
+
+// dropPages drops the kernel's cached pages of node in [off, off+n) (n 0:
+// to the end) with its attributes, as conn.InvalidateNode does, and makes
+// sure that a reader waits for requests meanwhile. The kernel locks each
+// page to drop it, and a page stays locked while a READ (or READDIR,
+// READLINK) of it waits for its answer: with every reader busy, and as many
+// as MaxReaders of them waiting in a drop like this one or behind it (the
+// opens of a file whose atime is due, each dropping its pages under the
+// file's dropLock), that READ was never read, and the mount hung. So while
+// a call is in here, one reader always waits for the next request: one is
+// started now if none is, and MaxReaders does not stop the reader loop from
+// starting more (they are as many as the requests queued before the READ,
+// and retire once idle).
+func (s *Server) dropPages(node conquest.Ino, off, n int64) error {
+	s.mu.Lock()
+	s.blocked++
+	if s.idle == 0 {
+		s.readers++
+		s.wg.Add(1)
+		go s.reader()
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.blocked--
+		s.mu.Unlock()
+	}()
+	err := s.conn.InvalidateNode(fuse.NodeID(node), off, n)
+	if err == fuse.ErrNotCached {
+		return nil
+	}
+	return err
 }
 
 // callerWaits reports whether a process waits for req's answer: not for

@@ -1,0 +1,91 @@
+package fusefs
+
+import (
+	"bytes"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"bazil.org/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// A drop of cached pages waits for a READ that holds one of them locked,
+// and that READ must find a reader: here the only one (MaxReaders 1) is
+// serving an OPEN whose atime is due, whose drop of the file's pages
+// (atimeCache) waits for a READ queued just before it. Before dropPages
+// started a reader for it, the open and the read waited for good.
+func TestDropFindsReader(t *testing.T) {
+	srv, mnt := mountHere(t, Options{Readers: 1, MaxReaders: 1})
+	const size = 64 << 10
+	p := filepath.Join(mnt, "f")
+	data := bytes.Repeat([]byte{'d'}, size)
+	writeFile(t, p, unix.O_RDWR, data)
+	rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rd)
+	// atime before mtime: relatime has the next open drop the pages.
+	now := time.Now()
+	if err := unix.UtimesNano(p, []unix.Timespec{unix.NsecToTimespec(now.Add(-time.Hour).UnixNano()), unix.NsecToTimespec(now.UnixNano())}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(rd, 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+
+	readDone := make(chan error, 1)
+	var once atomic.Bool
+	h := func(req fuse.Request) {
+		if _, ok := req.(*fuse.OpenRequest); !ok || !once.CompareAndSwap(false, true) {
+			return
+		}
+		// A read of the file's pages, queued while the only reader is
+		// here: its pages are locked until it is answered.
+		go func() {
+			b := make([]byte, size)
+			n, err := unix.Pread(rd, b, 0)
+			if err == nil && (n != size || !bytes.Equal(b, data)) {
+				err = unix.EIO
+			}
+			readDone <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+	}
+	testHookServe.Store(&h)
+	t.Cleanup(func() { testHookServe.Store(nil) })
+
+	opened := make(chan error, 1)
+	go func() {
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		srv.Abort() // the hang: end it, so that the test ends
+		<-opened
+		<-readDone
+		t.Fatal("the open whose drop waited for a queued READ did not return in 10 s")
+	}
+	testHookServe.Store(nil)
+	if !once.Load() {
+		t.Fatal("the hook saw no OPEN")
+	}
+	select {
+	case err := <-readDone:
+		if err != nil {
+			t.Fatalf("the read: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read did not return")
+	}
+}
