@@ -435,7 +435,9 @@ func (s *Server) reader() {
 func (s *Server) dropPages(node conquest.Ino, off, n int64) error {
 	s.mu.Lock()
 	s.blocked++
-	if s.idle == 0 {
+	// Not once the last reader has retired (the loop is ending: a drop
+	// left running by dropRaced or dropUnstored may come after it).
+	if s.idle == 0 && s.readers > 0 {
 		s.readers++
 		s.wg.Add(1)
 		go s.reader()
