@@ -151,3 +151,27 @@ func TestCacheBounded(t *testing.T) {
 		t.Fatalf("%d entries after drop", len(c.m))
 	}
 }
+
+// Dropping a file's blocks keeps only spareBuffers of their buffers: the
+// memory of a deleted file's cached blocks goes back.
+func TestCacheDropFreesMemory(t *testing.T) {
+	const n = 4 * spareBuffers
+	c := newBlockCache(4096, n*4096)
+	blk := bytes.Repeat([]byte{1}, 4096)
+	for i := uint64(1); i <= n; i++ {
+		c.put(8, i, 7, Block(i), i, blk)
+	}
+	if len(c.m) != n {
+		t.Fatalf("%d entries, want %d", len(c.m), n)
+	}
+	c.drop(8)
+	if len(c.m) != 0 || len(c.free) != spareBuffers {
+		t.Fatalf("after drop: %d entries, %d spare buffers, want 0 and %d", len(c.m), len(c.free), spareBuffers)
+	}
+	for i := uint64(1); i <= 2; i++ { // reused first
+		c.put(9, i, 7, Block(i), i, blk)
+	}
+	if len(c.free) != spareBuffers-2 {
+		t.Fatalf("%d spare buffers after 2 puts, want %d", len(c.free), spareBuffers-2)
+	}
+}
