@@ -140,20 +140,22 @@ func (s *Server) syncDirect(node conquest.Ino, flags fuse.OpenFlags) error {
 // (see above). It runs before the reply: once write(2) returns, no read may
 // find the old bytes.
 //
-// But it waits for the drop only dropWait. The kernel locks each page to
-// drop it, and a page stays locked while a READ of it waits, and that READ
-// may wait for the very WRITEs that wait here: asynchronous O_DIRECT
-// writes (io_submit, io_uring) and readahead each take one of the
-// connection's background slots (maxBackground), and a READ locks its
-// pages before it gets one. With every slot held by a WRITE waiting in its
-// drop, the READ was never sent and nothing moved again (a code review,
-// session 50: 64 such writes of a file and one buffered read of it hung
-// the mount until an abort). After dropWait the reply goes out anyway; it
-// frees a slot, the READ is sent and answered (with the new bytes: it was
-// not served before the write), its pages come unlocked and the drop,
-// still running, ends. A page that held old bytes and lay past the locked
-// one in the range may then outlive the reply by as long as that READ
-// takes: the cost of never hanging.
+// Except when many replies wait so. The kernel locks each page to drop it,
+// and a page stays locked while a READ of it waits, and that READ may wait
+// for the very WRITEs that wait here: asynchronous O_DIRECT writes
+// (io_submit, io_uring) and readahead each take one of the connection's
+// background slots (maxBackground), and a READ locks its pages before it
+// gets one. With every slot held by a WRITE waiting in its drop, the READ
+// was never sent and nothing moved again (a code review, session 50: 64
+// such writes of a file and one buffered read of it hung the mount until
+// an abort). So once congestedDrops replies wait here, a reply waits for
+// its drop dropWait at most, then goes out anyway; it frees a slot, the
+// READ is sent and answered (with the new bytes: it was not served before
+// the write), its pages come unlocked and the drop, still running, ends. A
+// page of old bytes past the locked one in the range may then outlive the
+// reply by as long as that READ takes: the cost of never hanging, paid
+// only then. Below congestedDrops, the waiting replies hold too few slots
+// to keep a READ from its own.
 func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 	if n <= 0 || !s.fs.ReadSinceLookup(node) {
 		return
@@ -162,12 +164,19 @@ func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 	start := off &^ (pageSize - 1)
 	end := (off + int64(n) + pageSize - 1) &^ (pageSize - 1)
 	done := make(chan struct{})
+	s.wg.Add(1) // a reader (this request's) still counts: the loop cannot have ended
 	go func() {
+		defer s.wg.Done()
 		defer close(done)
 		if err := s.dropPages(node, start, end-start); err != nil {
 			s.opt.Logf("fusefs: dropping cached pages of inode %d after a direct write: %v", node, err)
 		}
 	}()
+	defer s.dropsWaiting.Add(-1)
+	if s.dropsWaiting.Add(1) < congestedDrops {
+		<-done
+		return
+	}
 	t := time.NewTimer(dropWait)
 	defer t.Stop()
 	select {
@@ -177,6 +186,11 @@ func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 	}
 }
 
-// dropWait is how long dropRaced holds a reply for its drop: far longer
-// than a drop takes, or a READ in flight that it waits for.
+// congestedDrops is how many replies waiting in dropRaced make the next
+// ones wait dropWait at most: half the background slots, so that the rest
+// stay free for the READs their drops may wait for.
+const congestedDrops = maxBackground / 2
+
+// dropWait is how long dropRaced holds a reply for its drop once congested:
+// far longer than a drop takes, or a READ in flight that it waits for.
 const dropWait = 50 * time.Millisecond

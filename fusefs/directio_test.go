@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -632,6 +634,9 @@ func TestODirectWriteDropsRacedPages(t *testing.T) {
 // review, session 50). Now every write completes, and the file reads back.
 func TestDropsNeverHang(t *testing.T) {
 	srv, mnt := mountHere(t, Options{})
+	if srv.connID == "" {
+		t.Skip("the connection's number is unknown: a hang could not be ended")
+	}
 	const writes, chunk = 64, 16 << 10
 	const size = writes * chunk
 	p := filepath.Join(mnt, "f")
@@ -655,11 +660,15 @@ func TestDropsNeverHang(t *testing.T) {
 	defer unix.Close(wr)
 	fresh := alignedBuf(t, size)
 	copy(fresh, bytes.Repeat([]byte{'n'}, size))
+	// Before the hook's cleanup, so that it runs after it: io_destroy
+	// waits for the writes the hook holds.
+	a := newAIO(t, writes)
 
 	var inService atomic.Int32
 	all := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
 	h := func(req fuse.Request) {
 		if _, ok := req.(*fuse.WriteRequest); !ok {
 			return
@@ -672,9 +681,8 @@ func TestDropsNeverHang(t *testing.T) {
 	testHookServe.Store(&h)
 	t.Cleanup(func() {
 		testHookServe.Store(nil)
-		once.Do(func() { close(release) })
+		letGo()
 	})
-	a := newAIO(t, writes)
 	for i := range writes {
 		a.submit(t, wr, fresh[i*chunk:(i+1)*chunk], int64(i*chunk))
 	}
@@ -689,9 +697,12 @@ func TestDropsNeverHang(t *testing.T) {
 		_, err := unix.Pread(rd, b, 0)
 		readDone <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the READ locks its pages and waits for a slot
+	// The READ has locked its pages once the connection counts it waiting.
+	if !waitRequests(srv, int(inService.Load())+1, 10*time.Second) {
+		t.Log("the READ was not seen waiting; going on")
+	}
 	testHookServe.Store(nil)
-	once.Do(func() { close(release) })
+	letGo()
 
 	res, got := a.wait(t, writes, 20*time.Second)
 	if got < writes {
@@ -701,7 +712,10 @@ func TestDropsNeverHang(t *testing.T) {
 			t.Error(err)
 		}
 		a.wait(t, writes-got, 10*time.Second)
-		<-readDone
+		select {
+		case <-readDone:
+		case <-time.After(10 * time.Second):
+		}
 		t.Fatalf("%d of %d writes completed in 20 s (late drops %d)", got, writes, srv.Stats()["LATE-DROPS"])
 	}
 	for i, n := range res {
@@ -709,8 +723,16 @@ func TestDropsNeverHang(t *testing.T) {
 			t.Errorf("write %d: %d", i, n)
 		}
 	}
-	if err := <-readDone; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-readDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the read did not return")
+	}
+	if srv.Stats()["LATE-DROPS"] == 0 {
+		t.Error("no reply went out before its drop ended: the congestion was not reached")
 	}
 	back := make([]byte, size)
 	if _, err := unix.Pread(rd, back, 0); err != nil {
@@ -719,6 +741,24 @@ func TestDropsNeverHang(t *testing.T) {
 	if !bytes.Equal(back, fresh) {
 		t.Error("the file does not read back as written")
 	}
+}
+
+// waitRequests waits, up to limit, until the kernel counts at least n
+// requests of srv's connection waiting (queued or in service: fusectl's
+// "waiting"), and reports whether it did.
+func waitRequests(srv *Server, n int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fusectlDir + "/" + srv.connID + "/waiting")
+		if err != nil {
+			return false
+		}
+		if k, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && k >= n {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
 }
 
 // alignedBuf is size bytes of an anonymous mapping (page-aligned, as

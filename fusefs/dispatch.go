@@ -65,8 +65,9 @@ type counters [numOps]atomic.Uint64
 // Stats returns how many requests of each kind the server has received,
 // by FUSE opcode name (LOOKUP, GETATTR, ...), under STATFS-WAITS how
 // many STATFS requests waited for inodes being freed, under DIRECT-DROPS
-// how many ranges direct writes dropped from the kernel's cache (under
-// LATE-DROPS those whose reply did not wait for the drop's end), and under
+// how many drops of a range of the kernel's cache direct and O_DIRECT
+// writes made (under LATE-DROPS those whose reply did not wait for the
+// drop's end), and under
 // SYNC-WRITES how many O_SYNC/O_DSYNC direct writes were synced
 // (directio.go), and under BUSY how many requests were read while
 // BusyCallers were waiting (Options.OnBusy). Tests use it to check that a cache saves the round trips

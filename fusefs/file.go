@@ -37,9 +37,7 @@ func (s *Server) open(r *fuse.OpenRequest) {
 		// The handle is counted as a writer (fs.Open); an atimeCache
 		// in progress that did not see it ends before this open does,
 		// so none drops a page this handle writes into (see there).
-		mu := s.dropLock(node)
-		mu.Lock()
-		mu.Unlock()
+		s.lockDrop(node).Unlock()
 	}
 	if !s.fs.KeepCache(node) && !s.atimeCache(node, conquest.Handle(h), uint32(r.Flags)) {
 		flags = 0
@@ -103,9 +101,7 @@ func (s *Server) atimeCache(node conquest.Ino, h conquest.Handle, openFlags uint
 		// updating atime.
 		s.frees.await(true)
 	}
-	mu := s.dropLock(node)
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lockDrop(node).Unlock()
 	if !s.opt.WritebackCache && s.fs.OpenForWrite(node, h) {
 		return true
 	}
@@ -200,7 +196,11 @@ func (s *Server) write(r *fuse.WriteRequest) {
 		if r.Flags&fuse.WriteCache != 0 {
 			off, length := r.Offset, int64(len(r.Data))
 			s.respondError(r, err)
-			go s.dropUnstored(node, off, length)
+			s.wg.Add(1) // this request's reader still counts
+			go func() {
+				defer s.wg.Done()
+				s.dropUnstored(node, off, length)
+			}()
 			return
 		}
 		s.respondError(r, err)

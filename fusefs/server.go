@@ -37,27 +37,28 @@ type Server struct {
 	mu      sync.Mutex // protects readers, idle, blocked
 	readers int        // reader goroutines running
 	idle    int        // readers waiting in ReadRequest (or for readMu)
-	blocked int        // calls in dropPages (while any is, MaxReaders does not bound readers)
+	blocked int        // calls in dropPages or waiting for a dropLock (each lets one more reader run)
 	wg      sync.WaitGroup
 
-	done        chan struct{} // closed when the loop has ended and the device is closed (finish)
-	doneOnce    sync.Once
-	endOnce     sync.Once // connEnded's timer
-	errMu       sync.Mutex
-	err         error // first fatal error of the loop
-	unmapped    atomic.Int32
-	pollTid     atomic.Uint32 // thread priming POLL (poll.go), 0 when none
-	frees       frees         // RELEASEs and FORGETs being served (STATFS waits for them)
-	capRemoved  sync.Map      // conquest.Ino → capRemoval (killpriv.go)
-	statfsWaits atomic.Uint64 // STATFS requests that waited in awaitFrees
-	directDrops atomic.Uint64 // ranges dropped after direct writes (dropRaced)
-	lateDrops   atomic.Uint64 // of those, replies that did not wait for the drop's end (dropWait)
-	syncWrites  atomic.Uint64 // direct O_SYNC/O_DSYNC writes synced (syncDirect)
-	stats       counters
-	dropMu      [64]sync.Mutex // dropLock's stripes (file.go)
-	listed      listedDirs     // directories whose listing the kernel may cache (dircache.go)
-	waiting     atomic.Int64   // requests in service that a caller waits for (callerWaits)
-	busy        atomic.Int64   // requests read while BusyCallers were waiting (Options.OnBusy)
+	done         chan struct{} // closed when the loop has ended and the device is closed (finish)
+	doneOnce     sync.Once
+	endOnce      sync.Once // connEnded's timer
+	errMu        sync.Mutex
+	err          error // first fatal error of the loop
+	unmapped     atomic.Int32
+	pollTid      atomic.Uint32 // thread priming POLL (poll.go), 0 when none
+	frees        frees         // RELEASEs and FORGETs being served (STATFS waits for them)
+	capRemoved   sync.Map      // conquest.Ino → capRemoval (killpriv.go)
+	statfsWaits  atomic.Uint64 // STATFS requests that waited in awaitFrees
+	directDrops  atomic.Uint64 // ranges dropped after direct writes (dropRaced)
+	lateDrops    atomic.Uint64 // of those, replies that did not wait for the drop's end (dropWait)
+	dropsWaiting atomic.Int64  // replies waiting in dropRaced (congestedDrops)
+	syncWrites   atomic.Uint64 // direct O_SYNC/O_DSYNC writes synced (syncDirect)
+	stats        counters
+	dropMu       [64]sync.Mutex // dropLock's stripes (file.go)
+	listed       listedDirs     // directories whose listing the kernel may cache (dircache.go)
+	waiting      atomic.Int64   // requests in service that a caller waits for (callerWaits)
+	busy         atomic.Int64   // requests read while BusyCallers were waiting (Options.OnBusy)
 }
 
 // Mount mounts fsys on the directory dir and starts serving it. When Mount
@@ -367,7 +368,7 @@ func (s *Server) reader() {
 
 		s.mu.Lock()
 		s.idle--
-		if err == nil && s.idle == 0 && (s.readers < s.opt.MaxReaders || s.blocked > 0) {
+		if err == nil && s.idle == 0 && s.readers < s.opt.MaxReaders+s.blocked {
 			// Every reader is now busy: keep one waiting, so a slow
 			// operation cannot starve FORGET, INTERRUPT or the rest.
 			s.readers++
@@ -427,32 +428,53 @@ func (s *Server) reader() {
 // READLINK) of it waits for its answer: with every reader busy, and as many
 // as MaxReaders of them waiting in a drop like this one or behind it (the
 // opens of a file whose atime is due, each dropping its pages under the
-// file's dropLock), that READ was never read, and the mount hung. So while
-// a call is in here, one reader always waits for the next request: one is
-// started now if none is, and MaxReaders does not stop the reader loop from
-// starting more (they are as many as the requests queued before the READ,
-// and retire once idle).
+// file's dropLock), that READ was never read, and the mount hung. So a
+// reader is started now if none is waiting, and each call in here, or
+// waiting for a dropLock (lockDrop), lets the reader loop run one reader
+// more than MaxReaders: there is always one for the next request, and
+// still a bound.
 func (s *Server) dropPages(node conquest.Ino, off, n int64) error {
-	s.mu.Lock()
-	s.blocked++
-	// Not once the last reader has retired (the loop is ending: a drop
-	// left running by dropRaced or dropUnstored may come after it).
-	if s.idle == 0 && s.readers > 0 {
-		s.readers++
-		s.wg.Add(1)
-		go s.reader()
-	}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.blocked--
-		s.mu.Unlock()
-	}()
+	defer s.unblock(s.block(true))
 	err := s.conn.InvalidateNode(fuse.NodeID(node), off, n)
 	if err == fuse.ErrNotCached {
 		return nil
 	}
 	return err
+}
+
+// block counts a call that may wait for another request's answer (see
+// dropPages) and, with start, starts a reader if none is waiting; unblock
+// undoes it.
+func (s *Server) block(start bool) struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.blocked++
+	// Not once the last reader has retired (the loop is ending: a drop
+	// left running by dropRaced or dropUnstored may come after it).
+	if start && s.idle == 0 && s.readers > 0 {
+		s.readers++
+		s.wg.Add(1)
+		go s.reader()
+	}
+	return struct{}{}
+}
+
+func (s *Server) unblock(struct{}) {
+	s.mu.Lock()
+	s.blocked--
+	s.mu.Unlock()
+}
+
+// lockDrop locks node's dropLock, counting the wait as blocked: its holder
+// may be in dropPages, waiting for a READ that needs a reader.
+func (s *Server) lockDrop(node conquest.Ino) *sync.Mutex {
+	mu := s.dropLock(node)
+	if mu.TryLock() {
+		return mu
+	}
+	defer s.unblock(s.block(false))
+	mu.Lock()
+	return mu
 }
 
 // callerWaits reports whether a process waits for req's answer: not for
