@@ -119,52 +119,20 @@ func TestWriteOnlyBypassesPageCache(t *testing.T) {
 func TestDirectWriteDropsRacedPages(t *testing.T) {
 	srv, mnt := mountHere(t, Options{})
 	const size = 64 << 10
-	p := filepath.Join(mnt, "f")
-	old := bytes.Repeat([]byte{'o'}, size)
-	writeFile(t, p, unix.O_RDWR, old)
-	rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(rd)
+	p, old, rd := readOnce(t, mnt, size)
 	buf := make([]byte, size)
-	if _, err := unix.Pread(rd, buf, 0); err != nil {
-		t.Fatal(err)
-	}
 	wr, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(wr)
 
-	var raced atomic.Int32
-	var hookErr atomic.Value
-	h := func(req fuse.Request) {
-		if _, ok := req.(*fuse.WriteRequest); !ok || !raced.CompareAndSwap(0, 1) {
-			return
-		}
-		// Served by another reader: this one holds no lock.
-		b := make([]byte, size)
-		if _, err := unix.Pread(rd, b, 0); err != nil {
-			hookErr.Store(err)
-		} else if !bytes.Equal(b, old) {
-			hookErr.Store(errors.New("the read before the WRITE was served did not return the old bytes"))
-		}
-	}
-	testHookServe.Store(&h)
-	t.Cleanup(func() { testHookServe.Store(nil) })
-
+	raced := readBeforeWrite(t, rd, old)
 	fresh := bytes.Repeat([]byte{'n'}, size)
 	if n, err := unix.Pwrite(wr, fresh, 0); err != nil || n != size {
 		t.Fatalf("pwrite: %d, %v", n, err)
 	}
-	testHookServe.Store(nil)
-	if raced.Load() == 0 {
-		t.Fatal("the hook saw no WRITE")
-	}
-	if err, _ := hookErr.Load().(error); err != nil {
-		t.Fatal(err)
-	}
+	raced()
 	if _, err := unix.Pread(rd, buf, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +141,59 @@ func TestDirectWriteDropsRacedPages(t *testing.T) {
 	}
 	if d := srv.Stats()["DIRECT-DROPS"]; d == 0 {
 		t.Error("the daemon dropped no range after the direct write of a file read before")
+	}
+}
+
+// readOnce makes file f of size bytes of 'o' under mnt and reads it
+// through the descriptor it returns (closed at the end of the test), so
+// that its pages are cached and a READ of it has been served.
+func readOnce(t *testing.T, mnt string, size int) (p string, old []byte, rd int) {
+	t.Helper()
+	p = filepath.Join(mnt, "f")
+	old = bytes.Repeat([]byte{'o'}, size)
+	writeFile(t, p, unix.O_RDWR, old)
+	rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(rd) })
+	if _, err := unix.Pread(rd, make([]byte, size), 0); err != nil {
+		t.Fatal(err)
+	}
+	return p, old, rd
+}
+
+// readBeforeWrite has the first WRITE served from now on wait for a read
+// of len(old) bytes through rd, which must return old: it is served by
+// another reader (this one holds no lock) and caches the old bytes, as a
+// read racing the write would. The returned function ends that and fails
+// the test unless it happened so.
+func readBeforeWrite(t *testing.T, rd int, old []byte) func() {
+	t.Helper()
+	var raced atomic.Int32
+	var hookErr atomic.Value
+	h := func(req fuse.Request) {
+		if w, ok := req.(*fuse.WriteRequest); !ok || w.Flags&fuse.WriteCache != 0 || !raced.CompareAndSwap(0, 1) {
+			return
+		}
+		b := make([]byte, len(old))
+		if _, err := unix.Pread(rd, b, 0); err != nil {
+			hookErr.Store(err)
+		} else if !bytes.Equal(b, old) {
+			hookErr.Store(errors.New("the read before the WRITE was served did not return the old bytes"))
+		}
+	}
+	testHookServe.Store(&h)
+	t.Cleanup(func() { testHookServe.Store(nil) })
+	return func() {
+		t.Helper()
+		testHookServe.Store(nil)
+		if raced.Load() == 0 {
+			t.Fatal("the hook saw no WRITE")
+		}
+		if err, _ := hookErr.Load().(error); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -552,18 +573,8 @@ func TestODirectWriteDropsRacedPages(t *testing.T) {
 			t.Run(fmt.Sprintf("writeback=%v,async=%v", wb, async), func(t *testing.T) {
 				srv, mnt := mountHere(t, Options{WritebackCache: wb})
 				const size = 64 << 10
-				p := filepath.Join(mnt, "f")
-				old := bytes.Repeat([]byte{'o'}, size)
-				writeFile(t, p, unix.O_RDWR, old)
-				rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer unix.Close(rd)
+				p, old, rd := readOnce(t, mnt, size)
 				buf := make([]byte, size)
-				if _, err := unix.Pread(rd, buf, 0); err != nil {
-					t.Fatal(err)
-				}
 				wr, err := unix.Open(p, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 				if err != nil {
 					t.Fatal(err)
@@ -572,21 +583,7 @@ func TestODirectWriteDropsRacedPages(t *testing.T) {
 				fresh := alignedBuf(t, size)
 				copy(fresh, bytes.Repeat([]byte{'n'}, size))
 
-				var raced atomic.Int32
-				var hookErr atomic.Value
-				h := func(req fuse.Request) {
-					if w, ok := req.(*fuse.WriteRequest); !ok || w.Flags&fuse.WriteCache != 0 || !raced.CompareAndSwap(0, 1) {
-						return
-					}
-					b := make([]byte, size)
-					if _, err := unix.Pread(rd, b, 0); err != nil {
-						hookErr.Store(err)
-					} else if !bytes.Equal(b, old) {
-						hookErr.Store(errors.New("the read before the WRITE was served did not return the old bytes"))
-					}
-				}
-				testHookServe.Store(&h)
-				t.Cleanup(func() { testHookServe.Store(nil) })
+				raced := readBeforeWrite(t, rd, old)
 				drops := srv.Stats()["DIRECT-DROPS"]
 				var n int
 				if async {
@@ -605,13 +602,7 @@ func TestODirectWriteDropsRacedPages(t *testing.T) {
 				if n != size {
 					t.Fatalf("write: %d, want %d", n, size)
 				}
-				testHookServe.Store(nil)
-				if raced.Load() == 0 {
-					t.Fatal("the hook saw no WRITE")
-				}
-				if err, _ := hookErr.Load().(error); err != nil {
-					t.Fatal(err)
-				}
+				raced()
 				if _, err := unix.Pread(rd, buf, 0); err != nil {
 					t.Fatal(err)
 				}
