@@ -2,6 +2,9 @@ package fusefs
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"bazil.org/fuse"
@@ -155,7 +158,7 @@ func (s *Server) syncDirect(node conquest.Ino, flags fuse.OpenFlags) error {
 // page of old bytes past the locked one in the range may then outlive the
 // reply by as long as that READ takes: the cost of never hanging, paid
 // only then. Below congestedDrops, the waiting replies hold too few slots
-// to keep a READ from its own.
+// to keep a READ from its own. It must be called while serving a request.
 func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 	if n <= 0 || !s.fs.ReadSinceLookup(node) {
 		return
@@ -164,7 +167,10 @@ func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 	start := off &^ (pageSize - 1)
 	end := (off + int64(n) + pageSize - 1) &^ (pageSize - 1)
 	done := make(chan struct{})
-	s.wg.Add(1) // a reader (this request's) still counts: the loop cannot have ended
+	// Counted in the loop's wait group, whose end waits for it: a
+	// request's handler, this one, still counts there (the loop cannot
+	// have ended).
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer close(done)
@@ -173,7 +179,7 @@ func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 		}
 	}()
 	defer s.dropsWaiting.Add(-1)
-	if s.dropsWaiting.Add(1) < congestedDrops {
+	if s.dropsWaiting.Add(1) < s.congestedDrops() {
 		<-done
 		return
 	}
@@ -188,8 +194,26 @@ func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 
 // congestedDrops is how many replies waiting in dropRaced make the next
 // ones wait dropWait at most: half the background slots, so that the rest
-// stay free for the READs their drops may wait for.
-const congestedDrops = maxBackground / 2
+// stay free for the READs their drops may wait for. The slots are the
+// connection's live limit, which root may lower through fusectl (a third
+// review: at 16, 16 writes waited without a bound and hung), read again at
+// most once a second; maxBackground, asked at mount, when it cannot be
+// read.
+func (s *Server) congestedDrops() int64 {
+	now := time.Now().UnixNano()
+	if last := s.bgReadAt.Load(); now-last > int64(time.Second) && s.bgReadAt.CompareAndSwap(last, now) {
+		n := int64(maxBackground)
+		if s.connID != "" {
+			if b, err := os.ReadFile(fusectlDir + "/" + s.connID + "/max_background"); err == nil {
+				if k, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && k > 0 {
+					n = min(k, maxBackground)
+				}
+			}
+		}
+		s.bgSlots.Store(n)
+	}
+	return max(s.bgSlots.Load()/2, 1)
+}
 
 // dropWait is how long dropRaced holds a reply for its drop once congested:
 // far longer than a drop takes, or a READ in flight that it waits for.

@@ -623,13 +623,29 @@ func TestODirectWriteDropsRacedPages(t *testing.T) {
 // Each WRITE's drop waits for those pages; before dropWait the replies
 // waited for the drops, the READ was never sent, and the mount hung (a code
 // review, session 50). Now every write completes, and the file reads back.
+//
+// Also with the connection's background slots lowered to 16 through
+// fusectl: 16 writes then hold them all (a third review: with the
+// threshold of waiting replies fixed at 32 they all waited without a
+// bound, and hung).
 func TestDropsNeverHang(t *testing.T) {
+	for _, slots := range []int{maxBackground, 16} {
+		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) { dropsNeverHang(t, slots) })
+	}
+}
+
+func dropsNeverHang(t *testing.T, writes int) {
 	srv, mnt := mountHere(t, Options{})
 	if srv.connID == "" {
 		t.Skip("the connection's number is unknown: a hang could not be ended")
 	}
-	const writes, chunk = 64, 16 << 10
-	const size = writes * chunk
+	if writes != maxBackground {
+		if err := os.WriteFile(fusectlDir+"/"+srv.connID+"/max_background", []byte(strconv.Itoa(writes)), 0); err != nil {
+			t.Skipf("lowering the connection's background slots: %v", err)
+		}
+	}
+	const chunk = 16 << 10
+	size := writes * chunk
 	p := filepath.Join(mnt, "f")
 	writeFile(t, p, unix.O_RDWR, bytes.Repeat([]byte{'o'}, size))
 	rd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -641,7 +657,7 @@ func TestDropsNeverHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Out of the cache again, so the read below must fetch and lock pages.
-	if err := unix.Fadvise(rd, 0, size, unix.FADV_DONTNEED); err != nil {
+	if err := unix.Fadvise(rd, 0, int64(size), unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
 	wr, err := unix.Open(p, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
@@ -664,7 +680,7 @@ func TestDropsNeverHang(t *testing.T) {
 		if _, ok := req.(*fuse.WriteRequest); !ok {
 			return
 		}
-		if inService.Add(1) == writes {
+		if int(inService.Add(1)) == writes {
 			close(all)
 		}
 		<-release

@@ -2,6 +2,8 @@ package fusefs
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -15,8 +17,18 @@ import (
 // and that READ must find a reader: here the only one (MaxReaders 1) is
 // serving an OPEN whose atime is due, whose drop of the file's pages
 // (atimeCache) waits for a READ queued just before it. Before dropPages
-// started a reader for it, the open and the read waited for good.
+// started a reader for it, the open and the read waited for good. In the
+// second case another OPEN of the file is queued before the READ: the
+// reader started for the drop takes it, and it waits for the file's
+// dropLock; that wait must start a reader too (a third review: it only
+// raised the bound, and the READ was never read).
 func TestDropFindsReader(t *testing.T) {
+	for _, second := range []bool{false, true} {
+		t.Run(fmt.Sprintf("secondOpen=%v", second), func(t *testing.T) { dropFindsReader(t, second) })
+	}
+}
+
+func dropFindsReader(t *testing.T, secondOpen bool) {
 	srv, mnt := mountHere(t, Options{Readers: 1, MaxReaders: 1})
 	if srv.connID == "" {
 		t.Skip("the connection's number is unknown: a hang could not be ended")
@@ -42,10 +54,27 @@ func TestDropFindsReader(t *testing.T) {
 	}
 
 	readDone := make(chan error, 1)
+	secondDone := make(chan error, 1)
+	var hookErr atomic.Value
 	var once atomic.Bool
 	h := func(req fuse.Request) {
 		if _, ok := req.(*fuse.OpenRequest); !ok || !once.CompareAndSwap(false, true) {
 			return
+		}
+		queued := 1 // this OPEN, in service
+		if secondOpen {
+			go func() {
+				fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+				if err == nil {
+					unix.Close(fd)
+				}
+				secondDone <- err
+			}()
+			queued++
+			if !waitRequests(srv, queued, 10*time.Second) {
+				hookErr.Store(errors.New("the second OPEN was not seen waiting"))
+				return
+			}
 		}
 		// A read of the file's pages, queued while the only reader is
 		// here: its pages are locked until it is answered.
@@ -57,13 +86,13 @@ func TestDropFindsReader(t *testing.T) {
 			}
 			readDone <- err
 		}()
-		// Queued: the OPEN in service and the READ.
-		if !waitRequests(srv, 2, 10*time.Second) {
-			t.Log("the READ was not seen waiting; going on")
+		if !waitRequests(srv, queued+1, 10*time.Second) {
+			hookErr.Store(errors.New("the READ was not seen waiting"))
+			return
 		}
 		srv.mu.Lock()
 		if srv.readers != 1 || srv.idle != 0 {
-			t.Logf("%d readers, %d waiting: the READ may be served before the drop", srv.readers, srv.idle)
+			hookErr.Store(fmt.Errorf("%d readers, %d waiting: the READ could be served before the drop", srv.readers, srv.idle))
 		}
 		srv.mu.Unlock()
 	}
@@ -88,7 +117,7 @@ func TestDropFindsReader(t *testing.T) {
 		if err := srv.Abort(); err != nil {
 			t.Error(err)
 		}
-		for _, c := range []chan error{opened, readDone} {
+		for _, c := range []chan error{opened, readDone, secondDone} {
 			select {
 			case <-c:
 			case <-time.After(10 * time.Second):
@@ -99,6 +128,19 @@ func TestDropFindsReader(t *testing.T) {
 	testHookServe.Store(nil)
 	if !once.Load() {
 		t.Fatal("the hook saw no OPEN")
+	}
+	if err, _ := hookErr.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	if secondOpen {
+		select {
+		case err := <-secondDone:
+			if err != nil {
+				t.Fatalf("the second open: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the second open did not return")
+		}
 	}
 	select {
 	case err := <-readDone:

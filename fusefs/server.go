@@ -53,6 +53,8 @@ type Server struct {
 	directDrops  atomic.Uint64 // ranges dropped after direct writes (dropRaced)
 	lateDrops    atomic.Uint64 // of those, replies that did not wait for the drop's end (dropWait)
 	dropsWaiting atomic.Int64  // replies waiting in dropRaced (congestedDrops)
+	bgSlots      atomic.Int64  // the connection's background slots, as last read (congestedDrops)
+	bgReadAt     atomic.Int64  // when they were read (unix ns; 0: never)
 	syncWrites   atomic.Uint64 // direct O_SYNC/O_DSYNC writes synced (syncDirect)
 	stats        counters
 	dropMu       [64]sync.Mutex // dropLock's stripes (file.go)
@@ -399,7 +401,15 @@ func (s *Server) reader() {
 				return
 			case errors.As(err, &errno):
 				s.fail(fmt.Errorf("reading FUSE device: %w", err))
-				s.retire()
+				if s.retire() == 0 {
+					// The last reader, with the connection still there: a
+					// drop left running may wait for a READ that no one
+					// will read now, and the loop's end waits for it.
+					// Ending the connection ends both.
+					if err := s.Abort(); err != nil {
+						s.opt.Logf("fusefs: %v", err)
+					}
+				}
 				return
 			default:
 				// A malformed message: bazil already dropped it.
@@ -434,7 +444,7 @@ func (s *Server) reader() {
 // more than MaxReaders: there is always one for the next request, and
 // still a bound.
 func (s *Server) dropPages(node conquest.Ino, off, n int64) error {
-	defer s.unblock(s.block(true))
+	defer s.unblock(s.block())
 	err := s.conn.InvalidateNode(fuse.NodeID(node), off, n)
 	if err == fuse.ErrNotCached {
 		return nil
@@ -443,15 +453,16 @@ func (s *Server) dropPages(node conquest.Ino, off, n int64) error {
 }
 
 // block counts a call that may wait for another request's answer (see
-// dropPages) and, with start, starts a reader if none is waiting; unblock
-// undoes it.
-func (s *Server) block(start bool) struct{} {
+// dropPages) and starts a reader if none is waiting and the bound allows
+// (MaxReaders, plus one for each such call: this one's makes room for it);
+// unblock undoes it. Not once the last reader has retired: the loop is
+// ending, and a drop left running by dropRaced or dropUnstored may come
+// after it.
+func (s *Server) block() struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.blocked++
-	// Not once the last reader has retired (the loop is ending: a drop
-	// left running by dropRaced or dropUnstored may come after it).
-	if start && s.idle == 0 && s.readers > 0 {
+	if s.idle == 0 && s.readers > 0 && s.readers < s.opt.MaxReaders+s.blocked {
 		s.readers++
 		s.wg.Add(1)
 		go s.reader()
@@ -472,7 +483,7 @@ func (s *Server) lockDrop(node conquest.Ino) *sync.Mutex {
 	if mu.TryLock() {
 		return mu
 	}
-	defer s.unblock(s.block(false))
+	defer s.unblock(s.block())
 	mu.Lock()
 	return mu
 }
@@ -510,8 +521,10 @@ func (s *Server) connEnded() {
 	s.endOnce.Do(func() { time.AfterFunc(lostWait, s.finish) })
 }
 
-func (s *Server) retire() {
+// retire counts a reader out of the loop and reports how many are left.
+func (s *Server) retire() (left int) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.readers--
-	s.mu.Unlock()
+	return s.readers
 }
