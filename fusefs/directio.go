@@ -151,7 +151,7 @@ func (s *Server) syncDirect(node conquest.Ino, flags fuse.OpenFlags) error {
 // gets one. With every slot held by a WRITE waiting in its drop, the READ
 // was never sent and nothing moved again (a code review, session 50: 64
 // such writes of a file and one buffered read of it hung the mount until
-// an abort). So once congestedDrops replies wait here, a reply waits for
+// an abort). So while congestedDrops replies wait here, a reply waits for
 // its drop dropWait at most, then goes out anyway; it frees a slot, the
 // READ is sent and answered (with the new bytes: it was not served before
 // the write), its pages come unlocked and the drop, still running, ends. A
@@ -178,33 +178,40 @@ func (s *Server) dropRaced(node conquest.Ino, off int64, n int) {
 			s.opt.Logf("fusefs: dropping cached pages of inode %d after a direct write: %v", node, err)
 		}
 	}()
+	s.dropsWaiting.Add(1)
 	defer s.dropsWaiting.Add(-1)
-	if s.dropsWaiting.Add(1) < s.congestedDrops() {
-		<-done
-		return
-	}
+	// In slices of dropWait, each ending in a look at the congestion: a
+	// reply that began to wait below it goes out once it is reached (the
+	// slots may have been lowered, or others come to wait meanwhile).
 	t := time.NewTimer(dropWait)
 	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		s.lateDrops.Add(1)
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if s.dropsWaiting.Load() >= s.congestedDrops() {
+			s.lateDrops.Add(1)
+			return
+		}
+		t.Reset(dropWait)
 	}
 }
 
-// congestedDrops is how many replies waiting in dropRaced make the next
-// ones wait dropWait at most: half the background slots, so that the rest
-// stay free for the READs their drops may wait for. The slots are the
-// connection's live limit, which root may lower through fusectl (a third
-// review: at 16, 16 writes waited without a bound and hung), read again at
-// most once a second; maxBackground, asked at mount, when it cannot be
-// read.
+// congestedDrops is how many replies waiting in dropRaced make them go out
+// after dropWait: half the background slots, so that the rest stay free
+// for the READs their drops may wait for. The slots are the connection's
+// live limit (at most maxBackground, which the daemon asks for), which root
+// may lower through fusectl (a third review: at 16, 16 writes waited
+// without a bound and hung), read again at most once a second;
+// maxBackground until read, or when it cannot be.
 func (s *Server) congestedDrops() int64 {
-	now := time.Now().UnixNano()
-	if last := s.bgReadAt.Load(); now-last > int64(time.Second) && s.bgReadAt.CompareAndSwap(last, now) {
+	now := int64(time.Since(monoStart)) // monotonic: a clock step back stops no refresh
+	if last := s.bgReadAt.Load(); (last == 0 || now-last > int64(time.Second)) && s.bgReadAt.CompareAndSwap(last, now) {
 		n := int64(maxBackground)
-		if s.connID != "" {
-			if b, err := os.ReadFile(fusectlDir + "/" + s.connID + "/max_background"); err == nil {
+		if id := s.connNumber(); id != "" {
+			if b, err := os.ReadFile(fusectlDir + "/" + id + "/max_background"); err == nil {
 				if k, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && k > 0 {
 					n = min(k, maxBackground)
 				}
@@ -212,9 +219,17 @@ func (s *Server) congestedDrops() int64 {
 		}
 		s.bgSlots.Store(n)
 	}
-	return max(s.bgSlots.Load()/2, 1)
+	n := s.bgSlots.Load()
+	if n == 0 {
+		n = maxBackground // another call is reading it for the first time
+	}
+	return max(n/2, 1)
 }
 
-// dropWait is how long dropRaced holds a reply for its drop once congested:
-// far longer than a drop takes, or a READ in flight that it waits for.
+// monoStart anchors congestedDrops' monotonic clock.
+var monoStart = time.Now()
+
+// dropWait is how long dropRaced holds a reply for its drop once congested,
+// and how often it looks at the congestion: far longer than a drop takes,
+// or a READ in flight that it waits for.
 const dropWait = 50 * time.Millisecond

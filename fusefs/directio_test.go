@@ -636,11 +636,11 @@ func TestDropsNeverHang(t *testing.T) {
 
 func dropsNeverHang(t *testing.T, writes int) {
 	srv, mnt := mountHere(t, Options{})
-	if srv.connID == "" {
+	if srv.connNumber() == "" {
 		t.Skip("the connection's number is unknown: a hang could not be ended")
 	}
 	if writes != maxBackground {
-		if err := os.WriteFile(fusectlDir+"/"+srv.connID+"/max_background", []byte(strconv.Itoa(writes)), 0); err != nil {
+		if err := os.WriteFile(fusectlDir+"/"+srv.connNumber()+"/max_background", []byte(strconv.Itoa(writes)), 0); err != nil {
 			t.Skipf("lowering the connection's background slots: %v", err)
 		}
 	}
@@ -756,7 +756,7 @@ func dropsNeverHang(t *testing.T, writes int) {
 func waitRequests(srv *Server, n int, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(fusectlDir + "/" + srv.connID + "/waiting")
+		b, err := os.ReadFile(fusectlDir + "/" + srv.connNumber() + "/waiting")
 		if err != nil {
 			return false
 		}

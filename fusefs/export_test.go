@@ -16,7 +16,7 @@ func SetFusectlDir(dir string) (restore func()) {
 }
 
 // ConnID is the connection's number in fusectl.
-func (s *Server) ConnID() string { return s.connID }
+func (s *Server) ConnID() string { return s.connNumber() }
 
 // NoOpenDirKernel reports whether this kernel opens directories without
 // OPENDIR once told so (dir.go).

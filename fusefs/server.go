@@ -31,7 +31,7 @@ type Server struct {
 	raw  *rawWriter // nil when the device fd could not be found (see reply.go)
 	// connID names the connection in fusectl (/sys/fs/fuse/connections),
 	// for Abort; "" when the mount could not be found.
-	connID string
+	connID atomic.Pointer[string] // set once, while the loop may already run: use connNumber
 
 	readMu  sync.Mutex // held across ReadRequest and frees.register (reader)
 	mu      sync.Mutex // protects readers, idle, blocked
@@ -128,7 +128,7 @@ func Mount(fsys *conquest.FS, dir string, o Options) (*Server, error) {
 		// same directory meanwhile (its source names another arena)
 		// must never be aborted for this one (Abort, ControlFiles).
 		if _, n, found := strings.Cut(mi.Device, ":"); found {
-			s.connID = n
+			s.connID.Store(&n)
 		}
 	}
 	if o.NoExec || (o.NoAtime && os.Geteuid() == 0) {
@@ -226,10 +226,10 @@ const fusectlMagic = 0x65735543
 // file system may be closed cleanly. Every request answered before stays
 // committed. Only root may abort.
 func (s *Server) Abort() error {
-	if s.connID == "" {
+	if s.connNumber() == "" {
 		return errors.New("aborting the FUSE connection: its number is unknown")
 	}
-	return abortConn(s.connID)
+	return abortConn(s.connNumber())
 }
 
 // MountControlFiles opens the fusectl files of the connection of the FUSE
@@ -271,10 +271,10 @@ func abortConn(id string) error {
 // read of waiting returns no bytes, even if a later mount takes the same
 // connection number. Only root may open them.
 func (s *Server) ControlFiles() (abort, waiting *os.File, err error) {
-	if s.connID == "" {
+	if s.connNumber() == "" {
 		return nil, nil, errors.New("opening the FUSE connection's control files: its number is unknown")
 	}
-	return controlFiles(s.connID)
+	return controlFiles(s.connNumber())
 }
 
 // controlFiles opens the abort and waiting files of fusectl's connection
@@ -401,11 +401,12 @@ func (s *Server) reader() {
 				return
 			case errors.As(err, &errno):
 				s.fail(fmt.Errorf("reading FUSE device: %w", err))
-				if s.retire() == 0 {
-					// The last reader, with the connection still there: a
-					// drop left running may wait for a READ that no one
-					// will read now, and the loop's end waits for it.
-					// Ending the connection ends both.
+				if s.retireStranding() {
+					// The last reader, or none left waiting while a drop
+					// waits for a READ that only a reader could read: with
+					// the device failing, nothing would read it, and the
+					// loop's end would wait for that drop. Ending the
+					// connection ends both.
 					if err := s.Abort(); err != nil {
 						s.opt.Logf("fusefs: %v", err)
 					}
@@ -488,6 +489,14 @@ func (s *Server) lockDrop(node conquest.Ino) *sync.Mutex {
 	return mu
 }
 
+// connNumber is the connection's number in fusectl, "" when unknown.
+func (s *Server) connNumber() string {
+	if p := s.connID.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // callerWaits reports whether a process waits for req's answer: not for
 // the requests the kernel sends on its own (FORGET, the RELEASE after a
 // close, INTERRUPT, and the writeback cache's WRITEs of dirty pages, many
@@ -521,10 +530,17 @@ func (s *Server) connEnded() {
 	s.endOnce.Do(func() { time.AfterFunc(lostWait, s.finish) })
 }
 
-// retire counts a reader out of the loop and reports how many are left.
-func (s *Server) retire() (left int) {
+func (s *Server) retire() {
+	s.mu.Lock()
+	s.readers--
+	s.mu.Unlock()
+}
+
+// retireStranding is retire for a reader that failed, and reports whether
+// it leaves none, or none waiting while a call waits in a drop (block).
+func (s *Server) retireStranding() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.readers--
-	return s.readers
+	return s.readers == 0 || s.idle == 0 && s.blocked > 0
 }
