@@ -51,10 +51,25 @@ func TestBusyCallers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	churn(0, 500)
-	if n := s.Busy(); n != 0 {
-		t.Errorf("one caller alone made %d busy requests", n)
+	total := func() (n uint64) {
+		for _, k := range s.Stats() {
+			n += k
+		}
+		return n
 	}
+	before := total()
+	churn(0, 500)
+	// A handler counts its request out only after replying, so on a
+	// loaded machine (the suite under -race beside other packages) the
+	// caller's next requests can find a few that replied but are still
+	// counted: a review saw 1 to 17 of about 2,500 requests in 2 of 25
+	// runs. A crowd makes a third of all its requests busy (RELEASEs and
+	// FORGETs, which nobody waits for, are counted in all).
+	if n, all := s.Busy(), total()-before; n*50 > int64(all) {
+		t.Errorf("one caller alone made %d busy requests of %d", n, all)
+	}
+	alone := s.Busy()
+	before = total()
 	var wg sync.WaitGroup
 	for w := 1; w <= 16; w++ {
 		wg.Add(1)
@@ -64,8 +79,8 @@ func TestBusyCallers(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if n := s.Busy(); n == 0 {
-		t.Errorf("sixteen callers at once made no busy request")
+	if n, all := s.Busy()-alone, total()-before; n*10 < int64(all) {
+		t.Errorf("sixteen callers at once made %d busy requests of %d, want a tenth or more", n, all)
 	}
 	if c, n := calls.Load(), s.Busy(); c != n {
 		t.Errorf("OnBusy called %d times for %d busy requests", c, n)
