@@ -14,7 +14,7 @@ import (
 )
 
 // Requests are busy (Options.OnBusy, Server.Busy) only when several
-// callers wait on the daemon at once: none from one caller working alone,
+// callers wait on the daemon at once: hardly any from one caller alone,
 // some from sixteen goroutines creating and removing files side by side;
 // OnBusy is called once for each. Each CREATE is served 1 ms late, so
 // that the sixteen's requests meet in the daemon.
