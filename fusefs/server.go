@@ -54,7 +54,7 @@ type Server struct {
 	lateDrops    atomic.Uint64 // of those, replies that did not wait for the drop's end (dropWait)
 	dropsWaiting atomic.Int64  // replies waiting in dropRaced (congestedDrops)
 	bgSlots      atomic.Int64  // the connection's background slots, as last read (congestedDrops)
-	bgReadAt     atomic.Int64  // when they were read (unix ns; 0: never)
+	bgReadAt     atomic.Int64  // when they were read (ns since monoStart; 0: never)
 	syncWrites   atomic.Uint64 // direct O_SYNC/O_DSYNC writes synced (syncDirect)
 	stats        counters
 	dropMu       [64]sync.Mutex // dropLock's stripes (file.go)
