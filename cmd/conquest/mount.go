@@ -176,6 +176,14 @@ func mountDead(mi fusefs.MountInfo, note func(string)) (bool, error) {
 // once with ENOTCONN once the daemon is gone; a probe that gets no answer
 // within timeout means a daemon that is there but hung, which is not dead.
 func probeDead(dir string, timeout time.Duration) bool {
+	err, answered := statfsWithin(dir, timeout)
+	return answered && connGone(err)
+}
+
+// statfsWithin asks the mount on dir for statfs(2), and reports its error
+// and whether it answered within timeout (a probe left waiting on a hung
+// mount ends with the process).
+func statfsWithin(dir string, timeout time.Duration) (err error, answered bool) {
 	probe := make(chan error, 1)
 	go func() {
 		var sfs unix.Statfs_t
@@ -183,9 +191,9 @@ func probeDead(dir string, timeout time.Duration) bool {
 	}()
 	select {
 	case err := <-probe:
-		return connGone(err)
+		return err, true
 	case <-time.After(timeout):
-		return false
+		return nil, false
 	}
 }
 

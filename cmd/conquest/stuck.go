@@ -84,15 +84,8 @@ func abortStuck(mi fusefs.MountInfo, arena string, note func(string)) (bool, err
 		}
 		time.Sleep(watchdogInterval)
 	}
-	answered := make(chan error, 1)
-	go func() {
-		var sfs unix.Statfs_t
-		answered <- unix.Statfs(mi.Dir, &sfs)
-	}()
-	select {
-	case err := <-answered:
+	if err, answered := statfsWithin(mi.Dir, stuckProbe); answered {
 		return connGone(err), nil // ended meanwhile; else it is served
-	case <-time.After(stuckProbe):
 	}
 	stuck := fmt.Sprintf("%s: its daemon (pid %d) died with its FUSE connection open", mi.Dir, slices.Min(slices.Collect(maps.Keys(procs))))
 	abort, waiting, err := fusefs.MountControlFiles(mi)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -27,17 +26,7 @@ func stuckDaemon(t *testing.T) (c *runner, mp string, pid int, released chan str
 	t.Helper()
 	c, mp, pid, dogs := mountWithF(t)
 	pram := filepath.Join(c.home, "pram.img")
-	arenaFD := -1
-	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-	for _, p := range fds {
-		if target, err := os.Readlink(p); err == nil && target == pram {
-			arenaFD, _ = strconv.Atoi(filepath.Base(p))
-		}
-	}
-	if arenaFD < 0 {
-		t.Fatalf("daemon %d has no %s open", pid, pram)
-	}
-	held := []int{deviceCopy(t, pid), fdCopy(t, pid, arenaFD)}
+	held := []int{deviceCopy(t, pid), fdCopy(t, pid, fdTo(t, pid, pram))}
 	released = make(chan struct{})
 	release := func() {
 		for _, fd := range held {

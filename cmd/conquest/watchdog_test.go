@@ -205,18 +205,22 @@ func processAlive(pid int) bool {
 // open of /dev/fuse).
 func deviceCopy(t *testing.T, pid int) int {
 	t.Helper()
+	return fdCopy(t, pid, fdTo(t, pid, "/dev/fuse"))
+}
+
+// fdTo is the number of a descriptor of process pid whose link in
+// /proc/PID/fd reads target (a path, or "pipe:[N]").
+func fdTo(t *testing.T, pid int, target string) int {
+	t.Helper()
 	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-	fd := -1
 	for _, p := range fds {
-		if target, err := os.Readlink(p); err == nil && target == "/dev/fuse" {
-			fd, _ = strconv.Atoi(filepath.Base(p))
-			break
+		if l, err := os.Readlink(p); err == nil && l == target {
+			fd, _ := strconv.Atoi(filepath.Base(p))
+			return fd
 		}
 	}
-	if fd < 0 {
-		t.Fatalf("daemon %d has no /dev/fuse open", pid)
-	}
-	return fdCopy(t, pid, fd)
+	t.Fatalf("process %d has no descriptor for %s", pid, target)
+	return -1
 }
 
 // fdCopy returns a descriptor of this process for the open file that
@@ -245,17 +249,7 @@ func TestWatchdogAbortsStuckDaemon(t *testing.T) {
 	if err != nil || !strings.HasPrefix(pipe, "pipe:") {
 		t.Fatalf("the watchdog's descriptor %d: %q %v", watchdogLifeFD, pipe, err)
 	}
-	lifeFD := -1
-	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-	for _, p := range fds {
-		if target, err := os.Readlink(p); err == nil && target == pipe {
-			lifeFD, _ = strconv.Atoi(filepath.Base(p))
-		}
-	}
-	if lifeFD < 0 {
-		t.Fatalf("daemon %d has no end of %s", pid, pipe)
-	}
-	held := []int{deviceCopy(t, pid), fdCopy(t, pid, lifeFD)}
+	held := []int{deviceCopy(t, pid), fdCopy(t, pid, fdTo(t, pid, pipe))}
 	release := func() {
 		for _, fd := range held {
 			unix.Close(fd)
