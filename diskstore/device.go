@@ -62,6 +62,8 @@ type fileDevice struct {
 	path   string
 	size   int64
 	direct bool
+	block  bool      // a block device (else a regular file)
+	ro     bool      // opened read-only
 	bounce sync.Pool // *[]byte of bounceSize, Alignment-aligned (direct only)
 	// dr reads large aligned requests of an image file with O_DIRECT (nil
 	// if f is direct already, or the file system refuses O_DIRECT): see
@@ -71,8 +73,8 @@ type fileDevice struct {
 	// on demand (not tmpfs); see preallocate.
 	prealloc atomic.Bool
 	// allocated has a bit for each preallocChunk of the image that a
-	// fallocate has allocated (the store never gives space back to the
-	// image's file system, so a bit once set stays true).
+	// fallocate has allocated (the store gives space back to the image's
+	// file system only at Open, before any allocation: see punch).
 	allocated []atomic.Uint64
 	noWiden   atomic.Bool  // a whole-chunk fallocate failed: allocate only ranges
 	fallocs   atomic.Int64 // fallocate calls made (tests)
@@ -123,7 +125,7 @@ func OpenDevice(path string, o DeviceOptions) (Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &fileDevice{f: f, path: path, direct: direct}
+	d := &fileDevice{f: f, path: path, direct: direct, block: isBlock, ro: o.ReadOnly}
 	if isBlock {
 		n, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKGETSIZE64)
 		if err != nil {
@@ -371,6 +373,57 @@ func (d *fileDevice) chunkAllocated(c int64) bool {
 // allocated ahead of the writes (preallocate).
 type preallocator interface {
 	preallocate(off, n int64) error
+}
+
+// puncher is a device that can give the space of a range back to what
+// holds it (Store.giveBack).
+type puncher interface {
+	// punch deallocates [off, off+n): it reads as zeros afterwards. It
+	// reports false, and no error, where the device cannot.
+	punch(off, n int64) (bool, error)
+	// hostBytes is the space the device takes where it is held.
+	hostBytes() (int64, bool)
+}
+
+// punch punches a hole in an image file (FALLOC_FL_PUNCH_HOLE): the file
+// system it is on gets the space back. A range that holds no data is left
+// alone (lseek SEEK_DATA), so that walking the same free space at every
+// mount costs a seek per extent. Not on a block device (a discard may read
+// back as anything, and may cost more than it gives) or an image opened
+// read-only. Chunks of the range count as not preallocated again.
+func (d *fileDevice) punch(off, n int64) (bool, error) {
+	if d.block || d.ro || n <= 0 {
+		return false, nil
+	}
+	fd := int(d.f.Fd())
+	if data, err := unix.Seek(fd, off, unix.SEEK_DATA); errors.Is(err, unix.ENXIO) || err == nil && data >= off+n {
+		return true, nil // a hole already (ENXIO: no data at or after off)
+	}
+	for {
+		err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+			return false, nil
+		case err != nil:
+			return false, &os.PathError{Op: "fallocate (punch hole)", Path: d.path, Err: err}
+		}
+		for c := off / preallocChunk; c*preallocChunk < off+n && c/64 < int64(len(d.allocated)); c++ {
+			d.allocated[c/64].And(^(1 << (c % 64)))
+		}
+		return true, nil
+	}
+}
+
+// hostBytes is the space the image file takes on its file system
+// (st_blocks); false for a block device.
+func (d *fileDevice) hostBytes() (int64, bool) {
+	var st unix.Stat_t
+	if d.block || unix.Fstat(int(d.f.Fd()), &st) != nil {
+		return 0, false
+	}
+	return st.Blocks * 512, true
 }
 
 // startWriteback starts writing the file's dirty pages to the disk and

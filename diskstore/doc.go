@@ -91,7 +91,9 @@
 // page cache holds that data already; smaller reads use the image's page
 // cache, which still holds recently written blocks. Its writeback is
 // started every 8 MiB written (sync_file_range), so that the disk writes
-// while data comes in rather than all at the next sync.
+// while data comes in rather than all at the next sync. A clean Open for a
+// mount punches the free extents out of an image file, so that the space
+// of deleted files goes back to the host (giveback.go).
 // Unaligned direct transfers go through an aligned bounce buffer.
 //
 // # Durability

@@ -39,22 +39,25 @@ func (s *Store) Recovery() RecoveryReport {
 
 // recover runs at Open; see Open and unsynced.go. A file whose records are
 // damaged is logged and skipped (its blocks stay as they are, for fsck); a
-// device that cannot sync fails Open.
-func (s *Store) recover() error {
+// device that cannot sync fails Open. It reports whether the store was
+// clean: nothing written since the last sync, nothing in quarantine, no
+// append to undo, so that it changed nothing.
+func (s *Store) recover() (clean bool, err error) {
 	if s.intentArea() == 0 {
 		if err := s.ownTx(s.newIntentArea); err != nil {
-			return err
+			return false, err
 		}
 	}
 	// Appends written in place by a transaction that was rolled back.
-	if rs := s.readIntents(); len(rs) > 0 {
+	rs := s.readIntents()
+	if len(rs) > 0 {
 		n, err := s.revertInPlace(rs, false)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n > 0 {
 			if err := s.dev.Sync(); err != nil {
-				return s.ioErr("syncing disk after undoing appends", err)
+				return false, s.ioErr("syncing disk after undoing appends", err)
 			}
 			s.o.Logf("diskstore: recovery: undid the appends of %d blocks written in place by an operation the crash interrupted", n)
 		}
@@ -67,7 +70,7 @@ func (s *Store) recover() error {
 	}
 	var live []item
 	files := 0
-	err := s.unsyncedFiles().walk(func(r rec) bool {
+	err = s.unsyncedFiles().walk(func(r rec) bool {
 		seg := pram.Off(r[0])
 		files++
 		if err := s.validSeg(seg); err != nil {
@@ -107,7 +110,7 @@ func (s *Store) recover() error {
 	})
 	if err != nil {
 		if !s.o.ForCheck || !errors.Is(err, ErrCorrupt) {
-			return err
+			return false, err
 		}
 		// fsck: the walk reports the damage and a repair rebuilds the
 		// list; the next Open recovers from it. Until then nothing
@@ -115,7 +118,7 @@ func (s *Store) recover() error {
 		s.o.Logf("diskstore: recovery skipped: %v", err)
 		s.recovery.Damaged++
 		s.recoverySkipped = true
-		return nil
+		return false, nil
 	}
 	if held, ok := s.quarantineHeld(); s.o.ForCheck && (!ok || held != s.quarantined()) {
 		// fsck: the stats record's count of quarantined blocks and the
@@ -127,7 +130,7 @@ func (s *Store) recover() error {
 		s.o.Logf("diskstore: recovery skipped: the stats record counts %d quarantined blocks, the quarantine holds %d", s.quarantined(), held)
 		s.recovery.Damaged++
 		s.recoverySkipped = true
-		return nil
+		return false, nil
 	}
 	if files == 0 && s.quarantined() == 0 {
 		if s.epochWord()&epochStarted != 0 {
@@ -135,19 +138,19 @@ func (s *Store) recover() error {
 			// end both tags, or the bit outlives the flight.
 			s.endEpoch(s.tag() + 1)
 		}
-		return nil
+		return len(rs) == 0 && s.recovery.Damaged == 0, nil
 	}
 	if len(live) > 0 {
 		// After a process crash the data is in the page cache: make it
 		// durable before trusting it.
 		if err := s.dev.Sync(); err != nil {
-			return s.ioErr("syncing disk before recovery", err)
+			return false, s.ioErr("syncing disk before recovery", err)
 		}
 		defer s.flushLost()
 		for _, it := range live {
 			if err := s.recoverBlock(it.seg, it.e); err != nil {
 				if !errors.Is(err, ErrCorrupt) {
-					return err
+					return false, err
 				}
 				s.o.Logf("diskstore: recovery: inode %d, file block %d: %v", s.owner(it.seg), it.e.fb, err)
 				s.recovery.Damaged++
@@ -168,7 +171,7 @@ func (s *Store) recover() error {
 		before[1], _ = s.unsyncedFiles().length()
 		if err := s.ownTx(s.tidy); err != nil {
 			s.o.Logf("diskstore: recovery: releasing the quarantine: %v", err)
-			return nil // what is left only holds space; fsck reports damage
+			return false, nil // what is left only holds space; fsck reports damage
 		}
 		s.mu.Lock()
 		done := !s.needTidy
@@ -176,7 +179,7 @@ func (s *Store) recover() error {
 		after := [2]uint64{s.quarantined(), 0}
 		after[1], _ = s.unsyncedFiles().length()
 		if done || after == before {
-			return nil
+			return false, nil
 		}
 	}
 }

@@ -177,6 +177,10 @@ type Options struct {
 	// Prefetch chooses whether sequential reads prefetch in the
 	// background (readahead.go). Default PrefetchAuto.
 	Prefetch PrefetchMode
+	// PunchFree has Open give the free blocks of an image file back to
+	// the file system it is on (giveback.go). A mount sets it; fsck, df
+	// and stat do not.
+	PunchFree bool
 }
 
 // PrefetchMode chooses when a Readahead fetches ahead in the background.
@@ -471,10 +475,16 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: checksum format word %#x in the stats record is damaged", ErrCorrupt, f)
 	}
 	s := newStore(a, h, dev, sup, fm, st, o)
-	if err := s.recover(); err != nil {
+	clean, err := s.recover()
+	if err != nil {
 		return nil, err
 	}
 	s.watchCheckpoints()
+	if clean && o.PunchFree && !o.ReadOnly && !o.ForCheck {
+		if err := s.giveBack(); err != nil {
+			s.o.Logf("diskstore: giving free space back to the disk image's file system: %v", err)
+		}
+	}
 	return s, nil
 }
 

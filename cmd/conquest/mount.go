@@ -269,6 +269,7 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 		rep.busyf("%s %s", im.pram, msg)
 	}, Arena: pram.OpenOptions{Interval: commit}, DiskCommit: commit,
 		NoAtime: ms.noAtime || o.ReadOnly}
+	co.Disk.PunchFree = !o.ReadOnly // free space back to the image's file system (diskstore/giveback.go)
 	gov := newProcsGovernor()
 	if gov != nil {
 		co.Disk.OnReadahead = gov.notify

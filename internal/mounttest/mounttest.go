@@ -179,6 +179,7 @@ func (m *Mounted) mount() error {
 	if co.DiskCommit == 0 {
 		co.DiskCommit = pram.DefaultCheckpointInterval // as the CLI's --commit
 	}
+	co.Disk.PunchFree = true // as the CLI's mount
 	fs, err := Open(m.Pram, m.Disk, co)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", m.Pram, err)
