@@ -323,13 +323,23 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	if err := fs.checkRoot(); err != nil {
 		return fail(fmt.Errorf("%s: %w", pramPath, err))
 	}
+	checked := false
 	if o.OnCrashCheck != nil && a.CheckDue() {
 		if err := fs.crashCheck(o.OnCrashCheck); err != nil {
 			return fail(fmt.Errorf("%s: %w", pramPath, err))
 		}
+		checked = true
 	}
 	if fs.readOnly {
 		return fs, nil // the rest changes the file system (readonly.go)
+	}
+	if fs.ds != nil && (checked || !a.CheckDue()) {
+		// Before the first transaction, and not while damage may lie
+		// unchecked: a damaged free map could list a file's blocks as
+		// free (diskstore/giveback.go).
+		if err := fs.ds.GiveBack(); err != nil {
+			fs.logf("%s: giving free space back to the disk image's file system: %v", diskPath, err)
+		}
 	}
 	fs.mu.Lock()
 	n, stuck, err := fs.reapOrphansLocked()

@@ -12,20 +12,37 @@ import "fmt"
 // file gave nothing back. ext4 on a loop file does the same unless it
 // discards.
 //
-// So Open, for a mount (Options.PunchFree), punches a hole in the image at
-// every free extent, and the host's file system frees those blocks. It does
-// so only when the store is clean (the last run ended with its data synced
-// and nothing in quarantine, so recovery changed nothing) and before the
-// core begins any transaction: every free extent is then free in the
-// durable state, which is what any later crash rolls back to, and nothing
-// can allocate meanwhile. Blocks in quarantine are not in the free map, and
-// runsLocked leaves out the hold and staged blocks (empty at Open). A
-// punched block reads as zeros, as a block never written does; nothing
-// reads a free block anyway (a block is read only through a file's
-// segment list, and only once its checksum is set). Space freed while
-// mounted comes back at the next mount; a block device is left alone
-// (fileDevice.punch).
-func (s *Store) giveBack() error {
+// So a mount (Options.PunchFree) calls GiveBack right after Open, once the
+// core has checked what a crash may have damaged and before its first
+// transaction, and it punches a hole in the image at every free extent: the
+// host's file system frees those blocks. Only when Open found the store
+// clean, with nothing written since the last device sync, nothing in
+// quarantine and no append to undo (recover), so that recovery changed
+// nothing; after a kill -9 of a daemon whose data was synced that is so too.
+// Every free extent is then free in the durable state any later crash
+// returns to: the arena as opened is durable (a reused RAM copy is
+// checkpointed before the store opens, pram.OpenWith) and blocks freed
+// after a checkpoint are held until the next (runsLocked leaves the hold
+// and staged blocks out; the quarantine is not in the free map). The check
+// comes first because a damaged free map may list a file's blocks as free:
+// fsck --repair keeps their data, and a punch would have zeroed it (found by
+// a review of the first version, which punched inside Open). A punched
+// block reads as zeros, as a block never written does; nothing reads a free
+// block anyway (a block is read only through a file's segment list, and
+// only once its checksum is set). Space freed while mounted comes back at
+// the next mount; a block device is left alone (fileDevice.punch).
+//
+// GiveBack does nothing after the first call or once a transaction has gone
+// through the store, without PunchFree, on a store opened read-only or for
+// fsck, or on a device that cannot punch.
+func (s *Store) GiveBack() error {
+	s.mu.Lock()
+	clean := s.openedClean
+	s.openedClean = false
+	s.mu.Unlock()
+	if !clean || !s.o.PunchFree || s.o.ReadOnly || s.o.ForCheck {
+		return nil
+	}
 	p, ok := s.dev.(puncher)
 	if !ok {
 		return nil

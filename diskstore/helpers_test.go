@@ -224,6 +224,9 @@ func (e *env) reopen(dev Device) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if err := s.GiveBack(); err != nil { // as a mount does (PunchFree)
+		e.t.Fatal(err)
+	}
 	e.h, e.s, e.dev = h, s, dev
 }
 

@@ -177,8 +177,8 @@ type Options struct {
 	// Prefetch chooses whether sequential reads prefetch in the
 	// background (readahead.go). Default PrefetchAuto.
 	Prefetch PrefetchMode
-	// PunchFree has Open give the free blocks of an image file back to
-	// the file system it is on (giveback.go). A mount sets it; fsck, df
+	// PunchFree lets GiveBack give the free blocks of an image file back
+	// to the file system it is on (giveback.go). A mount sets it; fsck, df
 	// and stat do not.
 	PunchFree bool
 }
@@ -294,6 +294,9 @@ type Store struct {
 	// ckptRetry: the caller of the operation in progress aborts, makes a
 	// checkpoint and retries on ErrSpaceHeld (SetCheckpointRetry).
 	ckptRetry atomic.Bool
+	// openedClean: Open found nothing to recover (recover) and no
+	// transaction has ended since, so GiveBack may punch the free space.
+	openedClean bool
 	// recoverySkipped: Open (ForCheck) could not read the unsynced list;
 	// no new epoch starts, so that the next Open recovers.
 	recoverySkipped bool
@@ -479,12 +482,8 @@ func Open(h *alloc.Heap, dev Device, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.openedClean = clean
 	s.watchCheckpoints()
-	if clean && o.PunchFree && !o.ReadOnly && !o.ForCheck {
-		if err := s.giveBack(); err != nil {
-			s.o.Logf("diskstore: giving free space back to the disk image's file system: %v", err)
-		}
-	}
 	return s, nil
 }
 
@@ -700,6 +699,7 @@ func (s *Store) Device() Device { return s.dev }
 func (s *Store) Commit(tx *pram.Tx) {
 	tx.Commit()
 	s.mu.Lock()
+	s.openedClean = false // GiveBack comes before any transaction
 	s.undo = s.undo[:0]
 	s.holdFreedLocked()
 	s.quarantine = s.quarantine[:0]
@@ -715,6 +715,7 @@ func (s *Store) Commit(tx *pram.Tx) {
 func (s *Store) Abort(tx *pram.Tx) {
 	tx.Abort()
 	s.mu.Lock()
+	s.openedClean = false
 	intents := append([]intentRec(nil), s.intents...)
 	s.mu.Unlock()
 	if len(intents) > 0 {
