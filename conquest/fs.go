@@ -333,12 +333,17 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 	if fs.readOnly {
 		return fs, nil // the rest changes the file system (readonly.go)
 	}
-	if fs.ds != nil && (checked || !a.CheckDue()) {
+	if fs.ds != nil && (checked || !a.CheckDue()) && fs.orphanListSound() {
 		// Before the first transaction, and not while damage may lie
 		// unchecked: a damaged free map could list a file's blocks as
-		// free (diskstore/giveback.go).
+		// free (diskstore/giveback.go); nor when the orphan list is
+		// damaged, which refuses the mount below (arena damage seldom
+		// stops at one structure).
 		if err := fs.ds.GiveBack(); err != nil {
 			fs.logf("%s: giving free space back to the disk image's file system: %v", diskPath, err)
+			if errors.Is(err, diskstore.ErrCorrupt) {
+				fs.damaged.Store(true) // the next mount checks it in full
+			}
 		}
 	}
 	fs.mu.Lock()

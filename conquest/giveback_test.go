@@ -15,7 +15,8 @@ import (
 // file's blocks as free, and a punch before the check would zero data that
 // fsck --repair keeps (an outside review saw it when the punch came inside
 // diskstore.Open). Refused as damaged, or opened with a check due and no
-// OnCrashCheck, nothing is punched; checked clean, the space comes back.
+// OnCrashCheck, or refused for a damaged orphan list, nothing is punched;
+// checked clean, the space comes back.
 func TestGiveBackAfterCrashCheck(t *testing.T) {
 	dir := t.TempDir()
 	p, disk := filepath.Join(dir, "fs"), filepath.Join(dir, "disk")
@@ -96,5 +97,23 @@ func TestGiveBackAfterCrashCheck(t *testing.T) {
 		t.Errorf("the open that checked clean gave back %d bytes of the image's %d after an 8 MiB file was deleted", before-got, before)
 	}
 	wantContent(t, fs, "/kept", kept)
+
+	// A damaged orphan list refuses the mount after the check: nothing is
+	// punched before that either (a second review).
+	makeFile(t, fs, "gone", pattern(8<<20, 6))
+	must(t, fs.Unlink(RootIno, "gone"))
 	must(t, fs.Close())
+	a, err := pram.Open(p) // damaged while closed: no check is due
+	must(t, err)
+	tx := a.Begin()
+	tx.Set64(pram.RootOff(slotOrphans), a.Root(slotOrphans)^1<<44)
+	tx.Commit()
+	must(t, a.Close())
+	before = host()
+	if _, err := open(true); !errors.Is(err, ErrOrphanList) {
+		t.Fatalf("open with a damaged orphan list = %v, want ErrOrphanList", err)
+	}
+	if got := host(); got != before {
+		t.Fatalf("an open refused for its orphan list changed the image from %d to %d bytes", before, got)
+	}
 }

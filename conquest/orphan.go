@@ -256,23 +256,48 @@ func (fs *FS) reapOrphansLocked() (freed int, stuck []error, err error) {
 	}
 }
 
+// orphanAt is the inode at off of a walk of the orphan list that has met
+// the offsets in seen (and adds off): ErrCorrupt if the walk met it
+// before, or it is no inode or not flagged as an orphan.
+func (fs *FS) orphanAt(off pram.Off, seen map[pram.Off]bool) (in inode, err error) {
+	if seen[off] {
+		return in, fmt.Errorf("%w: orphan list revisits inode at %d", ErrCorrupt, off)
+	}
+	seen[off] = true
+	func() {
+		defer fs.guard(&err)
+		in, err = fs.inodeAt(off)
+		if err == nil && in.flags()&flagOrphan == 0 {
+			err = fmt.Errorf("%w: inode %d on the orphan list is not flagged", ErrCorrupt, in.ino)
+		}
+	}()
+	if err != nil {
+		return in, fmt.Errorf("%w: orphan list: %v", ErrCorrupt, err)
+	}
+	return in, nil
+}
+
+// orphanListSound walks the orphan list without changing anything and
+// reports whether the reap would find it whole (Open: the disk's free space
+// is given back only then).
+func (fs *FS) orphanListSound() bool {
+	seen := make(map[pram.Off]bool)
+	for off := pram.Off(fs.a.Root(slotOrphans)); off != 0; {
+		in, err := fs.orphanAt(off, seen)
+		if err != nil {
+			return false
+		}
+		off = in.orphNext()
+	}
+	return true
+}
+
 func (fs *FS) reapPassLocked() (freed int, stuck []error, err error) {
 	seen := make(map[pram.Off]bool)
 	for off := pram.Off(fs.a.Root(slotOrphans)); off != 0; {
-		if seen[off] {
-			return freed, stuck, fmt.Errorf("%w: orphan list revisits inode at %d", ErrCorrupt, off)
-		}
-		seen[off] = true
 		var in inode
-		func() {
-			defer fs.guard(&err)
-			in, err = fs.inodeAt(off)
-			if err == nil && in.flags()&flagOrphan == 0 {
-				err = fmt.Errorf("%w: inode %d on the orphan list is not flagged", ErrCorrupt, in.ino)
-			}
-		}()
-		if err != nil {
-			return freed, stuck, fmt.Errorf("%w: orphan list: %v", ErrCorrupt, err)
+		if in, err = fs.orphanAt(off, seen); err != nil {
+			return freed, stuck, err
 		}
 		next := in.orphNext() // the inode leaves the list below
 		var ferr error

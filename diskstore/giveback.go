@@ -48,21 +48,44 @@ func (s *Store) GiveBack() error {
 		return nil
 	}
 	before, measured := p.hostBytes()
+	// A free map that does not add up is damage the punch must not trust
+	// (it could list a file's blocks as free): nothing is punched, and the
+	// error wraps ErrCorrupt (the core then has the next mount check the
+	// file system in full). ext4's FITRIM likewise skips a group whose
+	// bitmap disagrees with its descriptor's count (a second review).
 	var runs []extent
+	var free uint64
+	var prev extent
+	bad := ""
 	err := s.freeList().walk(func(r rec) bool {
-		if r[0] >= r[1] || r[1] > s.super.Blocks || r[0] < 1 {
-			return true // damage: fsck reports it; nothing is punched there
+		x := extent{Block(r[0]), Block(r[1])}
+		switch {
+		case x.b < 1 || x.e <= x.b || uint64(x.e) > s.super.Blocks:
+			bad = fmt.Sprintf("free extent [%d, %d) outside the disk's data blocks [1, %d)", x.b, x.e, s.super.Blocks)
+		case prev.e != 0 && x.b <= prev.e:
+			bad = fmt.Sprintf("free extents [%d, %d) and [%d, %d) overlap or touch", prev.b, prev.e, x.b, x.e)
 		}
+		if bad != "" {
+			return false
+		}
+		prev = x
+		free += x.len()
 		s.mu.Lock()
-		s.runsLocked(extent{Block(r[0]), Block(r[1])}, func(run extent) bool {
+		s.runsLocked(x, func(run extent) bool {
 			runs = append(runs, run)
 			return true
 		})
 		s.mu.Unlock()
 		return true
 	})
+	if err == nil && bad == "" && free != s.freeBlocks() {
+		bad = fmt.Sprintf("free map counts %d free blocks, its extents hold %d", s.freeBlocks(), free)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("nothing punched: %w", err)
+	}
+	if bad != "" {
+		return fmt.Errorf("%w: nothing punched: %s", ErrCorrupt, bad)
 	}
 	for _, run := range runs {
 		ok, err := p.punch(int64(uint64(run.b)*s.bs), int64(run.len()*s.bs))

@@ -2,10 +2,12 @@ package diskstore
 
 import (
 	"bytes"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"conquest/alloc"
 	"conquest/pram"
 )
 
@@ -133,5 +135,64 @@ func TestGiveBackFreeSpace(t *testing.T) {
 	e.check(live)
 	if strings.Contains(strings.Join(e.logs, "\n"), "checksum") {
 		t.Errorf("checksum trouble logged: %q", e.logs)
+	}
+}
+
+// TestGiveBackRefusesBadFreeMap: a free map whose extents do not add up to
+// its count of free blocks is damage, and GiveBack punches nothing: here
+// the damage lists a live file's first blocks as free (a second review lost
+// them so).
+func TestGiveBackRefusesBadFreeMap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk")
+	dev := newImageDevice(t, path, 64<<20)
+	e := newEnv(t, envOpts{blockSize: 16 << 10, dev: dev, o: Options{PunchFree: true}})
+	live := e.newFile(1) // the first file of a fresh disk: from block 1 on
+	data := pattern(1, 0, 3<<20)
+	if err := e.write(live, 0, data); err != nil {
+		t.Fatal(err)
+	}
+	gone := e.newFile(2)
+	if err := e.write(gone, 0, pattern(2, 0, 3<<20)); err != nil {
+		t.Fatal(err)
+	}
+	e.must(func(tx *pram.Tx) error { return e.s.Destroy(tx, gone) })
+	e.must(func(tx *pram.Tx) error {
+		count := e.s.freeBlocks()
+		if err := e.s.freeExtent(tx, extent{1, 5}); err != nil {
+			return err
+		}
+		tx.Set64(e.s.fm+fmOffFree, count) // the count as it was: the extents hold 4 more
+		return nil
+	})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.s.Close())
+	must(e.a.Close())
+	host := func(d Device) int64 {
+		n, _ := d.(*fileDevice).hostBytes()
+		return n
+	}
+	dev2 := reopenDev(t, e.dev)
+	before := host(dev2)
+	a, err := pram.Open(e.path)
+	must(err)
+	e.a = a
+	h, err := alloc.Open(a)
+	must(err)
+	s, err := Open(h, dev2, e.o)
+	must(err)
+	e.h, e.s, e.dev = h, s, dev2
+	if err := s.GiveBack(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "its extents hold") {
+		t.Fatalf("GiveBack with a free map that does not add up: %v, want ErrCorrupt naming the counts", err)
+	}
+	if got := host(dev2); got != before {
+		t.Fatalf("GiveBack changed the image from %d to %d bytes", before, got)
+	}
+	if b, err := e.read(live, 0, len(data)); err != nil || !bytes.Equal(b, data) {
+		t.Fatalf("the live file reads back wrong (%v)", err)
 	}
 }

@@ -41,7 +41,8 @@ func (s *Store) Recovery() RecoveryReport {
 // damaged is logged and skipped (its blocks stay as they are, for fsck); a
 // device that cannot sync fails Open. It reports whether the store was
 // clean: nothing written since the last sync, nothing in quarantine, no
-// append to undo, so that it changed nothing.
+// append to undo and no damage, so that it restored nothing (it may still
+// tidy away records of blocks synced since).
 func (s *Store) recover() (clean bool, err error) {
 	if s.intentArea() == 0 {
 		if err := s.ownTx(s.newIntentArea); err != nil {
@@ -162,6 +163,9 @@ func (s *Store) recover() (clean bool, err error) {
 				r.Checked, r.Files, r.Intact, r.Restored, r.Zeroed, r.Unreadable)
 		}
 	}
+	// Clean all the same when the list only held records of blocks synced
+	// since (a clean close leaves them for the tidy).
+	clean = len(rs) == 0 && len(live) == 0 && s.quarantined() == 0 && s.recovery.Damaged == 0
 	s.endEpoch(s.tag() + 1)
 	s.mu.Lock()
 	s.needTidy = true
@@ -179,7 +183,7 @@ func (s *Store) recover() (clean bool, err error) {
 		after := [2]uint64{s.quarantined(), 0}
 		after[1], _ = s.unsyncedFiles().length()
 		if done || after == before {
-			return false, nil
+			return clean && done, nil
 		}
 	}
 }
