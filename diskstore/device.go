@@ -376,7 +376,7 @@ type preallocator interface {
 }
 
 // puncher is a device that can give the space of a range back to what
-// holds it (Store.giveBack).
+// holds it (Store.GiveBack).
 type puncher interface {
 	// punch deallocates [off, off+n): it reads as zeros afterwards. It
 	// reports false, and no error, where the device cannot.

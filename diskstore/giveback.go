@@ -17,8 +17,10 @@ import "fmt"
 // transaction, and it punches a hole in the image at every free extent: the
 // host's file system frees those blocks. Only when Open found the store
 // clean, with nothing written since the last device sync, nothing in
-// quarantine and no append to undo (recover), so that recovery changed
-// nothing; after a kill -9 of a daemon whose data was synced that is so too.
+// quarantine, no append to undo and no damage (recover), so that recovery
+// restored nothing; after a kill -9 of a daemon whose data was synced that
+// is so too. A free map that does not add up, or a damaged orphan list (the
+// core looks first), is not trusted either.
 // Every free extent is then free in the durable state any later crash
 // returns to: the arena as opened is durable (a reused RAM copy is
 // checkpointed before the store opens, pram.OpenWith) and blocks freed
