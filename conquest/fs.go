@@ -339,11 +339,14 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 		// free (diskstore/giveback.go); nor when the orphan list is
 		// damaged, which refuses the mount below (arena damage seldom
 		// stops at one structure).
-		if err := fs.ds.GiveBack(); err != nil {
+		if err := fs.ds.GiveBack(); errors.Is(err, diskstore.ErrCorrupt) {
+			// The free map does not add up: allocating from it could
+			// hand out a file's blocks. Refused, and checked in full
+			// until repaired (a review: a mount that went on lost data).
+			a.MarkDamaged()
+			return fail(fmt.Errorf("%s: %w; run `conquest fsck --repair`", diskPath, err))
+		} else if err != nil {
 			fs.logf("%s: giving free space back to the disk image's file system: %v", diskPath, err)
-			if errors.Is(err, diskstore.ErrCorrupt) {
-				fs.damaged.Store(true) // the next mount checks it in full
-			}
 		}
 	}
 	fs.mu.Lock()

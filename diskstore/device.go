@@ -386,19 +386,19 @@ type puncher interface {
 }
 
 // punch punches a hole in an image file (FALLOC_FL_PUNCH_HOLE): the file
-// system it is on gets the space back. A range that holds no data is left
-// alone (lseek SEEK_DATA), so that walking the same free space at every
-// mount costs a seek per extent. Not on a block device (a discard may read
-// back as anything, and may cost more than it gives) or an image opened
-// read-only. Chunks of the range count as not preallocated again.
+// system it is on gets the space back. Every range is punched, holes too:
+// lseek SEEK_DATA would skip space that preallocate reserved and nothing
+// wrote (ext4 and XFS report unwritten extents as holes, yet they take
+// blocks), and a review saw ten 5 MiB files keep 81 MiB of the host that
+// way; punching a hole again costs little. Not on a block device (a
+// discard may read back as anything, and may cost more than it gives) or
+// an image opened read-only. Chunks of the range count as not
+// preallocated again.
 func (d *fileDevice) punch(off, n int64) (bool, error) {
 	if d.block || d.ro || n <= 0 {
 		return false, nil
 	}
 	fd := int(d.f.Fd())
-	if data, err := unix.Seek(fd, off, unix.SEEK_DATA); errors.Is(err, unix.ENXIO) || err == nil && data >= off+n {
-		return true, nil // a hole already (ENXIO: no data at or after off)
-	}
 	for {
 		err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 		switch {

@@ -15,7 +15,8 @@ import "fmt"
 // So a mount (Options.PunchFree) calls GiveBack right after Open, once the
 // core has checked what a crash may have damaged and before its first
 // transaction, and it punches a hole in the image at every free extent: the
-// host's file system frees those blocks. Only when Open found the store
+// host's file system frees those blocks, those of space reserved ahead of
+// writes and never written included (fileDevice.punch). Only when Open found the store
 // clean, with nothing written since the last device sync, nothing in
 // quarantine, no append to undo and no damage (recover), so that recovery
 // restored nothing; after a kill -9 of a daemon whose data was synced that
@@ -52,9 +53,10 @@ func (s *Store) GiveBack() error {
 	before, measured := p.hostBytes()
 	// A free map that does not add up is damage the punch must not trust
 	// (it could list a file's blocks as free): nothing is punched, and the
-	// error wraps ErrCorrupt (the core then has the next mount check the
-	// file system in full). ext4's FITRIM likewise skips a group whose
-	// bitmap disagrees with its descriptor's count (a second review).
+	// error wraps ErrCorrupt (the core refuses the mount, which would
+	// allocate from it, and marks it for a full check). ext4's FITRIM
+	// likewise skips a group whose bitmap disagrees with its descriptor's
+	// count (a second review).
 	var runs []extent
 	var free uint64
 	var prev extent
