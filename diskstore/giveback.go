@@ -101,10 +101,7 @@ func (s *Store) GiveBack() error {
 		}
 	}
 	if after, ok := p.hostBytes(); measured && ok && after < before {
-		s.o.Logf("diskstore: gave %s of free disk blocks back to the file system of %v", mib(before-after), s.dev)
+		s.o.Logf("diskstore: gave %.1f MiB of free disk blocks back to the file system of %v", float64(before-after)/(1<<20), s.dev)
 	}
 	return nil
 }
-
-// mib formats n bytes in MiB for messages.
-func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -133,12 +133,7 @@ func TestDirectWriteDropsRacedPages(t *testing.T) {
 		t.Fatalf("pwrite: %d, %v", n, err)
 	}
 	raced()
-	if _, err := unix.Pread(rd, buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(buf, fresh) {
-		t.Fatalf("a read after the direct write returned: %q..., want %q...", buf[:8], fresh[:8])
-	}
+	wantRead(t, rd, buf, fresh, "direct write")
 	if d := srv.Stats()["DIRECT-DROPS"]; d == 0 {
 		t.Error("the daemon dropped no range after the direct write of a file read before")
 	}
@@ -600,12 +595,7 @@ func TestODirectWriteDropsRacedPages(t *testing.T) {
 					t.Fatalf("write: %d, want %d", n, size)
 				}
 				raced()
-				if _, err := unix.Pread(rd, buf, 0); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(buf, fresh) {
-					t.Fatalf("a read after the O_DIRECT write returned: %q..., want %q...", buf[:8], fresh[:8])
-				}
+				wantRead(t, rd, buf, fresh, "O_DIRECT write")
 				if d := srv.Stats()["DIRECT-DROPS"]; d == drops {
 					t.Error("the daemon dropped no range after the O_DIRECT write of a file read before")
 				}
@@ -858,4 +848,16 @@ func (a *aio) wait(t *testing.T, n int, limit time.Duration) ([]int, int) {
 		got += int(k)
 	}
 	return res, got
+}
+
+// wantRead reads rd from its start into buf and fails unless it holds want,
+// which the write named by what stored.
+func wantRead(t *testing.T, rd int, buf, want []byte, what string) {
+	t.Helper()
+	if _, err := unix.Pread(rd, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, want) {
+		t.Fatalf("a read after the %s returned: %q..., want %q...", what, buf[:8], want[:8])
+	}
 }
