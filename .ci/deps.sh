@@ -56,12 +56,32 @@ if ! find_go >/dev/null; then
 fi
 if ! find_go >/dev/null; then
 	# Debian's golang-go is older than go.mod needs: install the official
-	# toolchain (the newest release of a new enough line) in /usr/local/go.
-	latest=$(curl -fsSL 'https://go.dev/VERSION?m=text' | head -1) # go1.26.x
+	# toolchain (the newest release of go.mod's line) in /usr/local/go, from
+	# go.dev, or, where only the Go module proxy is reachable, the same release
+	# as the proxy serves it to `go` itself (the golang.org/toolchain module).
 	arch=$(dpkg --print-architecture)
-	echo "deps: installing $latest from go.dev into /usr/local/go"
-	rm -rf /usr/local/go
-	curl -fsSL "https://go.dev/dl/$latest.linux-$arch.tar.gz" | tar -C /usr/local -xz
+	if latest=$(curl -fsSL --max-time 30 'https://go.dev/VERSION?m=text' | head -1) && [ -n "$latest" ]; then
+		echo "deps: installing $latest from go.dev into /usr/local/go"
+		rm -rf /usr/local/go
+		curl -fsSL "https://go.dev/dl/$latest.linux-$arch.tar.gz" | tar -C /usr/local -xz
+	else
+		proxy=$(echo "${GOPROXY:-https://proxy.golang.org}" | tr ',|' '\n\n' | grep -m1 '^https\?://' || true)
+		proxy=${proxy:-https://proxy.golang.org}
+		v=$(curl -fsSL --max-time 30 "$proxy/golang.org/toolchain/@v/list" |
+			sed -n "s/^v0\.0\.1-\(go1\.$want_minor\(\.[0-9]*\)\?\)\.linux-$arch\$/\1/p" | sort -V | tail -1) || v=
+		[ -n "$v" ] || { echo "deps: go.dev and $proxy both unreachable or without go1.$want_minor; install Go >= $want by hand" >&2; exit 1; }
+		command -v unzip >/dev/null || apt_install unzip
+		echo "deps: go.dev unreachable; installing $v from $proxy into /usr/local/go"
+		tmp=$(mktemp -d)
+		curl -fsSL -o "$tmp/go.zip" "$proxy/golang.org/toolchain/@v/v0.0.1-$v.linux-$arch.zip"
+		unzip -q "$tmp/go.zip" -d "$tmp"
+		rm -rf /usr/local/go
+		mv "$tmp/golang.org/toolchain@v0.0.1-$v.linux-$arch" /usr/local/go
+		rm -rf "$tmp"
+		# A module zip keeps no file modes: the commands get theirs back, as
+		# cmd/go does for a toolchain it downloads.
+		chmod 0755 /usr/local/go/bin/* /usr/local/go/pkg/tool/*/*
+	fi
 fi
 g=$(find_go) || { echo "deps: no Go >= $want found" >&2; exit 1; }
 echo "deps: using $g ($("$g" env GOVERSION)); fusermount3 at $(command -v fusermount3)"
