@@ -19,7 +19,9 @@ func (fs *FS) GetAttr(ino Ino) (Attr, error) {
 }
 
 // SetAttr applies chmod, chown, truncate and utimens as in.Valid says, in
-// one transaction (a large truncate frees the rest in further ones). Any
+// one transaction: a large truncate frees the rest in further ones, whose
+// failure no longer undoes or fails the truncate (finishCutAfter; its one
+// device write, the new last block's tail, comes first). Any
 // change sets ctime to now unless SetCtime gives it. SetSize sets mtime
 // too, even to the same size (as ext4). SetKeepTimes turns both off for a
 // regular file: its mtime and ctime change only as SetMtime and SetCtime
@@ -32,6 +34,11 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 	defer fs.mu.Unlock()
 	if fs.closed {
 		return Attr{}, ErrIO
+	}
+	if in.Valid&SetSize != 0 {
+		if err := fs.finishCutLocked(ino); err != nil {
+			return Attr{}, err
+		}
 	}
 	now := fs.now()
 	more := false
@@ -105,13 +112,12 @@ func (fs *FS) SetAttr(ino Ino, in SetAttr, c Cred) (Attr, error) {
 		return nil
 	})
 	if err == nil && more {
-		if err = fs.finishShrinkLocked(ino); err == nil {
-			err = fs.update(func(tx *pram.Tx) error {
-				n, err := fs.inode(ino)
-				at = n.attr()
-				return err
-			})
-		}
+		fs.finishCutAfter(ino)
+		err = fs.update(func(tx *pram.Tx) error {
+			n, err := fs.inode(ino)
+			at = n.attr()
+			return err
+		})
 	}
 	return at, err
 }

@@ -369,7 +369,7 @@ func (ck *checker) orphans() {
 			ck.cutOrphans(prev, fmt.Sprintf("comes back to inode %d", in.ino))
 			return
 		case in.nlink() != 0:
-			if !ck.crashed { // else a truncate the crash interrupted
+			if _, left := fs.cutsLeft[in.ino]; !ck.crashed && !left { // else a truncate the crash, or an error (finishCutAfter), interrupted
 				report("has %d links (an unfinished truncate?)", in.nlink())
 			}
 		case info != nil:

@@ -162,6 +162,9 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, tou
 	if fs.closed {
 		return 0, ErrIO
 	}
+	if err := fs.finishCutLocked(ino); err != nil {
+		return 0, err
+	}
 	now := fs.now()
 	total := 0
 	pieceCap := 0 // disk blocks per piece of a large file's write; 0: diskWrite's own
@@ -247,7 +250,7 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, tou
 			err = ErrIO
 		}
 		if err == nil && more {
-			err = fs.finishShrinkLocked(ino)
+			fs.finishCutAfter(ino)
 		}
 		if err != nil {
 			return total, err
@@ -380,6 +383,11 @@ func (fs *FS) finishShrinkLocked(ino Ino) error {
 	for {
 		more := false
 		err := fs.update(func(tx *pram.Tx) error {
+			if fs.cutHook != nil {
+				if err := fs.cutHook(ino); err != nil {
+					return err
+				}
+			}
 			in, err := fs.inode(ino)
 			if err != nil {
 				return err
@@ -408,6 +416,43 @@ func (fs *FS) finishShrinkLocked(ino Ino) error {
 	}
 }
 
+// finishCutLocked finishes the cut of a file that an error stopped after
+// its size was published (finishShrinkLocked's later steps: storage past
+// the size still held, the inode on the orphan list with links), before
+// anything else changes the file: a write or a grow past the size must not
+// meet that storage. Open does it after a crash.
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) finishCutLocked(ino Ino) error {
+	in, err := fs.inode(ino)
+	if err != nil || !in.isReg() || in.nlink() == 0 || in.flags()&flagOrphan == 0 {
+		delete(fs.cutsLeft, ino)
+		return nil // the caller's own lookup reports a bad inode
+	}
+	if err := fs.finishShrinkLocked(ino); err != nil {
+		return err
+	}
+	delete(fs.cutsLeft, ino)
+	return nil
+}
+
+// finishCutAfter runs finishShrinkLocked for a change already published
+// (a truncate's new size, a write that moved its file): its failure only
+// leaves storage past the size to free, which finishCutLocked retries at
+// the file's next change and Open at the next mount, so it is logged, not
+// returned (the caller would report a change that was made as failed, and
+// the kernel would keep the file's old size).
+// Preconditions: fs.mu held exclusively.
+func (fs *FS) finishCutAfter(ino Ino) {
+	if err := fs.finishShrinkLocked(ino); err != nil {
+		fs.logf("%s: inode %d: freeing its storage past its size: %v (tried again at its next change, and at mount)",
+			fs.a.Path(), ino, err)
+		if fs.cutsLeft == nil {
+			fs.cutsLeft = make(map[Ino]struct{})
+		}
+		fs.cutsLeft[ino] = struct{}{}
+	}
+}
+
 // truncateOp empties a regular file for open(O_TRUNC), marking mtime and
 // ctime even if it was already empty, as open(2) does. Other file types
 // are left alone (the kernel handles FIFOs and devices itself).
@@ -416,6 +461,9 @@ func (fs *FS) truncateOp(ino Ino) error {
 	defer fs.mu.Unlock()
 	if fs.closed {
 		return ErrIO
+	}
+	if err := fs.finishCutLocked(ino); err != nil {
+		return err
 	}
 	now := fs.now()
 	more := false
@@ -429,7 +477,7 @@ func (fs *FS) truncateOp(ino Ino) error {
 		return err
 	})
 	if err == nil && more {
-		err = fs.finishShrinkLocked(ino)
+		fs.finishCutAfter(ino)
 	}
 	return err
 }
@@ -488,6 +536,9 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 		if err := fs.undoFallocLocked(); err != nil {
 			fs.logf("%v", err)
 		}
+	}
+	if err := fs.finishCutLocked(ino); err != nil {
+		return err
 	}
 	noted := false // this fallocate is recorded (falloc_pending.go)
 	for pos := start; ; {
@@ -557,7 +608,7 @@ func (fs *FS) fallocate(ino Ino, off, length int64, mode uint32, touch bool) err
 			return nil
 		})
 		if err == nil && moreFree {
-			err = fs.finishShrinkLocked(ino)
+			fs.finishCutAfter(ino)
 		}
 		if err != nil && noted && fs.fallocPending() {
 			// A step failed (ENOSPC) after others reserved space past the

@@ -510,12 +510,19 @@ func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err er
 	}
 	end := max(uint64(mapped), fs.roundUp(old))
 	if held > fs.diskStepBytes() && end > fs.roundUp(keepTo)+fs.diskStepBytes() {
-		if size > in.size() {
-			// Gathered bytes below size must be on disk before the
-			// arena's size covers them.
-			if err := fs.ds.Writeback(tx, seg); err != nil {
-				return false, err
-			}
+		// Gathered bytes must be on disk before the arena's size covers
+		// them, and before ZeroTail drops those past keepTo (a failure
+		// below then loses none).
+		if err := fs.ds.Writeback(tx, seg); err != nil {
+			return false, err
+		}
+		// The cut's one device write, before the size is published: a
+		// disk that fails it leaves the file as it was (the truncate
+		// fails whole), and what the later steps leave undone cannot
+		// show old bytes past the new size (an outside review saw a
+		// truncate fail with EIO in its last step and keep its new size).
+		if err := fs.ds.ZeroTail(tx, seg, int64(keepTo)); err != nil {
+			return false, err
 		}
 		in.set64(tx, iDiskCur, max(in.u64(iDiskCur), end))
 		in.set64(tx, iSize, size)

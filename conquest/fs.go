@@ -79,9 +79,17 @@ type FS struct {
 	// large file's free can take an arena page for the disk's free map);
 	// the next successful free retries the orphan list (orphan.go). mu.
 	stuck bool
+	// cutsLeft: files whose cut an error stopped after its size was
+	// published (finishCutAfter), on the orphan list with links until
+	// their next change finishes it (finishCutLocked), or Close or the
+	// next Open; Check accepts them. mu.
+	cutsLeft map[Ino]struct{}
 	// freeHook, if set (tests), runs before each step of freeing an
 	// inode and can fail it.
 	freeHook func(Ino) error
+	// cutHook, if set (tests), runs before each later step of a cut
+	// (finishShrinkLocked) and can fail it.
+	cutHook func(Ino) error
 	// moveHook, if set (tests), runs in the transaction that switches a
 	// file of a batch of moves to its staged blocks (move.go), with the
 	// file and its place in the batch; it can overflow the journal (panic

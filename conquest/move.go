@@ -368,7 +368,7 @@ func (fs *FS) adoptLocked(m stagedMove, n int) (moved bool, err error) {
 	delete(fs.moving, m.ino)
 	delete(fs.moveHeld, m.ino)
 	if shrink {
-		return true, fs.finishShrinkLocked(m.ino)
+		fs.finishCutAfter(m.ino) // the arena blocks it left
 	}
 	return true, nil
 }

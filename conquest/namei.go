@@ -113,9 +113,7 @@ func (fs *FS) Create(parent Ino, name string, mode uint32, flags uint32, c Cred)
 		return nil
 	})
 	if err == nil && more {
-		if err := fs.finishShrinkLocked(ino); err != nil {
-			fs.logf("%s: truncating inode %d: %v", fs.a.Path(), ino, err)
-		}
+		fs.finishCutAfter(ino)
 		at.Blocks = 0
 	}
 	return at, h, err

@@ -246,10 +246,34 @@ func (s *Store) Truncate(tx *pram.Tx, seg pram.Off, size int64) error {
 	if err := s.dropFrom(tx, seg, nb); err != nil {
 		return err
 	}
+	return s.zeroTail(tx, seg, size)
+}
+
+// ZeroTail zeroes the file's bytes from size to the end of the block that
+// holds size and drops buffered data from size on, as Truncate does, but
+// frees no block. A cut made in several transactions calls it in the first,
+// before it publishes the smaller size: the cut's only device write then
+// comes before anything changes, so a disk that fails it leaves the file as
+// it was, and once the size is published nothing past it can show again
+// however the later steps end. The later steps' Truncate writes the same
+// zeros again.
+func (s *Store) ZeroTail(tx *pram.Tx, seg pram.Off, size int64) error {
+	if err := s.checkRange(seg, size, 0); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.dropBufferLocked(seg, size)
+	s.mu.Unlock()
+	return s.zeroTail(tx, seg, size)
+}
+
+// zeroTail is Truncate's write: the tail of the block holding size, when
+// that block is written and size is not a block boundary.
+func (s *Store) zeroTail(tx *pram.Tx, seg pram.Off, size int64) error {
 	if uint64(size)%s.bs == 0 {
 		return nil
 	}
-	last := nb - 1
+	last := uint64(size) / s.bs
 	sp, err := s.lookup(seg, last)
 	if err != nil || sp.disk == 0 {
 		return err
@@ -259,7 +283,7 @@ func (s *Store) Truncate(tx *pram.Tx, seg pram.Off, size int64) error {
 		return err
 	}
 	if sum[0] != 0 {
-		err := s.writeRuns(tx, seg, []run{{size, make([]byte, int64(nb*s.bs)-size)}})
+		err := s.writeRuns(tx, seg, []run{{size, make([]byte, int64((last+1)*s.bs)-size)}})
 		if errors.Is(err, ErrDataChecksum) {
 			// The last block fails its checksum (found before the
 			// write changed anything): its bytes below size are lost
