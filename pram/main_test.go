@@ -5,13 +5,17 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"conquest/internal/disktemp"
 )
 
 // TestMain gives the tests a shadow directory of their own (removed at the
 // end, and reported if a test left a RAM copy behind that no Close
 // removed: Abandon leaves them on purpose, so only a note) and turns on
-// verification mode.
+// verification mode. With /tmp a tmpfs, the tests' images go to /var/tmp
+// (disktemp), where they can be shadowed.
 func TestMain(m *testing.M) {
+	disktemp.Use()
 	dir, err := os.MkdirTemp("/dev/shm", "conquest-pram-test-")
 	if err != nil {
 		dir, err = os.MkdirTemp("", "conquest-pram-test-")

@@ -12,12 +12,15 @@ import (
 	"os"
 	"testing"
 
+	"conquest/internal/disktemp"
 	"conquest/pram"
 )
 
 // Setup makes the directory, points $CONQUEST_SHADOW_DIR at it and turns
-// verification on; the function it returns removes the directory.
+// verification on; the function it returns removes the directory. With
+// /tmp a tmpfs, the tests' temporary files go to /var/tmp (disktemp).
 func Setup() (cleanup func()) {
+	disktemp.Use()
 	dir, err := os.MkdirTemp("/dev/shm", "conquest-test-")
 	if err != nil {
 		dir, err = os.MkdirTemp("", "conquest-test-shadow-")
