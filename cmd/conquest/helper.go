@@ -79,7 +79,9 @@ func helperArgs(args []string) ([]string, error) {
 			// Times are kept in the arena, written in place: nothing is lazy.
 		case o == "allow_other":
 			private = false
-		case o == "private":
+		case o == "private" || o == "noallow_other":
+			// mount(8) takes "private" itself (a propagation flag) and
+			// never passes it on: fstab says noallow_other.
 			private = true
 		case o == "writeback_cache" || o == "writeback-cache":
 			wbcache = true
@@ -194,7 +196,7 @@ func helperRemount(args []string) error {
 			}
 			commit = d
 		case o == "remount" || mount8Option(o, name) || o == "default_permissions" ||
-			o == "allow_other" || o == "private" || o == "writeback_cache" || o == "writeback-cache" ||
+			o == "allow_other" || o == "private" || o == "noallow_other" || o == "writeback_cache" || o == "writeback-cache" ||
 			o == "cached_writes" || o == "cached-writes" ||
 			o == "lazytime" || o == "nolazytime" || o == "diratime" || o == "nodiratime" ||
 			name == "disk" ||
@@ -247,7 +249,7 @@ func refusedOption(o string) error {
 	case "sync", "dirsync":
 		return fmt.Errorf("mount option %s: not supported (use fsync(2), O_SYNC or O_DSYNC)", o)
 	}
-	return fmt.Errorf("mount option %q: unknown to Conquest (it takes disk=PATH, ro, rw, noatime, nosuid, nodev, noexec, writeback_cache, cached_writes, commit=SECONDS, private)", o)
+	return fmt.Errorf("mount option %q: unknown to Conquest (it takes disk=PATH, ro, rw, noatime, nosuid, nodev, noexec, writeback_cache, cached_writes, commit=SECONDS, noallow_other)", o)
 }
 
 // mount8Option reports whether o (name before any '=') is one of mount(8)'s

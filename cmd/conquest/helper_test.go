@@ -30,6 +30,11 @@ func TestHelperArgs(t *testing.T) {
 			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "/mnt"}},
 		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,ro,nosuid,nodev,noexec,noatime,nodiratime,writeback_cache,cached_writes,commit=5,private", "-t", "fuse.conquest"}, helper: true,
 			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "--read-only", "--nosuid", "--nodev", "--noexec", "--noatime", "--writeback-cache", "--cached-writes", "--private", "--commit=5s", "/mnt"}},
+		// mount(8) keeps "private" (a propagation flag): fstab's is noallow_other.
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,noallow_other"}, helper: true,
+			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "--private", "/mnt"}},
+		{args: []string{"conquest", "/p", "/mnt", "-o", "disk=/d,noallow_other,allow_other"}, helper: true,
+			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "/mnt"}},
 		// Later options win, as with mount(8); mount(8)'s own are dropped.
 		{args: []string{"conquest", "/p", "/mnt", "-o", "ro,noatime,disk=/d,nofail,_netdev,x-systemd.automount,defaults,rw,relatime,commit=250ms", "-v", "-n"}, helper: true,
 			want: []string{"conquest", "mount", "--pram", "/p", "--disk", "/d", "--commit=250ms", "/mnt"}},
