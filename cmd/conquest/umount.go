@@ -58,7 +58,13 @@ func umountCommand() *cli.Command {
 			if !ok || c.Bool("lazy") {
 				return nil
 			}
-			if err := waitReleased(arena, c.Duration("timeout")); err != nil {
+			elsewhere := func() error {
+				if held := mountedElsewhere(mi.Device, 3); len(held) > 0 {
+					return heldElsewhereErr(arena, held)
+				}
+				return nil
+			}
+			if err := waitReleased(arena, c.Duration("timeout"), elsewhere); err != nil {
 				return err
 			}
 			return closedCleanly(arena)
@@ -79,10 +85,19 @@ func closedCleanly(path string) error {
 }
 
 // waitReleased waits until no process holds the arena lock of path: the
-// daemon has closed the file system (marked it clean) and is exiting.
-func waitReleased(path string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+// daemon has closed the file system (marked it clean) and is exiting. If
+// it has not after half a second, elsewhere (if not nil) may end the wait
+// with its error: the daemon has a reason to go on.
+func waitReleased(path string, timeout time.Duration, elsewhere func() error) error {
+	start := time.Now()
+	deadline := start.Add(timeout)
 	for inUse(path) {
+		if elsewhere != nil && time.Since(start) > 500*time.Millisecond {
+			if err := elsewhere(); err != nil {
+				return err
+			}
+			elsewhere = nil
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s: unmounted, but the daemon still holds the arena after %v", path, timeout)
 		}
