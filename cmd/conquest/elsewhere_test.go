@@ -70,6 +70,17 @@ func TestUmountMountedElsewhere(t *testing.T) {
 	if !inUse(pram) {
 		t.Fatal("the daemon let go of the arena while the other namespace still mounts it")
 	}
+	// A mount or fsck of the arena says where it is mounted, at once.
+	for _, args := range [][]string{{"mount", mp}, {"fsck"}} {
+		start := time.Now()
+		_, errs, code := c.run(args...)
+		if code == 0 || !strings.Contains(errs, "mounted in another mount namespace, where process "+strconv.Itoa(ns.Process.Pid)) {
+			t.Errorf("conquest %v: exit %d, %q", args, code, errs)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("conquest %v took %v to say so", args, took)
+		}
+	}
 	// The copy still serves the file.
 	if b, err := exec.Command("nsenter", "-t", strconv.Itoa(ns.Process.Pid), "-m", "cat", filepath.Join(mp, "f")).Output(); err == nil && string(b) != "kept" {
 		t.Errorf("through the other namespace: %q", b)

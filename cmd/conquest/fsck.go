@@ -94,10 +94,14 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%s: restoring the superblock failed: %v", explainOpen(im, err), im.pram, rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, fmt.Sprintf("arena superblock: %v: wrote the backup copy back", err))
-				} else if (errors.Is(err, pram.ErrNotConquest) || errors.Is(err, pram.ErrChecksum)) && !errors.Is(err, pram.ErrSuperBackup) && !triedCopy {
+				} else if (errors.Is(err, pram.ErrNotConquest) || errors.Is(err, pram.ErrChecksum)) && !errors.Is(err, pram.ErrSuperBackup) && !triedCopy &&
+					holdsOther(im.pram, "a Conquest arena") == "" {
 					// Both copies of the superblock's static part are
 					// lost (one damaged page holds them): write back the
-					// copy the heap keeps, if there is one.
+					// copy the heap keeps, if there is one. Not into a
+					// disk given as the arena, or another file system
+					// (searched in full for a copy, and written to if a
+					// file it holds were one).
 					triedCopy = true
 					uuid, rerr := conquest.RestoreSuperFromCopy(im.pram, im.disk)
 					if errors.Is(rerr, conquest.ErrNoSuperCopy) {

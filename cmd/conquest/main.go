@@ -86,10 +86,21 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Usage: "a file system with all metadata and small files in persistent RAM",
 		Description: "Conquest keeps every inode, directory and small file in a memory-mapped arena (persistent\n" +
 			"RAM, or a file standing in for it) and only large-file data on disk. See README.md.",
-		Version:         versionText(),
-		Writer:          stdout,
-		ErrWriter:       stderr,
+		Version:   versionText(),
+		Writer:    stdout,
+		ErrWriter: stderr,
+		// The help command is helpCommand, not urfave/cli's (see there);
+		// with a command named help, cli adds no --help flag of its own.
 		HideHelpCommand: true,
+		Flags:           []cli.Flag{cli.HelpFlag},
+		// A first argument that names no command (cli would look for a
+		// "help topic" of that name).
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return unknownCommand(c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
 		// Errors are printed once, by run; never os.Exit from inside.
 		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
@@ -103,8 +114,59 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			{
 				Name:        "bench",
 				Usage:       "run the PostMark and Sprite LFS benchmarks on directories",
-				Subcommands: bench.Commands(),
+				Subcommands: append(bench.Commands(), helpCommand("bench")),
+				Action: func(c *cli.Context) error {
+					if c.NArg() > 0 {
+						return unknownCommand("bench " + c.Args().First())
+					}
+					return cli.ShowSubcommandHelp(c)
+				},
 			},
+			helpCommand(),
 		},
 	}
+}
+
+// helpCommand is `conquest [PARENT...] help [COMMAND...]`: it shows what
+// `conquest PARENT... COMMAND... --help` shows. urfave/cli's own help
+// command answers a name it does not know with "No help topic for ..."
+// (exit 3), and so did `conquest help` itself while it was hidden.
+func helpCommand(parent ...string) *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Usage:     "show the commands, or a command's help (as COMMAND --help)",
+		UsageText: strings.Join(append([]string{"conquest"}, parent...), " ") + " help [COMMAND...]",
+		Action: func(c *cli.Context) error {
+			names := append(append([]string{}, parent...), c.Args().Slice()...)
+			// Only names of commands: --help after anything else would be
+			// an argument of the command, which would then run.
+			cmds := c.App.Commands
+			for i, name := range names {
+				if strings.HasPrefix(name, "-") {
+					return fmt.Errorf("help takes command names only (got %q)", name)
+				}
+				var cmd *cli.Command
+				for _, sub := range cmds {
+					if sub.HasName(name) {
+						cmd = sub
+					}
+				}
+				if cmd == nil {
+					return unknownCommand(strings.Join(names[:i+1], " "))
+				}
+				cmds = cmd.Subcommands
+			}
+			return c.App.Run(append(append([]string{c.App.Name}, names...), "--help"))
+		},
+	}
+}
+
+// unknownCommand is the error for a command name (with its parents) that
+// names no command.
+func unknownCommand(name string) error {
+	see := "conquest --help"
+	if parent, _, ok := strings.Cut(name, " "); ok {
+		see = "conquest " + parent + " --help"
+	}
+	return fmt.Errorf("unknown command %q (see %s)", name, see)
 }

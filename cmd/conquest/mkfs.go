@@ -1,11 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"conquest/conquest"
 	"conquest/diskstore"
@@ -120,6 +126,23 @@ func mkfs(im images, o mkfsOptions) error {
 	if o.blockSize != 0 && !diskstore.ValidBlockSize(o.blockSize) {
 		return fmt.Errorf("--disk-block-size: %d is not a power of two from 4K to 1M", o.blockSize)
 	}
+	// The size given, not what the arena's layer rounds it down to.
+	if o.pramSize != 0 && o.pramSize < pram.MinSize {
+		given := plural(int(o.pramSize), "byte")
+		if o.pramSize >= 1024 {
+			given += " (" + formatSize(o.pramSize) + ")"
+		}
+		return fmt.Errorf("--pram-size: an arena of %s is too small: the least is %s (%d bytes)", given, formatSize(pram.MinSize), pram.MinSize)
+	}
+	if t := o.threshold; t != 0 && (t < conquest.MinLargeFileThreshold || t > conquest.MaxLargeFileThreshold) {
+		return fmt.Errorf("--large-threshold %s: the large-file threshold must be from %s to %s",
+			formatSize(t), formatSize(conquest.MinLargeFileThreshold), formatSize(conquest.MaxLargeFileThreshold))
+	}
+	if st, err := os.Stat(im.disk); err == nil && st.Mode().IsRegular() && st.Size() == 0 && diskSize == 0 {
+		// An existing file keeps its size, and an empty one holds no block.
+		return fmt.Errorf("%s: an empty file has no room for a disk: give its size with --disk-size (as for a new image file, %s by default)",
+			im.disk, formatSize(defaultDiskSize))
+	}
 	mo := conquest.MkfsOptions{PramSize: pramSize, DiskSize: diskSize, LargeFileThreshold: o.threshold, DiskBlockSize: uint32(o.blockSize)}
 	created := []string{}
 	for _, p := range []string{im.pram, im.disk} {
@@ -134,8 +157,42 @@ func mkfs(im images, o mkfsOptions) error {
 		for _, p := range created {
 			os.Remove(p)
 		}
+		return explainMkfs(im, pramSize, diskSize, err)
 	}
-	return err
+	return nil
+}
+
+// explainMkfs says what could not be made where, when conquest.Mkfs failed
+// for want of room, which the core's errors leave out: an arena is sparse,
+// but its journal and its allocator's map of all its pages are backed at
+// once ("mkfs: conquest: no space left on device" for a 100T arena), or
+// mapping it fails (ENOMEM); a disk image file may be larger than its file
+// system allows (EFBIG, "truncate PATH: file too large"). Other errors are
+// returned as they are.
+func explainMkfs(im images, pramSize, diskSize uint64, err error) error {
+	var why string
+	switch {
+	case errors.Is(err, pram.ErrNoSpace), errors.Is(err, conquest.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
+		why = "no space left on device"
+	case errors.Is(err, syscall.ENOMEM):
+		why = "not enough memory to map it"
+	case errors.Is(err, syscall.EFBIG):
+		why = "a file larger than its file system allows"
+	default:
+		return err
+	}
+	path, what, size, flag := im.pram, "an arena", pramSize, "--pram-size"
+	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Path == im.disk || strings.HasPrefix(err.Error(), im.disk+": ") {
+		path, what, size, flag = im.disk, "a disk", diskSize, "--disk-size"
+	}
+	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() || size == 0 {
+		return err // a device, sized by itself
+	}
+	var sfs unix.Statfs_t
+	if unix.Statfs(filepath.Dir(path), &sfs) == nil {
+		why += fmt.Sprintf(" (its file system has %s free)", formatSize(sfs.Bavail*uint64(sfs.Bsize)))
+	}
+	return fmt.Errorf("%s: cannot make %s of %s there: %s; give a smaller %s", path, what, formatSize(size), why, flag)
 }
 
 // existingOr is the size of an existing non-empty regular file, 0 for a

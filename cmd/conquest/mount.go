@@ -35,15 +35,15 @@ func mountCommand() *cli.Command {
 			"mount -t fuse.conquest ARENA|default MOUNTPOINT -o disk=PATH[,ro,noatime,...]   (mount(8), /etc/fstab; see README)",
 		Description: "Without --foreground, mount starts a daemon and returns once the file system is ready;\n" +
 			"the daemon logs to conquest.log in the data directory ($CONQUEST_HOME, else\n" +
-			"~/.local/share/conquest). With no --pram/--disk the embedded default images in the data\n" +
-			"directory are used, and formatted on first use. With --foreground the daemon stays\n" +
-			"attached and unmounts cleanly on SIGINT or SIGTERM (if files are open there, it detaches\n" +
-			"the mount and serves them until they are closed, or until a second signal). An arena\n" +
-			"left open by a crash of the whole system (power loss, kernel crash) is checked in full\n" +
-			"first, and refused if damaged (`conquest fsck --repair` repairs it). Like any mounted\n" +
-			"file system it is open to every user, with permission bits enforced by the kernel\n" +
-			"(allow_other, when root mounts or /etc/fuse.conf has user_allow_other); --private keeps\n" +
-			"it to the mounting user.",
+			"$XDG_DATA_HOME/conquest, else ~/.local/share/conquest). With no --pram/--disk the embedded\n" +
+			"default images in the data directory are used, and formatted on first use. With --foreground\n" +
+			"the daemon stays attached and unmounts cleanly on SIGINT, SIGTERM or SIGHUP (its terminal\n" +
+			"closed); if files are open there, it detaches the mount and serves them until they are\n" +
+			"closed, or until a second signal. An arena left open by a crash of the whole system (power\n" +
+			"loss, kernel crash) is checked in full first, and refused if damaged (`conquest fsck\n" +
+			"--repair` repairs it). Like any mounted file system it is open to every user, with\n" +
+			"permission bits enforced by the kernel (allow_other, when root mounts or /etc/fuse.conf has\n" +
+			"user_allow_other); --private keeps it to the mounting user.",
 		Flags: append(deviceFlags(),
 			&cli.BoolFlag{Name: "foreground", Aliases: []string{"f"}, Usage: "serve in this process until unmounted or interrupted"},
 			&cli.BoolFlag{Name: "allow-other", Usage: "let other users use the mount (the default where FUSE allows it; permission bits are always enforced)"},

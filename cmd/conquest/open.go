@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -72,9 +73,13 @@ func explainOpen(im images, err error) error {
 		if mi, ok := mountOf(im.pram); ok {
 			return fmt.Errorf("%s: arena is in use: it is mounted on %s (unmount it with `conquest umount %s`)", im.pram, mi.Dir, mi.Dir)
 		}
-		// No mount names it: another command (fsck, df), or a daemon
-		// whose mount was detached (umount -l) and still serves the
-		// files open on it.
+		// No mount names it: a copy of the mount in another namespace
+		// (elsewhere.go), another command (fsck, df), or a daemon whose
+		// mount was detached (umount -l) and still serves the files open
+		// on it.
+		if held := arenaMountedElsewhere(im.pram, 1); len(held) > 0 {
+			return fmt.Errorf("%s: arena is in use: mounted in another mount namespace, where %s (unmount it there: `nsenter -t %d -m umount %s`)", im.pram, held[0], held[0].pid, held[0].dir)
+		}
 		return fmt.Errorf("%s: arena is in use by another process, though no mount shows it: a conquest command running on it, or a daemon whose mount was detached (umount -l) that exits when the last file open on it closes", im.pram)
 	case errors.Is(err, pram.ErrNeedsRecovery):
 		return fmt.Errorf("%w: make the images writable and mount the file system (or run `conquest fsck`) once to recover it", err)
@@ -92,9 +97,24 @@ func explainOpen(im images, err error) error {
 	case (errors.Is(err, pram.ErrNotConquest) || errors.Is(err, pram.ErrChecksum)) && superCopyFound(im):
 		return fmt.Errorf("%w: the superblock and its copy in the same page are damaged, and the heap keeps another copy: `conquest fsck --repair --pram %s --disk %s` writes it back (`conquest mkfs` would format the images anew, losing every file)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrNotConquest):
+		// mkfs is the way out only for an image that holds nothing of
+		// value: a disk given as the arena, or another file system, would
+		// be lost to it.
+		what := holdsOther(im.pram, "a Conquest arena")
+		switch {
+		case strings.HasPrefix(what, "a Conquest disk") && strings.HasPrefix(holdsOther(im.disk, "a Conquest disk"), "a Conquest arena"):
+			return fmt.Errorf("%w: it holds a Conquest disk, and %s the arena: --pram and --disk are swapped (give --pram %s --disk %s)", err, im.disk, im.disk, im.pram)
+		case strings.HasPrefix(what, "a Conquest disk"):
+			return fmt.Errorf("%w: it holds a Conquest disk, not an arena: were --pram and --disk swapped? (--pram names the arena, --disk the large-file disk)", err)
+		case what != "":
+			return fmt.Errorf("%w: it holds %s; refusing to use it (is --pram the right path?)", err, what)
+		}
 		return fmt.Errorf("%w (format it with `conquest mkfs`)", err)
 	case errors.Is(err, diskstore.ErrUUIDMismatch):
 		return fmt.Errorf("%w: %s and %s were not formatted together; refusing to mount a mismatched pair", err, im.pram, im.disk)
+	case errors.Is(err, diskstore.ErrNotConquestDisk) && holdsOther(im.disk, "a Conquest disk") != "":
+		// An arena, or another file system: no damage fsck could repair.
+		return fmt.Errorf("%w: it holds %s; refusing to use it (is --disk the right path?)", err, holdsOther(im.disk, "a Conquest disk"))
 	case errors.Is(err, diskstore.ErrNotConquestDisk):
 		// Not "format the pair": a wrong --disk, or a disk whose first
 		// block was overwritten, would lose the arena's files to mkfs.

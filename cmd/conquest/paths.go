@@ -141,7 +141,8 @@ const exitWait = 30 * time.Second
 // the wait ends at exitWait and the caller refuses as before. A held arena
 // that a mount names is not waited for, nor a held disk whose holder holds
 // such an arena (heldByMount: mkfs given a mounted file system's disk with
-// another arena); note is told once if the wait lasts.
+// another arena), and the wait ends after half a second for an arena
+// mounted in another mount namespace; note is told once if the wait lasts.
 func waitExited(path string, note func(string)) bool {
 	if !inUse(path) {
 		return true
@@ -157,6 +158,9 @@ func waitExited(path string, note func(string)) bool {
 			if _, ok := mountOf(path); ok || heldByMount(path) {
 				return false
 			}
+		}
+		if i == 50 && len(arenaMountedElsewhere(path, 1)) > 0 {
+			return false // a copy of the mount in another namespace (elsewhere.go)
 		}
 		waited := time.Since(start)
 		if waited >= limit {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"conquest/diskstore"
 	"conquest/pram"
 )
 
@@ -21,6 +23,7 @@ type signature struct {
 
 var signatures = []signature{
 	{0, []byte(pram.Magic), "a Conquest arena"},
+	{0, []byte(diskstore.DiskMagic), "a Conquest disk"},
 	{0, []byte("CONQ"), "a Conquest image"},
 	{1080, []byte{0x53, 0xEF}, "an ext2/ext3/ext4 file system"},
 	{0, []byte("XFSB"), "an XFS file system"},
@@ -80,4 +83,18 @@ func probe(path string) (string, error) {
 		return fmt.Sprintf("data (a non-zero byte at offset %d of its first 64 KiB)", i), nil
 	}
 	return "", nil
+}
+
+// holdsOther says what the image at path holds, when probe recognises
+// something other than the Conquest image expected (want: "a Conquest
+// arena" or "a Conquest disk"): the other kind of Conquest image, or another
+// file system. It is "" for zeros, for data it does not recognise (damage to
+// the image expected, perhaps) and when path cannot be read: then the
+// error of opening it stands as it is.
+func holdsOther(path, want string) string {
+	what, err := probe(path)
+	if err != nil || what == "" || strings.HasPrefix(what, want) || strings.HasPrefix(what, "data ") {
+		return ""
+	}
+	return what
 }

@@ -118,7 +118,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"df", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p: no such arena"},
 		{[]string{"mount", "--pram", "x", t.TempDir()}, "--pram given without --disk"},
 		{[]string{"mkfs", "--pram", filepath.Join(t.TempDir(), "p"), "--disk", filepath.Join(t.TempDir(), "d"),
-			"--large-threshold", "1"}, "conquest: invalid argument: large-file threshold 1 outside"},
+			"--large-threshold", "1"}, "conquest: --large-threshold 1B: the large-file threshold must be from 4.0K to 64.0M"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(append([]string{"conquest"}, c.args...), &out, &errb)

@@ -23,8 +23,11 @@ func dfCommand() *cli.Command {
 		Name:      "df",
 		Usage:     "show arena and disk usage and file counts",
 		UsageText: "conquest df [--pram PATH --disk PATH | MOUNTPOINT]",
-		Description: "With a MOUNTPOINT, or when the images are mounted, the figures come from statfs(2) on the\n" +
-			"mount; otherwise the images are opened (they must not be in use) and read directly.",
+		Description: "With a MOUNTPOINT, or when the images are mounted, the arena and disk figures come from the\n" +
+			"mount's daemon, as the read-only extended attribute system.conquest.space of its root (from\n" +
+			"statfs(2), which adds the two together, if the daemon does not serve it), and the per-kind\n" +
+			"file counts need the images unmounted; otherwise the images are opened (they must not be in\n" +
+			"use) and read directly. Images a crash left needing recovery are recovered (df says so).",
 		Flags:  deviceFlags(),
 		Action: func(c *cli.Context) error { return report(c, false) },
 	}
@@ -97,6 +100,11 @@ func report(c *cli.Context, detail bool) error {
 	}
 	if err != nil {
 		return explainOpen(im, err)
+	}
+	if a := fsys.Arena(); a.WasDirty() {
+		// As mount and fsck say: else the crash would go unnoticed, the
+		// pair being clean from here on (fsck finds nothing to recover).
+		note(fmt.Sprintf("%s was not unmounted cleanly (its daemon crashed or was killed): recovered it (%d journal records rolled back)", im.pram, a.Recovered()))
 	}
 	u, st, g := fsys.Usage(), fsys.StatFS(), fsys.Arena().Geometry()
 	mounts, shadow := fsys.Arena().Mounts(), fsys.Arena().Shadow()
