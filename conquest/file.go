@@ -410,8 +410,12 @@ func (fs *FS) finishShrinkLocked(ino Ino) error {
 			}
 			return nil
 		})
-		if err != nil || !more {
+		if err != nil {
 			return err
+		}
+		if !more {
+			delete(fs.cutsLeft, ino) // finished, by whichever caller
+			return nil
 		}
 	}
 }
@@ -428,11 +432,7 @@ func (fs *FS) finishCutLocked(ino Ino) error {
 		delete(fs.cutsLeft, ino)
 		return nil // the caller's own lookup reports a bad inode
 	}
-	if err := fs.finishShrinkLocked(ino); err != nil {
-		return err
-	}
-	delete(fs.cutsLeft, ino)
-	return nil
+	return fs.finishShrinkLocked(ino)
 }
 
 // finishCutAfter runs finishShrinkLocked for a change already published

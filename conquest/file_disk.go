@@ -369,6 +369,7 @@ func (fs *FS) toArenaLocked(tx *pram.Tx, in inode, size uint64) (ok bool, err er
 		return false, err
 	}
 	in.set64(tx, iSeg, 0)
+	in.set64(tx, iDiskCur, 0) // nothing on disk is left to free
 	flags := in.flags() &^ flagDisk
 	if reserved {
 		flags |= flagReserved
@@ -510,11 +511,13 @@ func (fs *FS) diskSetSize(tx *pram.Tx, in inode, size uint64) (more bool, err er
 	}
 	end := max(uint64(mapped), fs.roundUp(old))
 	if held > fs.diskStepBytes() && end > fs.roundUp(keepTo)+fs.diskStepBytes() {
-		// Gathered bytes must be on disk before the arena's size covers
-		// them, and before ZeroTail drops those past keepTo (a failure
-		// below then loses none).
-		if err := fs.ds.Writeback(tx, seg); err != nil {
-			return false, err
+		if size > in.size() {
+			// Gathered bytes below size must be on disk before the
+			// arena's size covers them. (Those past keepTo, which
+			// ZeroTail drops, come back if the Tx aborts.)
+			if err := fs.ds.Writeback(tx, seg); err != nil {
+				return false, err
+			}
 		}
 		// The cut's one device write, before the size is published: a
 		// disk that fails it leaves the file as it was (the truncate

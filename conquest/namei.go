@@ -72,6 +72,18 @@ func (fs *FS) Create(parent Ino, name string, mode uint32, flags uint32, c Cred)
 	if fs.closed {
 		return Attr{}, 0, ErrIO
 	}
+	if flags&O_TRUNC != 0 && flags&O_ACCMODE != 0 {
+		// A cut an error left unfinished is finished before the file
+		// changes again (finishCutLocked), here as in SetAttr: the
+		// truncate below would find its storage half freed.
+		if d, err := fs.parentForCreate(parent, name); errors.Is(err, ErrExists) {
+			if in, _, err := fs.lookupLocked(d, name); err == nil {
+				if err := fs.finishCutLocked(in.ino); err != nil {
+					return Attr{}, 0, err
+				}
+			}
+		}
+	}
 	now := fs.now()
 	var at Attr
 	var h Handle

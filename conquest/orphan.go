@@ -130,6 +130,7 @@ func (fs *FS) freeStepReserved(tx *pram.Tx, in inode) (done bool, err error) {
 // freeInodeLocked frees an orphan with nlink 0, one Tx per batch.
 // Preconditions: fs.mu held exclusively; ino is on the orphan list.
 func (fs *FS) freeInodeLocked(ino Ino) error {
+	delete(fs.cutsLeft, ino) // unlinked: no cut left to finish (a reused number must not inherit it)
 	for {
 		done := false
 		err := fs.update(func(tx *pram.Tx) error {

@@ -268,7 +268,10 @@ func (s *Store) ZeroTail(tx *pram.Tx, seg pram.Off, size int64) error {
 }
 
 // zeroTail is Truncate's write: the tail of the block holding size, when
-// that block is written and size is not a block boundary.
+// that block is written, size is not a block boundary and the tail is not
+// zeros already (the last step of a cut whose first step zeroed it, where
+// in GatherInMemory mode, whose writes end with a sync, the same zeros would
+// take another copy-on-write and sync; a review counted them).
 func (s *Store) zeroTail(tx *pram.Tx, seg pram.Off, size int64) error {
 	if uint64(size)%s.bs == 0 {
 		return nil
@@ -282,8 +285,9 @@ func (s *Store) zeroTail(tx *pram.Tx, seg pram.Off, size int64) error {
 	if err := s.getSums(seg, last, sum[:]); err != nil {
 		return err
 	}
-	if sum[0] != 0 {
-		err := s.writeRuns(tx, seg, []run{{size, make([]byte, int64((last+1)*s.bs)-size)}})
+	zeros := make([]byte, int64((last+1)*s.bs)-size)
+	if sum[0] != 0 && !s.zerosAt(seg, size, len(zeros)) {
+		err := s.writeRuns(tx, seg, []run{{size, zeros}})
 		if errors.Is(err, ErrDataChecksum) {
 			// The last block fails its checksum (found before the
 			// write changed anything): its bytes below size are lost
@@ -303,6 +307,19 @@ func (s *Store) zeroTail(tx *pram.Tx, seg pram.Off, size int64) error {
 	}
 	// Contents of the last sync that a crash may restore end here too.
 	return s.limitKeep(tx, seg, last, uint64(size)%s.bs)
+}
+
+// zerosAt reports whether the file reads as n zero bytes at off (false if
+// it cannot be read: the write then finds out why).
+func (s *Store) zerosAt(seg pram.Off, off int64, n int) bool {
+	p := make([]byte, n)
+	if err := s.readDisk(seg, p, off); err != nil {
+		return false
+	}
+	s.mu.Lock()
+	s.overlayLocked(seg, p, off)
+	s.mu.Unlock()
+	return bytes.Equal(p, s.zero[:n])
 }
 
 // blk is the plan for one file block of a write.
