@@ -115,6 +115,9 @@ func TestWrongImageAsArena(t *testing.T) {
 			{with(d, p), d + ": not a Conquest arena (bad magic): it holds a Conquest disk, and " + p + " the arena: --pram and --disk are swapped (give --pram " + p + " --disk " + d + ")"},
 			{with(d, filepath.Join(dir, "absent")), "it holds a Conquest disk, not an arena: were --pram and --disk swapped?"},
 			{with(ext, d), ext + ": not a Conquest arena (bad magic): it holds an ext2/ext3/ext4 file system; refusing to use it"},
+			// The arena's own disk missing: mkfs (with --force) would lose
+			// every file of the arena.
+			{with(p, filepath.Join(dir, "gone.img")), "the arena " + p + " holds a file system whose large files are on a disk image; give --disk the disk it was formatted with"},
 		} {
 			if errs := c.fails(cmd.code, e.want, e.args...); strings.Contains(errs, "mkfs") {
 				t.Errorf("conquest %q advises mkfs: %s", e.args, errs)

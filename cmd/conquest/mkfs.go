@@ -229,6 +229,16 @@ func arenaSize(path string) uint64 {
 }
 
 func coreOpen(im images, o conquest.Options) (*conquest.FS, error) {
+	if im.disk != "" {
+		if what, err := probe(im.pram); err == nil && strings.HasPrefix(what, "a Conquest arena") {
+			// A missing disk is refused before the arena is opened,
+			// which writes its superblock (the core finds the disk
+			// missing only after that).
+			if _, err := os.Stat(im.disk); errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
+	}
 	return conquest.Open(im.pram, im.disk, o)
 }
 

@@ -89,6 +89,11 @@ func explainOpen(im images, err error) error {
 		}
 		return fmt.Errorf("%w: the image cannot be opened for writing; `conquest mount --read-only` (`-o ro` in fstab), `conquest fsck` without --repair, `df` and `stat` open it read-only", err)
 	case errors.Is(err, fs.ErrNotExist):
+		if what, perr := probe(im.pram); perr == nil && strings.HasPrefix(what, "a Conquest arena") {
+			// Only the disk is missing: formatting the pair would lose
+			// every file of the arena (mkfs --force was the advice).
+			return fmt.Errorf("%w: the arena %s holds a file system whose large files are on a disk image; give --disk the disk it was formatted with (formatting the pair anew would lose every file)", err, im.pram)
+		}
 		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrSuperBackup), errors.Is(err, diskstore.ErrSuperBackup):
 		return fmt.Errorf("%w; the image is damaged: refusing to use it until then (`conquest fsck --repair --pram %s --disk %s`)", err, im.pram, im.disk)
