@@ -313,12 +313,9 @@ func (s *Store) zeroTail(tx *pram.Tx, seg pram.Off, size int64) error {
 // it cannot be read: the write then finds out why).
 func (s *Store) zerosAt(seg pram.Off, off int64, n int) bool {
 	p := make([]byte, n)
-	if err := s.readDisk(seg, p, off); err != nil {
+	if _, err := s.ReadAt(seg, p, off, nil); err != nil {
 		return false
 	}
-	s.mu.Lock()
-	s.overlayLocked(seg, p, off)
-	s.mu.Unlock()
 	return bytes.Equal(p, s.zero[:n])
 }
 
