@@ -386,7 +386,8 @@ func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 			if op.data != "" {
 				s, s0, s1 = withoutData(s, s0, op.data), withoutData(s0, s0, op.data), withoutData(s1, s0, op.data)
 			}
-			if !equalSnap(s, s0) && !equalSnap(s, s1) && (sMid == nil || !equalSnap(s, sMid)) {
+			if !equalSnap(s, s0) && !equalSnap(s, s1) && (sMid == nil || !equalSnap(s, sMid)) &&
+				!(strings.HasPrefix(op.desc, "write ") && partialWrite(s, s0, s1)) {
 				t.Fatalf("step %d %s, crash at store %d/%d: state is neither before nor after.\nvs before:\n%s\nvs after:\n%s",
 					step, op.desc, n, k, diffSnap(s0, s), diffSnap(s1, s))
 			}
@@ -395,6 +396,41 @@ func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 		pdev = qdev
 	}
 	t.Logf("%d operations, %d crashes", ops, crashes)
+}
+
+// partialWrite reports whether s is what a write leaves when the crash
+// comes between the transactions it commits in: Write commits a write to a
+// file in the arena per chunk, fewer bytes than the whole when the journal
+// runs low (its doc; the README's durability contract: sizes change only
+// with a transaction, a write may be partly applied). Every entry is as
+// after the write, but the written file's size lies strictly between its
+// sizes before and after (a prefix committed), with its block count. A CI
+// run met it (seed 3952887631 under -race: a 1 MiB write of a 4 MiB arena
+// committed 299,008 bytes, then the crash; the same at session 51's head).
+func partialWrite(s, s0, s1 map[string]snapEntry) bool {
+	if len(s) != len(s1) {
+		return false
+	}
+	grew := false
+	for k, v := range s {
+		a, ok := s1[k]
+		if !ok {
+			return false
+		}
+		if v == a {
+			continue
+		}
+		b, ok := s0[k]
+		if !ok || v.Size <= b.Size || v.Size >= a.Size {
+			return false
+		}
+		v.Size, v.Blocks = a.Size, a.Blocks
+		if v != a {
+			return false
+		}
+		grew = true
+	}
+	return grew
 }
 
 // withoutData returns s with the contents of the inode that ref names at
