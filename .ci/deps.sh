@@ -48,10 +48,23 @@ find_go() {
 	done
 	return 1
 }
-if ! find_go >/dev/null; then
-	if ! command -v go >/dev/null; then
+# Debian's golang-go, when its version is new enough (Debian 12's 1.19 is
+# not: installing it would only be replaced below).
+debian_go_ok() {
+	local c
+	[ -n "$apt_updated" ] || { apt-get update -qq && apt_updated=1; }
+	c=$(apt-cache policy golang-go 2>/dev/null | sed -n 's/^ *Candidate: *//p') # 2:1.19~1
+	c=${c#*:}
+	[ "$(echo "$c" | cut -d. -f1)" = 1 ] || return 1
+	c=$(echo "$c" | cut -d. -f2 | sed 's/[^0-9].*//')
+	[ -n "$c" ] && [ "$c" -ge "$want_minor" ]
+}
+if ! find_go >/dev/null && ! command -v go >/dev/null; then
+	if debian_go_ok; then
 		echo "deps: installing golang-go"
 		apt_install golang-go || true
+	else
+		echo "deps: Debian offers no golang-go of go $want or newer; not installing it"
 	fi
 fi
 if ! find_go >/dev/null; then
