@@ -450,7 +450,7 @@ func (a *Arena) unmap(removeShadow bool) error {
 			err = e
 		}
 		if removeShadow {
-			if e := os.Remove(sh.path); err == nil {
+			if e := removeShadowFiles(sh.path); err == nil {
 				err = e
 			}
 		}

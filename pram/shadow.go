@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	mmap "github.com/edsrzf/mmap-go"
 	"golang.org/x/sys/unix"
@@ -158,7 +159,7 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 		return "", err
 	}
 	name := shadowName(dir, g.UUID, key)
-	removeOtherShadows(dir, key, name)
+	removeOtherShadows(dir, key, name, a.f)
 	sh := &shadow{path: name, img: img, slots: slots, logf: o.Logf, onCommit: o.OnCheckpoint,
 		limit: limitPages(g.Size), interval: o.Interval}
 	if slots.fixed {
@@ -177,13 +178,18 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 	sh.cur.Store(newDirtySet(pages))
 	sh.spare = newDirtySet(pages)
 
+	if did, err := adoptMovedShadow(dir, g.UUID, name, a.f); err != nil {
+		return "", err
+	} else if did != "" {
+		sh.logf("pram: %s: %s", a.path, did)
+	}
 	imageSeq := binary.LittleEndian.Uint64(page[offCkptSeq:])
 	f, reuse, why := reuseShadow(name, g, imageSeq)
 	if why != "" {
 		sh.logf("pram: %s: not using the RAM copy %s: %s", a.path, name, why)
 	}
 	if !reuse {
-		os.Remove(name)
+		removeShadowFiles(name)
 		if why := shadowRoom(dir, g.Size); why != "" {
 			return why, nil
 		}
@@ -222,14 +228,17 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 			a.dropShadow(false)
 			return "", err
 		}
+		recordImage(name, a.f, sh.logf)
 	} else {
 		sh.loaded = true
 		if why, err := a.loadImage(loadEndOf(page, g.UUID)); err != nil || why != "" {
 			a.dropShadow(true)
 			return why, err
 		}
+		recordImage(name, a.f, sh.logf)
 		if err := os.Rename(sh.path, name); err != nil {
 			a.dropShadow(true)
+			os.Remove(name + imageSuffix)
 			return "", fmt.Errorf("naming the RAM copy %s: %w", name, err)
 		}
 		sh.path = name
@@ -311,13 +320,20 @@ const loadingSuffix = ".loading"
 
 // removeOtherShadows removes RAM copies of the same image file made for an
 // arena formatted there before (another UUID), and copies whose load a
-// kill cut short: they can never be used.
-func removeOtherShadows(dir, key, keep string) {
+// kill cut short: they can never be used. A copy under the same name whose
+// record (shadow_moved.go) names another image, or a path that leads
+// nowhere now, is kept: device numbers are reused, so it may be another
+// image's, whose file system is away or came back under another number.
+func removeOtherShadows(dir, key, keep string, f *os.File) {
 	ms, _ := filepath.Glob(filepath.Join(dir, "*-"+key+".arena"))
 	for _, m := range ms {
-		if m != keep {
-			os.Remove(m)
+		if m == keep {
+			continue
 		}
+		if b, err := os.ReadFile(m + imageSuffix); err == nil && !sameFile(strings.TrimSuffix(string(b), "\n"), f) {
+			continue
+		}
+		removeShadowFiles(m)
 	}
 	os.Remove(keep + loadingSuffix)
 }
@@ -512,7 +528,7 @@ func (a *Arena) dropShadow(remove bool) {
 	if sh := a.sh; sh != nil {
 		sh.f.Close()
 		if remove {
-			os.Remove(sh.path)
+			removeShadowFiles(sh.path)
 		}
 	}
 	a.sh = nil
@@ -528,7 +544,7 @@ func RemoveShadow(path, dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := removeShadowFiles(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil

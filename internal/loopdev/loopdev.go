@@ -12,6 +12,14 @@ import (
 // device is detached, and its backing file removed, in the test's cleanup.
 func New(t testing.TB, size int64) string {
 	t.Helper()
+	return Attach(t, NewFile(t, size))
+}
+
+// NewFile makes a sparse backing file of size bytes in the test's
+// temporary directory, for Attach; it skips the test where loop devices
+// cannot be made.
+func NewFile(t testing.TB, size int64) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("loop devices need root")
 	}
@@ -28,6 +36,14 @@ func New(t testing.TB, size int64) string {
 	if err := os.Truncate(back, size); err != nil {
 		t.Fatal(err)
 	}
+	return back
+}
+
+// Attach attaches a loop device over the file back and returns its path;
+// it is detached in the test's cleanup. A file may have several loop
+// devices at once, each with its own device number.
+func Attach(t testing.TB, back string) string {
+	t.Helper()
 	out, err := exec.Command("losetup", "--find", "--show", back).CombinedOutput()
 	if err != nil {
 		t.Skipf("cannot attach a loop device: %v: %s", err, strings.TrimSpace(string(out)))

@@ -1,0 +1,193 @@
+package pram
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RAM copies of an image whose file system came back with another device
+// number.
+//
+// A RAM copy is named after the image file's device and inode numbers
+// (imageKey), so that a copy of an image, which has the same UUID, never
+// takes the other's RAM copy. But a file system's device number is not
+// fixed: a loop-mounted file system mounted again may come up on another
+// loop device, and a FUSE file system (another Conquest, say) gets a new
+// number at each mount. After a crash of the daemon, the image's file
+// system unmounted and mounted again, the next Open would not find the RAM
+// copy under the new name, and would start from the image's last
+// checkpoint: what the copy held that the image lacked (every change made
+// since that checkpoint, all returned to their callers) would be lost, and
+// the orphaned copy would hold its memory until the next boot. An outside
+// review saw exactly that, with the image on an ext4 mounted again on
+// another loop device, and on a Conquest mounted again.
+//
+// So each RAM copy has a record beside it (its name and imageSuffix) of
+// the image's path, as /proc/self/fd shows it (absolute, symbolic links
+// resolved) when the copy was made or last reused. An Open that finds no
+// copy under its name looks for copies of the same UUID under other names
+// whose recorded path now leads to this very image file: that file's
+// device number changed, and its copy is taken (renamed to the new name),
+// then judged as any copy is (reuseShadow). A copy of the image elsewhere
+// never matches, since the path leads to the original, or to nothing.
+// What is not found so: an image that was also moved or renamed while its
+// file system was away, and a block device that came back under another
+// device number (a loop device attached anew: its copy is left as before).
+
+// imageSuffix names the record of the image's path beside a RAM copy.
+const imageSuffix = ".image"
+
+// removeShadowFiles removes the RAM copy at name and its record.
+func removeShadowFiles(name string) error {
+	os.Remove(name + imageSuffix)
+	return os.Remove(name)
+}
+
+// imagePath is the path of the open image f as the kernel names it, or ""
+// if it has none (deleted).
+func imagePath(f *os.File) string {
+	p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil || !filepath.IsAbs(p) || strings.HasSuffix(p, " (deleted)") {
+		return ""
+	}
+	return p
+}
+
+// recordImage writes (or rewrites) the record of the image f's path beside
+// the RAM copy at name. A copy without one is found only under its own
+// name, as before records existed, so an error is logged, not returned.
+func recordImage(name string, f *os.File, logf func(string, ...any)) {
+	p := imagePath(f)
+	if p == "" {
+		os.Remove(name + imageSuffix)
+		return
+	}
+	rec := name + imageSuffix
+	if b, err := os.ReadFile(rec); err == nil && string(b) == p+"\n" {
+		return
+	}
+	if err := os.WriteFile(rec, []byte(p+"\n"), 0o600); err != nil {
+		logf("pram: cannot record the image of the RAM copy %s: %v", name, err)
+	}
+}
+
+// sameFile reports whether path names the file open as f.
+func sameFile(path string, f *os.File) bool {
+	var st, ours unix.Stat_t
+	if unix.Stat(path, &st) != nil || unix.Fstat(int(f.Fd()), &ours) != nil {
+		return false
+	}
+	return st.Dev == ours.Dev && st.Ino == ours.Ino && st.Mode&unix.S_IFMT == ours.Mode&unix.S_IFMT
+}
+
+// adoptMovedShadow looks, when no RAM copy is at name, for copies of the
+// arena uuid in dir made for the image file f under an earlier device
+// number, and renames the newest (by checkpoint sequence) to name; older
+// ones are removed (a later state of the same image supersedes them). It
+// reports what it did ("" when nothing).
+//
+// A copy at name whose record names another file that holds this arena
+// (a copy of this image, same UUID, whose file system had this device
+// number before) is that image's: it is moved aside under another name,
+// where its own image finds it by its record, instead of being taken for
+// this image's newest state.
+func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (string, error) {
+	var ours unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &ours) != nil || ours.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", nil
+	}
+	var did string
+	if _, err := os.Lstat(name); err == nil {
+		b, err := os.ReadFile(name + imageSuffix)
+		if err != nil {
+			return "", nil
+		}
+		rec := strings.TrimSuffix(string(b), "\n")
+		if sameFile(rec, f) || !holdsArena(rec, uuid) {
+			// Ours; or its image was renamed, and something else (or
+			// nothing) took its old path: it is taken as before.
+			return "", nil
+		}
+		aside := strings.TrimSuffix(name, ".arena") + fmt.Sprintf("-aside%x.arena", time.Now().UnixNano())
+		if err := os.Rename(name, aside); err != nil {
+			return "", fmt.Errorf("moving aside the RAM copy %s, made for %s: %w", name, strings.TrimSpace(string(b)), err)
+		}
+		os.Rename(name+imageSuffix, aside+imageSuffix)
+		did = fmt.Sprintf("moved aside the RAM copy %s, made for %s under this image's device and inode numbers, as %s; ",
+			name, strings.TrimSpace(string(b)), aside)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	ms, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("%x-*.arena", uuid)))
+	var best string
+	var bestSeq uint64
+	var older []string
+	for _, m := range ms {
+		b, err := os.ReadFile(m + imageSuffix)
+		if err != nil || m == name {
+			continue
+		}
+		if !sameFile(strings.TrimSuffix(string(b), "\n"), f) {
+			continue
+		}
+		seq, ok := shadowSeq(m)
+		switch {
+		case !ok:
+			older = append(older, m)
+		case best == "" || seq > bestSeq:
+			if best != "" {
+				older = append(older, best)
+			}
+			best, bestSeq = m, seq
+		default:
+			older = append(older, m)
+		}
+	}
+	for _, m := range older {
+		removeShadowFiles(m)
+	}
+	if best == "" {
+		return strings.TrimSuffix(did, "; "), nil
+	}
+	if err := os.Rename(best, name); err != nil {
+		return "", fmt.Errorf("taking the RAM copy %s, made before the image's file system changed its device number: %w", best, err)
+	}
+	os.Rename(best+imageSuffix, name+imageSuffix)
+	return did + fmt.Sprintf("took the RAM copy %s, made when the image's file system had another device number (mounted again since), as %s", best, name), nil
+}
+
+// shadowSeq reads the checkpoint sequence number of the RAM copy at path.
+func shadowSeq(path string) (uint64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], offCkptSeq); err != nil {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(b[:]), true
+}
+
+// holdsArena reports whether the file at path holds an arena with this
+// UUID (a superblock's UUID field; nothing more is checked).
+func holdsArena(path string, uuid [16]byte) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var u [16]byte
+	if _, err := f.ReadAt(u[:], offUUID); err != nil {
+		return false
+	}
+	return u == uuid
+}
