@@ -101,3 +101,121 @@ func TestUmountMountedElsewhere(t *testing.T) {
 		t.Errorf("fsck: %q", out)
 	}
 }
+
+// waitClosed waits for the daemon to let go of the arena at path and
+// checks that it closed it cleanly.
+func waitClosed(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); inUse(path); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon still holds the arena")
+		}
+	}
+	if err := closedCleanly(path); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestUmountHeldByBindMount (found by an outside review): a bind mount of a
+// directory on the file system keeps it alive after `conquest umount` of
+// its mount point, as on ext4. umount waited its whole timeout, then said
+// only that the daemon still held the arena; it now names the bind mount
+// at once, and the daemon closes the arena cleanly once that is unmounted.
+func TestUmountHeldByBindMount(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	pram := filepath.Join(c.home, "pram.img")
+	c.ok("mount", mp)
+	must(t, os.Mkdir(filepath.Join(mp, "sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(mp, "sub", "f"), []byte("kept"), 0o644))
+	bind := t.TempDir()
+	if out, err := exec.Command("mount", "--bind", filepath.Join(mp, "sub"), bind).CombinedOutput(); err != nil {
+		t.Skipf("mount --bind: %v: %s", err, out)
+	}
+	bound := true
+	t.Cleanup(func() {
+		if bound {
+			exec.Command("umount", bind).Run()
+		}
+	})
+
+	errs := c.fails(1, "still mounted on "+bind, "umount", "--timeout", "30s", mp)
+	if !strings.Contains(errs, "umount "+bind) || strings.Contains(errs, "after 30s") {
+		t.Errorf("umount's message %q does not say how to finish, or waited its timeout", errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(bind, "f")); err != nil || string(b) != "kept" {
+		t.Errorf("through the bind mount: %q, %v", b, err)
+	}
+	must(t, os.WriteFile(filepath.Join(bind, "g"), []byte("written through the bind"), 0o644))
+	if out, err := exec.Command("umount", bind).CombinedOutput(); err != nil {
+		t.Fatalf("umount %s: %v: %s", bind, err, out)
+	}
+	bound = false
+	waitClosed(t, pram)
+	c.ok("fsck")
+	c.ok("mount", mp)
+	if b, err := os.ReadFile(filepath.Join(mp, "sub", "g")); err != nil || string(b) != "written through the bind" {
+		t.Errorf("after a remount: %q, %v", b, err)
+	}
+	c.ok("umount", mp)
+}
+
+// TestUmountHeldByOverlay: an overlay file system whose layers are
+// directories on the mount holds it through private mounts that no
+// mountinfo shows; umount names the overlay at once instead of waiting
+// its timeout.
+func TestUmountHeldByOverlay(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	pram := filepath.Join(c.home, "pram.img")
+	c.ok("mount", mp)
+	for _, d := range []string{"lower", "upper", "work"} {
+		must(t, os.Mkdir(filepath.Join(mp, d), 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(mp, "lower", "f"), []byte("lower"), 0o644))
+	ov := t.TempDir()
+	opts := "lowerdir=" + filepath.Join(mp, "lower") + ",upperdir=" + filepath.Join(mp, "upper") + ",workdir=" + filepath.Join(mp, "work")
+	if out, err := exec.Command("mount", "-t", "overlay", "overlay", "-o", opts, ov).CombinedOutput(); err != nil {
+		t.Skipf("mount -t overlay: %v: %s", err, out)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			exec.Command("umount", ov).Run()
+		}
+	})
+	must(t, os.WriteFile(filepath.Join(ov, "f"), []byte("copied up"), 0o644))
+
+	errs := c.fails(1, "the overlay file system on "+ov, "umount", "--timeout", "30s", mp)
+	if !strings.Contains(errs, "umount "+ov) || strings.Contains(errs, "after 30s") {
+		t.Errorf("umount's message %q does not say how to finish, or waited its timeout", errs)
+	}
+	if out, err := exec.Command("umount", ov).CombinedOutput(); err != nil {
+		t.Fatalf("umount %s: %v: %s", ov, err, out)
+	}
+	mounted = false
+	waitClosed(t, pram)
+	c.ok("fsck")
+	c.ok("mount", mp)
+	if b, err := os.ReadFile(filepath.Join(mp, "upper", "f")); err != nil || string(b) != "copied up" {
+		t.Errorf("the overlay's upper layer after a remount: %q, %v", b, err)
+	}
+	c.ok("umount", mp)
+}
+
+// TestClosedCleanlyUnreadable (found by an outside review): an arena that
+// cannot be read after the unmount (its image on another FUSE file system
+// whose daemon died) was reported as closed cleanly, and umount exited 0.
+func TestClosedCleanlyUnreadable(t *testing.T) {
+	err := closedCleanly(filepath.Join(t.TempDir(), "gone.img"))
+	if err == nil || !strings.Contains(err.Error(), "cannot tell whether the daemon closed the arena") {
+		t.Errorf("closedCleanly of an image that cannot be read: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -59,9 +59,21 @@ func umountCommand() *cli.Command {
 				return nil
 			}
 			elsewhere := func() error {
+				alive, known := connectionAlive(mi.Device)
+				if known && !alive {
+					return nil // the last mount is gone: the daemon is closing
+				}
+				if why := heldHere(mi.Device, mi.Dir); why != "" {
+					return fmt.Errorf("%s: unmounted %s, but %s", arena, mi.Dir, why)
+				}
 				if held := mountedElsewhere(mi.Device, 3); len(held) > 0 {
 					return heldElsewhereErr(arena, held)
 				}
+				if !known {
+					return nil
+				}
+				note(fmt.Sprintf("%s: unmounted %s, but its daemon has not closed the arena yet: something still holds the file system (no other mount of it is to be seen); waiting up to %v",
+					arena, mi.Dir, c.Duration("timeout")))
 				return nil
 			}
 			if err := waitReleased(arena, c.Duration("timeout"), elsewhere); err != nil {
@@ -77,8 +89,17 @@ func umountCommand() *cli.Command {
 // does, so once waitReleased returns, umount asks the arena itself rather
 // than report a clean unmount (an outside review saw 4 of 15 such kills
 // reported as clean).
+//
+// An arena that cannot be read now (its image on a file system that went
+// away, as when the file system holding it was another FUSE mount whose
+// daemon died) is not reported clean either: the daemon could not have
+// closed it (an outside review saw such an umount exit 0 in silence).
 func closedCleanly(path string) error {
-	if open, err := pram.LeftOpen(path); err == nil && open {
+	open, err := pram.LeftOpen(path)
+	if err != nil {
+		return fmt.Errorf("unmounted, but cannot tell whether the daemon closed the arena: %w (its log says why; the next mount, or `conquest fsck`, recovers it if it did not)", err)
+	}
+	if open {
 		return fmt.Errorf("%s: unmounted, but its daemon exited without closing the arena (was it killed?); the next mount, or `conquest fsck`, recovers it", path)
 	}
 	return nil
