@@ -208,6 +208,17 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 			return fmt.Sprintf("cannot size the RAM copy %s: %v", sh.path, err), nil
 		}
 	}
+	// The copy is this process's arena from here on: other opens (of a
+	// copy of this image, whose record may lead to this path) leave it
+	// alone (copyInUse). The lock goes with the process.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if reuse {
+			return "", fmt.Errorf("the RAM copy %s is in use by another process: %w", name, err)
+		}
+		os.Remove(sh.path)
+		return fmt.Sprintf("cannot lock the RAM copy %s: %v", sh.path, err), nil
+	}
 	m, err := mmap.MapRegion(f, int(g.Size), mmap.RDWR, 0, 0)
 	if err != nil {
 		f.Close()
@@ -331,6 +342,9 @@ func removeOtherShadows(dir, key, keep string, f *os.File) {
 			continue
 		}
 		if b, err := os.ReadFile(m + imageSuffix); err == nil && !sameFile(strings.TrimSuffix(string(b), "\n"), f) {
+			continue
+		}
+		if copyInUse(m) {
 			continue
 		}
 		removeShadowFiles(m)

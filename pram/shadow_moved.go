@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,9 +38,14 @@ import (
 // device number changed, and its copy is taken (renamed to the new name),
 // then judged as any copy is (reuseShadow). A copy of the image elsewhere
 // never matches, since the path leads to the original, or to nothing.
-// What is not found so: an image that was also moved or renamed while its
-// file system was away, and a block device that came back under another
-// device number (a loop device attached anew: its copy is left as before).
+// Nor is a copy taken whose name carries this file system's own device
+// number (it was made for another file here, whose path was since given
+// to this one: an image renamed, a copy put in its place), nor one that a
+// live process has as its arena (openShadow locks its copy, and the lock
+// goes with the process). What is not found so: an image that was also
+// moved or renamed while its file system was away, and a block device
+// that came back under another device number (a loop device attached
+// anew: its copy is left as before).
 
 // imageSuffix names the record of the image's path beside a RAM copy.
 const imageSuffix = ".image"
@@ -73,9 +79,43 @@ func recordImage(name string, f *os.File, logf func(string, ...any)) {
 	if b, err := os.ReadFile(rec); err == nil && string(b) == p+"\n" {
 		return
 	}
-	if err := os.WriteFile(rec, []byte(p+"\n"), 0o600); err != nil {
+	// Through a temporary file and a rename: a kill in the middle must
+	// not leave a torn path that some other file may answer to.
+	tmp := rec + ".tmp"
+	err := os.WriteFile(tmp, []byte(p+"\n"), 0o600)
+	if err == nil {
+		err = os.Rename(tmp, rec)
+	}
+	if err != nil {
+		os.Remove(tmp)
 		logf("pram: cannot record the image of the RAM copy %s: %v", name, err)
 	}
+}
+
+// copyInUse reports whether a live process has the RAM copy at path as its
+// arena (the lock openShadow takes on it).
+func copyInUse(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close() // drops the lock taken here
+	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB), unix.EWOULDBLOCK)
+}
+
+// shadowDev is the device number in the name of the RAM copy at path
+// ("<uuid>-<dev>-<ino>[-aside...].arena"), if it has one.
+func shadowDev(path string) (uint64, bool) {
+	b := filepath.Base(path)
+	if len(b) < 33 || b[32] != '-' {
+		return 0, false
+	}
+	d, _, ok := strings.Cut(b[33:], "-")
+	if !ok {
+		return 0, false
+	}
+	dev, err := strconv.ParseUint(d, 16, 64)
+	return dev, err == nil
 }
 
 // sameFile reports whether path names the file open as f.
@@ -110,10 +150,17 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (strin
 			return "", nil
 		}
 		rec := strings.TrimSuffix(string(b), "\n")
-		if sameFile(rec, f) || !holdsArena(rec, uuid) {
+		var rst unix.Stat_t
+		if sameFile(rec, f) || !holdsArena(rec, uuid) || unix.Stat(rec, &rst) != nil || rst.Dev == ours.Dev {
 			// Ours; or its image was renamed, and something else (or
-			// nothing) took its old path: it is taken as before.
+			// nothing) took its old path: it is taken as before. A file
+			// on this very file system that holds the arena (a copy put
+			// where the renamed image was) never had this image's
+			// device and inode numbers: the copy is this image's.
 			return "", nil
+		}
+		if copyInUse(name) {
+			return "", nil // reuseShadow's lock refuses it
 		}
 		aside := strings.TrimSuffix(name, ".arena") + fmt.Sprintf("-aside%x.arena", time.Now().UnixNano())
 		if err := os.Rename(name, aside); err != nil {
@@ -135,6 +182,13 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (strin
 			continue
 		}
 		if !sameFile(strings.TrimSuffix(string(b), "\n"), f) {
+			continue
+		}
+		// A copy named with this file system's own device number was
+		// made for another file on it (the record's path was since
+		// given to this one), not for this one under an earlier number;
+		// and a copy a live process maps is that process's arena.
+		if dev, ok := shadowDev(m); !ok || dev == ours.Dev || copyInUse(m) {
 			continue
 		}
 		seq, ok := shadowSeq(m)
@@ -180,7 +234,13 @@ func shadowSeq(path string) (uint64, bool) {
 // holdsArena reports whether the file at path holds an arena with this
 // UUID (a superblock's UUID field; nothing more is checked).
 func holdsArena(path string, uuid [16]byte) bool {
-	f, err := os.Open(path)
+	// Only a regular file, opened without blocking: a record may name a
+	// path that is now a FIFO (whose open would wait for a writer).
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return false
 	}

@@ -3,8 +3,14 @@ package pram
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"conquest/internal/loopdev"
 )
 
 // moveShadow renames the RAM copy at from, and its record, to to: what a
@@ -60,16 +66,43 @@ func TestShadowAfterDeviceChange(t *testing.T) {
 	}
 }
 
+// ext4Dir mounts a new ext4 on a loop device and returns its root: a
+// second disk file system, with its own device number, for copies of an
+// image. Unmounted (and the device detached) in the test's cleanup.
+func ext4Dir(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("no mkfs.ext4")
+	}
+	dev := loopdev.New(t, 64<<20)
+	if out, err := exec.Command("mkfs.ext4", "-q", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", dev, dir).CombinedOutput(); err != nil {
+		t.Skipf("mounting an ext4: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
 // TestShadowOfCopyUnderSameName: a copy of an image (same UUID) on a file
 // system that now has the device and inode numbers the original's had
 // finds the original's RAM copy under its own name. It must not take it
 // (the original's changes would become the copy's, and be lost to the
 // original): the copy is moved aside, and the original takes it back.
 func TestShadowOfCopyUnderSameName(t *testing.T) {
-	path := formatClosed(t, 4<<20)
+	path := filepath.Join(ext4Dir(t), "arena")
+	a0, err := Format(path, Options{Size: 4 << 20})
+	must(t, err)
+	must(t, a0.Close())
 	b, err := os.ReadFile(path)
 	must(t, err)
-	dup := filepath.Join(t.TempDir(), "copy")
+	dup := filepath.Join(t.TempDir(), "copy") // another file system
 	must(t, os.WriteFile(dup, b, 0o600))
 
 	a := openShadowed(t, path, OpenOptions{})
@@ -100,6 +133,107 @@ func TestShadowOfCopyUnderSameName(t *testing.T) {
 	must(t, o.Close())
 }
 
+// TestShadowRenamedImageCopyInPlace (found by review of the first
+// version): after a crash, the image is renamed and a copy of it put at
+// its old path, on the same file system. The RAM copy under the image's
+// own numbers, whose record now leads to the copy, is still the image's:
+// a file on the same file system never had its numbers. The first version
+// moved it aside, and the copy then took it.
+func TestShadowRenamedImageCopyInPlace(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	const s = "the renamed image's change"
+	commitString(a, s)
+	must(t, a.Abandon())
+	renamed := path + ".orig"
+	must(t, os.Rename(path, renamed))
+	b, err := os.ReadFile(renamed)
+	must(t, err)
+	must(t, os.WriteFile(path, b, 0o600))
+
+	o := openShadowed(t, renamed, OpenOptions{})
+	if got := heapString(o, len(s)); got != s || !o.Shadow().Reused {
+		t.Errorf("the renamed image: %q, %+v", got, o.Shadow())
+	}
+	must(t, o.Close())
+	c := openShadowed(t, path, OpenOptions{})
+	if got := heapString(c, len(s)); got == s {
+		t.Error("the copy holds the renamed image's change")
+	}
+	must(t, c.Close())
+}
+
+// TestShadowLiveCopyNotTaken (found by review of the first version): while
+// the image is open, it is renamed and a copy put at its old path; opening
+// the copy found the live RAM copy by its record and took it: two arenas
+// in one mapping. A copy named with this file system's own device number,
+// or locked by a live process, is never taken.
+func TestShadowLiveCopyNotTaken(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	const s = "the live arena's change"
+	commitString(a, s)
+	live := a.Shadow().Path
+	renamed := path + ".orig"
+	must(t, os.Rename(path, renamed))
+	b, err := os.ReadFile(renamed)
+	must(t, err)
+	must(t, os.WriteFile(path, b, 0o600))
+
+	c := openShadowed(t, path, OpenOptions{})
+	if info := c.Shadow(); info.Reused || info.Path == live {
+		t.Errorf("the copy took the live RAM copy: %+v", info)
+	}
+	if got := heapString(c, len(s)); got == s {
+		t.Error("the copy holds the live arena's change")
+	}
+	must(t, c.Close())
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live RAM copy: %v", err)
+	}
+	if got := heapString(a, len(s)); got != s {
+		t.Errorf("the live arena reads %q", got)
+	}
+	must(t, a.Close())
+}
+
+// TestShadowRecordNamesFIFO (found by review of the first version): a
+// record whose path is now a FIFO hung the open, which waited for a
+// writer while it held the image's lock.
+func TestShadowRecordNamesFIFO(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	const s = "kept"
+	commitString(a, s)
+	must(t, a.Abandon())
+	renamed := path + ".2"
+	must(t, os.Rename(path, renamed))
+	must(t, unix.Mkfifo(path, 0o600))
+	done := make(chan *Arena, 1)
+	go func() {
+		b, err := OpenWith(renamed, OpenOptions{Interval: -1, Logf: t.Logf})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- b
+	}()
+	select {
+	case b := <-done:
+		if b != nil {
+			if got := heapString(b, len(s)); got != s {
+				t.Errorf("after the crash: %q", got)
+			}
+			must(t, b.Close())
+		}
+	case <-time.After(20 * time.Second):
+		// Let the open go on (a writer ends the wait) before failing.
+		if w, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("the open hung on the FIFO its RAM copy's record names")
+	}
+}
+
 // TestShadowOfOtherArenaKept: another arena's RAM copy under this image's
 // device and inode numbers (its file system had them before) is not
 // removed as a leftover of an arena formatted here before: its record
@@ -123,6 +257,9 @@ func TestShadowOfOtherArenaKept(t *testing.T) {
 	if _, err := os.Stat(moved); err != nil {
 		t.Fatalf("opening another image removed this arena's RAM copy: %v", err)
 	}
+	// Its own image finds it once its file system has another number (the
+	// name's number is this file system's, which a's image never had).
+	moveShadow(t, moved, filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID)))
 	o := openShadowed(t, path, OpenOptions{})
 	if got := heapString(o, len(s)); got != s || !o.Shadow().Reused {
 		t.Errorf("after the other image's open: %q, %+v", got, o.Shadow())
