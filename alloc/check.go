@@ -107,6 +107,13 @@ func (c *Checker) Mark(off pram.Off, what string) error {
 	return nil
 }
 
+// Marked reports whether Mark has recorded the allocation at off as reached
+// (false for an offset that is no allocation). It records nothing.
+func (c *Checker) Marked(off pram.Off) bool {
+	l, err := c.h.locate(off)
+	return err == nil && !l.free && c.marked(l.pg, l.slot)
+}
+
 func (c *Checker) marked(pg, slot uint64) bool {
 	m := c.marks[pg]
 	return m != nil && m[slot/64]&(1<<(slot%64)) != 0

@@ -60,13 +60,13 @@ func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
 	ck.orphans()
 	ck.counters()
 	ck.fallocRecord()
-	ck.superCopy()
 	if ck.dk != nil {
 		ck.errs = append(ck.errs, ck.dk.Finish()...)
 		if fd != nil {
 			fd.dk = ck.dk
 		}
 	}
+	ck.superCopy() // last: it must know whatever else reaches its record (supercopy.go)
 	ck.errs = append(ck.errs, ck.c.Finish()...)
 	return ck.errs
 }

@@ -86,10 +86,20 @@ func (fs *FS) writeSuperCopy(tx *pram.Tx) error {
 }
 
 // superCopy is the walk's check of root slot 11: it marks the record, and
-// reports (for the repair to write it again) a copy that is damaged.
+// reports (for the repair to write it again) a copy that is damaged. It
+// runs after everything else is marked: an allocation that something else
+// reaches is that thing's, not the copy's, whatever slot 11 says. (An
+// outside review: a build older than the copy took it for a leak, its
+// fsck --repair freed it, and a small file got the 160 bytes; this repair
+// then wrote the copy again in place, over the file's data. Now slot 11 is
+// pointed at a new copy, and the file keeps its bytes.)
 func (ck *checker) superCopy() {
 	fs := ck.fs
 	off, sound, held, why := fs.superCopyState()
+	if held && ck.c.Marked(off) {
+		sound, held = false, false
+		why = fmt.Sprintf("root slot %d points at %#x, which something else holds", slotSuperCopy, off)
+	}
 	if held {
 		ck.c.Mark(off, "copy of the superblock")
 	}

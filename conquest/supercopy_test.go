@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -124,4 +125,57 @@ func TestSuperCopy(t *testing.T) {
 	if !bytes.Equal(fs.a.StaticPart(), static) {
 		t.Fatal("the restored static part differs")
 	}
+}
+
+// TestSuperCopyFreedByOlderFsck (found by an outside review of upgrades
+// and downgrades): a build older than the copy does not know root slot
+// 11; its fsck took the copy for a leak and --repair freed it, leaving
+// the slot pointing there, and a small file then got those 160 bytes.
+// This repair took the allocation for a damaged copy and wrote the copy
+// again in place, over the file's data. Now an allocation that something
+// else reaches is that thing's: the repair writes a new copy elsewhere.
+func TestSuperCopyFreedByOlderFsck(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{disk: true})
+	off, sound, _, why := fs.superCopyState()
+	if off == 0 || !sound {
+		t.Fatalf("after mkfs: copy at %#x, sound %v (%s)", off, sound, why)
+	}
+	corrupt(fs, func(tx *pram.Tx) { must(t, fs.h.Free(tx, off)) }) // the older fsck --repair
+	var name string
+	var data []byte
+	for i := range 64 {
+		d := pattern(150, byte(i+1))
+		n := fmt.Sprintf("f%d", i)
+		makeFile(t, fs, n, d)
+		if bytes.Equal(fs.a.Bytes(off, 150), d) {
+			name, data = n, d
+			break
+		}
+	}
+	if name == "" {
+		t.Fatalf("no 150-byte file got the freed allocation at %#x", off)
+	}
+	errs := fs.Check()
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "which something else holds") {
+		t.Fatalf("Check: %v", errs)
+	}
+	rep, err := fs.Repair(RepairOptions{})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) > 0 || !strings.Contains(text, "wrote a new copy of the superblock") {
+		t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
+	}
+	if errs := fs.Check(); len(errs) > 0 {
+		t.Fatalf("Check after the repair: %v", errs)
+	}
+	if noff, sound, _, why := fs.superCopyState(); !sound || noff == off {
+		t.Errorf("after the repair: copy at %#x (was %#x), sound %v (%s)", noff, off, sound, why)
+	}
+	ino, err := fs.Lookup(RootIno, name)
+	must(t, err)
+	h, err := fs.Open(ino.Ino, 0) // O_RDONLY
+	must(t, err)
+	if got := readFile(t, fs, ino.Ino, h); !bytes.Equal(got, data) {
+		t.Errorf("the file that got the freed allocation now holds %q", got[:16])
+	}
+	fs.Release(ino.Ino, h)
 }
