@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	mmap "github.com/edsrzf/mmap-go"
 	"golang.org/x/sys/unix"
@@ -211,7 +210,7 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 	// The copy is this process's arena from here on: other opens (of a
 	// copy of this image, whose record may lead to this path) leave it
 	// alone (copyInUse). The lock goes with the process.
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockCopy(f); err != nil {
 		f.Close()
 		if reuse {
 			return "", fmt.Errorf("the RAM copy %s is in use by another process: %w", name, err)
@@ -341,7 +340,7 @@ func removeOtherShadows(dir, key, keep string, f *os.File) {
 		if m == keep {
 			continue
 		}
-		if b, err := os.ReadFile(m + imageSuffix); err == nil && !sameFile(strings.TrimSuffix(string(b), "\n"), f) {
+		if b, err := os.ReadFile(m + imageSuffix); err == nil && !sameFile(recordPath(b), f) {
 			continue
 		}
 		if copyInUse(m) {

@@ -76,13 +76,17 @@ func recordImage(name string, f *os.File, logf func(string, ...any)) {
 		return
 	}
 	rec := name + imageSuffix
-	if b, err := os.ReadFile(rec); err == nil && string(b) == p+"\n" {
+	text := p + "\n"
+	if id := fileID(f); id != "" {
+		text += "id " + id + "\n"
+	}
+	if b, err := os.ReadFile(rec); err == nil && string(b) == text {
 		return
 	}
 	// Through a temporary file and a rename: a kill in the middle must
 	// not leave a torn path that some other file may answer to.
 	tmp := rec + ".tmp"
-	err := os.WriteFile(tmp, []byte(p+"\n"), 0o600)
+	err := os.WriteFile(tmp, []byte(text), 0o600)
 	if err == nil {
 		err = os.Rename(tmp, rec)
 	}
@@ -90,6 +94,60 @@ func recordImage(name string, f *os.File, logf func(string, ...any)) {
 		os.Remove(tmp)
 		logf("pram: cannot record the image of the RAM copy %s: %v", name, err)
 	}
+}
+
+// fileID is what identifies the open file f across a remount of its file
+// system, beside its path: its inode number and, where the file system
+// keeps one, its birth time. A copy of the image put at the same path (on
+// another file system mounted there while the image's is away) has others.
+func fileID(f *os.File) string {
+	var sx unix.Statx_t
+	if unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &sx) != nil {
+		return ""
+	}
+	id := strconv.FormatUint(sx.Ino, 10)
+	if sx.Mask&unix.STATX_BTIME != 0 {
+		id += fmt.Sprintf(" %d.%09d", sx.Btime.Sec, sx.Btime.Nsec)
+	}
+	return id
+}
+
+// parseRecord splits a record into the image's path and its fileID ("" in
+// a record written before identities were kept).
+func parseRecord(b []byte) (path, id string) {
+	s := strings.TrimSuffix(string(b), "\n")
+	if i := strings.LastIndex(s, "\nid "); i >= 0 {
+		return s[:i], s[i+len("\nid "):]
+	}
+	return s, ""
+}
+
+// recordPath is the image path a record names.
+func recordPath(b []byte) string {
+	p, _ := parseRecord(b)
+	return p
+}
+
+// recordNames reports whether the record b names the file open as f: its
+// path leads to f, and the identity it kept (if any) is f's.
+func recordNames(b []byte, f *os.File) bool {
+	p, id := parseRecord(b)
+	return sameFile(p, f) && (id == "" || id == fileID(f))
+}
+
+// lockCopy takes the lock that marks the RAM copy open as f as a live
+// process's arena. A daemon that just died may hold it a moment longer
+// than the image's lock (the kernel closes a dead process's files one by
+// one), so a refusal is tried again for a while before it counts.
+func lockCopy(f *os.File) error {
+	var err error
+	for range 50 {
+		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
 }
 
 // copyInUse reports whether a live process has the RAM copy at path as its
@@ -149,7 +207,7 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (strin
 		if err != nil {
 			return "", nil
 		}
-		rec := strings.TrimSuffix(string(b), "\n")
+		rec := recordPath(b)
 		var rst unix.Stat_t
 		if sameFile(rec, f) || !holdsArena(rec, uuid) || unix.Stat(rec, &rst) != nil || rst.Dev == ours.Dev {
 			// Ours; or its image was renamed, and something else (or
@@ -164,11 +222,11 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (strin
 		}
 		aside := strings.TrimSuffix(name, ".arena") + fmt.Sprintf("-aside%x.arena", time.Now().UnixNano())
 		if err := os.Rename(name, aside); err != nil {
-			return "", fmt.Errorf("moving aside the RAM copy %s, made for %s: %w", name, strings.TrimSpace(string(b)), err)
+			return "", fmt.Errorf("moving aside the RAM copy %s, made for %s: %w", name, rec, err)
 		}
 		os.Rename(name+imageSuffix, aside+imageSuffix)
 		did = fmt.Sprintf("moved aside the RAM copy %s, made for %s under this image's device and inode numbers, as %s; ",
-			name, strings.TrimSpace(string(b)), aside)
+			name, rec, aside)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}
@@ -181,7 +239,7 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (strin
 		if err != nil || m == name {
 			continue
 		}
-		if !sameFile(strings.TrimSuffix(string(b), "\n"), f) {
+		if !recordNames(b, f) {
 			continue
 		}
 		// A copy named with this file system's own device number was

@@ -266,3 +266,43 @@ func TestShadowOfOtherArenaKept(t *testing.T) {
 	}
 	must(t, o.Close())
 }
+
+// TestShadowCopyAtRecordedPathAfterDeviceChange (found by a second review):
+// while the image's file system is away, another one holding an older copy
+// of the image (same UUID) is mounted at the same place. The copy's path
+// is the one the original's RAM copy records, and it took that copy: the
+// original's returned writes went to the copy, and were lost to it. The
+// record now keeps the file's identity too (inode number, birth time).
+func TestShadowCopyAtRecordedPathAfterDeviceChange(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	const s = "committed, never checkpointed"
+	commitString(a, s)
+	name := a.Shadow().Path
+	must(t, a.Abandon())
+	old := filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID))
+	moveShadow(t, name, old)
+	// The copy at the image's path: another file (another inode number).
+	must(t, os.Rename(path, path+".orig"))
+	b, err := os.ReadFile(path + ".orig")
+	must(t, err)
+	must(t, os.WriteFile(path, b, 0o600))
+
+	c := openShadowed(t, path, OpenOptions{})
+	if info := c.Shadow(); info.Reused {
+		t.Errorf("the copy at the image's path took the original's RAM copy: %+v", info)
+	}
+	if got := heapString(c, len(s)); got == s {
+		t.Error("the copy holds the original's change")
+	}
+	must(t, c.Close())
+	must(t, os.Rename(path+".orig", path))
+	o := openShadowed(t, path, OpenOptions{})
+	if info := o.Shadow(); !info.Reused {
+		t.Errorf("the original did not find its RAM copy again: %+v", info)
+	}
+	if got := heapString(o, len(s)); got != s {
+		t.Errorf("a change committed before the crash reads %q", got)
+	}
+	must(t, o.Close())
+}

@@ -101,7 +101,7 @@ func heldElsewhereErr(arena string, held []heldMount) error {
 	}
 	h := held[0]
 	return fmt.Errorf("%s: unmounted here, but another mount namespace still mounts it, so its daemon goes on serving it there: %s. Unmount it there (`nsenter -t %d -m umount %s`) or end those processes; the daemon then closes the arena",
-		arena, b.String(), h.pid, h.dir)
+		arena, b.String(), h.pid, shellQuote(h.dir))
 }
 
 // heldHere says, for a file system just unmounted from dir whose daemon
@@ -118,7 +118,7 @@ func heldHere(dev, dir string) string {
 	if err != nil {
 		return ""
 	}
-	var binds, overlays []string
+	var binds, overlays, relative []string
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 5 {
@@ -130,8 +130,13 @@ func heldHere(dev, dir string) string {
 		}
 		for i := 5; i+3 < len(f); i++ {
 			if f[i] == "-" {
-				if f[i+1] == "overlay" && layersUnder(f[i+3], dir) {
-					overlays = append(overlays, unescapeOctal(f[4]))
+				if f[i+1] == "overlay" {
+					switch under, rel := layersUnder(f[i+3], dir); {
+					case under:
+						overlays = append(overlays, unescapeOctal(f[4]))
+					case rel:
+						relative = append(relative, unescapeOctal(f[4]))
+					}
 				}
 				break
 			}
@@ -140,17 +145,23 @@ func heldHere(dev, dir string) string {
 	switch {
 	case len(binds) > 0:
 		return fmt.Sprintf("it is still mounted on %s (a bind mount of it or of a directory on it), where its daemon goes on serving it. Unmount that too (`umount %s`); the daemon then closes the arena",
-			strings.Join(binds, ", "), binds[0])
+			strings.Join(binds, ", "), shellQuote(binds[0]))
 	case len(overlays) > 0:
 		return fmt.Sprintf("the overlay file system on %s uses directories on it as layers, so its daemon goes on serving it. Unmount the overlay (`umount %s`); the daemon then closes the arena",
-			strings.Join(overlays, ", "), overlays[0])
+			strings.Join(overlays, ", "), shellQuote(overlays[0]))
+	case len(relative) > 0:
+		// The kernel keeps a layer's path as it was given: a relative
+		// one cannot be told to be on this file system or not.
+		return fmt.Sprintf("the overlay file system on %s names its layers by relative paths, which may be directories on it; if they are, its daemon goes on serving it until the overlay is unmounted (`umount %s`)",
+			strings.Join(relative, ", "), shellQuote(relative[0]))
 	}
 	return ""
 }
 
 // layersUnder reports whether an overlay's super options (mountinfo's last
-// field) name a layer directory at or under dir.
-func layersUnder(opts, dir string) bool {
+// field) name a layer directory at or under dir, or else any layer by a
+// relative path (as given to mount: it may be under dir or not).
+func layersUnder(opts, dir string) (under, relative bool) {
 	for _, o := range strings.Split(opts, ",") {
 		k, v, ok := strings.Cut(o, "=")
 		if !ok || (k != "lowerdir" && k != "upperdir" && k != "workdir" && k != "datadir") {
@@ -158,11 +169,24 @@ func layersUnder(opts, dir string) bool {
 		}
 		for _, p := range strings.Split(unescapeOctal(v), ":") {
 			if p == dir || strings.HasPrefix(p, dir+"/") {
-				return true
+				return true, false
+			}
+			if p != "" && !strings.HasPrefix(p, "/") {
+				relative = true
 			}
 		}
 	}
-	return false
+	return false, relative
+}
+
+// shellQuote quotes s for a command a user may paste into a shell.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:,@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // connectionAlive reports whether the FUSE connection of the mount whose

@@ -219,3 +219,43 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestUmountHeldByRelativeOverlay (found by a second review): an overlay
+// whose layers were given by relative paths shows them so in mountinfo,
+// and umount missed it and waited its timeout; it is now named as one
+// that may hold the file system, with a command that can be pasted (its
+// mount point has a space).
+func TestUmountHeldByRelativeOverlay(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	pram := filepath.Join(c.home, "pram.img")
+	c.ok("mount", mp)
+	for _, d := range []string{"lower", "upper", "work"} {
+		must(t, os.Mkdir(filepath.Join(mp, d), 0o755))
+	}
+	ov := filepath.Join(t.TempDir(), "over lay")
+	must(t, os.Mkdir(ov, 0o755))
+	rel := filepath.Base(mp)
+	cmd := exec.Command("mount", "-t", "overlay", "overlay", "-o",
+		"lowerdir="+rel+"/lower,upperdir="+rel+"/upper,workdir="+rel+"/work", ov)
+	cmd.Dir = filepath.Dir(mp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("mount -t overlay with relative layers: %v: %s", err, out)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			exec.Command("umount", ov).Run()
+		}
+	})
+	errs := c.fails(1, "names its layers by relative paths", "umount", "--timeout", "30s", mp)
+	if !strings.Contains(errs, "umount '"+ov+"'") {
+		t.Errorf("umount's message %q does not give a command that can be pasted", errs)
+	}
+	if out, err := exec.Command("umount", ov).CombinedOutput(); err != nil {
+		t.Fatalf("umount %s: %v: %s", ov, err, out)
+	}
+	mounted = false
+	waitClosed(t, pram)
+	c.ok("fsck")
+}
