@@ -53,7 +53,7 @@ find_go() {
 debian_go_ok() {
 	local c
 	[ -n "$apt_updated" ] || { apt-get update -qq && apt_updated=1; }
-	c=$(apt-cache policy golang-go 2>/dev/null | sed -n 's/^ *Candidate: *//p') # 2:1.19~1
+	c=$(LC_ALL=C apt-cache policy golang-go 2>/dev/null | sed -n 's/^ *Candidate: *//p') # 2:1.19~1
 	c=${c#*:}
 	[ "$(echo "$c" | cut -d. -f1)" = 1 ] || return 1
 	c=$(echo "$c" | cut -d. -f2 | sed 's/[^0-9].*//')

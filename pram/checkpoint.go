@@ -230,6 +230,9 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 		sh.stage = nil // a rare large checkpoint: do not keep its buffer
 	}
 	sh.note(nil, np)
+	// The image holds seq now; the record also follows a rename of the
+	// image while it is open (shadow_moved.go).
+	recordImage(sh.path, a.f, seq, sh.logf)
 	for _, h := range sh.hooks {
 		if h.Durable != nil {
 			h.Durable()

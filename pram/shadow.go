@@ -177,12 +177,12 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 	sh.cur.Store(newDirtySet(pages))
 	sh.spare = newDirtySet(pages)
 
-	if did, err := adoptMovedShadow(dir, g.UUID, name, a.f); err != nil {
+	imageSeq := binary.LittleEndian.Uint64(page[offCkptSeq:])
+	if did, err := adoptMovedShadow(dir, g.UUID, name, a.f, imageSeq); err != nil {
 		return "", err
 	} else if did != "" {
 		sh.logf("pram: %s: %s", a.path, did)
 	}
-	imageSeq := binary.LittleEndian.Uint64(page[offCkptSeq:])
 	f, reuse, why := reuseShadow(name, g, imageSeq)
 	if why != "" {
 		sh.logf("pram: %s: not using the RAM copy %s: %s", a.path, name, why)
@@ -238,14 +238,14 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 			a.dropShadow(false)
 			return "", err
 		}
-		recordImage(name, a.f, sh.logf)
+		recordImage(name, a.f, imageSeq, sh.logf)
 	} else {
 		sh.loaded = true
 		if why, err := a.loadImage(loadEndOf(page, g.UUID)); err != nil || why != "" {
 			a.dropShadow(true)
 			return why, err
 		}
-		recordImage(name, a.f, sh.logf)
+		recordImage(name, a.f, imageSeq, sh.logf)
 		if err := os.Rename(sh.path, name); err != nil {
 			a.dropShadow(true)
 			os.Remove(name + imageSuffix)
@@ -340,7 +340,7 @@ func removeOtherShadows(dir, key, keep string, f *os.File) {
 		if m == keep {
 			continue
 		}
-		if b, err := os.ReadFile(m + imageSuffix); err == nil && !sameFile(recordPath(b), f) {
+		if b, err := os.ReadFile(m + imageSuffix); err == nil && !parseRecord(b).names(f) {
 			continue
 		}
 		if copyInUse(m) {

@@ -66,10 +66,13 @@ func imagePath(f *os.File) string {
 	return p
 }
 
-// recordImage writes (or rewrites) the record of the image f's path beside
-// the RAM copy at name. A copy without one is found only under its own
-// name, as before records existed, so an error is logged, not returned.
-func recordImage(name string, f *os.File, logf func(string, ...any)) {
+// recordImage writes (or rewrites) the record beside the RAM copy at name
+// of the image f: its path, its identity (fileID), and seq, the sequence
+// number of the last checkpoint the image is known to hold (written at
+// Open, then after each checkpoint). A copy without a record is found only
+// under its own name, as before records existed, so an error is logged,
+// not returned.
+func recordImage(name string, f *os.File, seq uint64, logf func(string, ...any)) {
 	p := imagePath(f)
 	if p == "" {
 		os.Remove(name + imageSuffix)
@@ -80,6 +83,7 @@ func recordImage(name string, f *os.File, logf func(string, ...any)) {
 	if id := fileID(f); id != "" {
 		text += "id " + id + "\n"
 	}
+	text += "seq " + strconv.FormatUint(seq, 10) + "\n"
 	if b, err := os.ReadFile(rec); err == nil && string(b) == text {
 		return
 	}
@@ -112,42 +116,66 @@ func fileID(f *os.File) string {
 	return id
 }
 
-// parseRecord splits a record into the image's path and its fileID ("" in
-// a record written before identities were kept).
-func parseRecord(b []byte) (path, id string) {
-	s := strings.TrimSuffix(string(b), "\n")
-	if i := strings.LastIndex(s, "\nid "); i >= 0 {
-		return s[:i], s[i+len("\nid "):]
+// record is a RAM copy's record of its image (recordImage). Records
+// written before identities or sequence numbers were kept lack them.
+type record struct {
+	path   string
+	id     string // fileID, or ""
+	seq    uint64 // the image's last known checkpoint, if hasSeq
+	hasSeq bool
+}
+
+// parseRecord reads a record: the path on its first line, then "id ..."
+// and "seq N" lines.
+func parseRecord(b []byte) record {
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	r := record{path: lines[0]}
+	for _, l := range lines[1:] {
+		if v, ok := strings.CutPrefix(l, "id "); ok {
+			r.id = v
+		} else if v, ok := strings.CutPrefix(l, "seq "); ok {
+			if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+				r.seq, r.hasSeq = n, true
+			}
+		}
 	}
-	return s, ""
+	return r
 }
 
 // recordPath is the image path a record names.
-func recordPath(b []byte) string {
-	p, _ := parseRecord(b)
-	return p
+func recordPath(b []byte) string { return parseRecord(b).path }
+
+// names reports whether the record names the file open as f: its path
+// leads to f, and the identity it kept (if any) is f's.
+func (r record) names(f *os.File) bool {
+	return sameFile(r.path, f) && (r.id == "" || r.id == fileID(f))
 }
 
-// recordNames reports whether the record b names the file open as f: its
-// path leads to f, and the identity it kept (if any) is f's.
-func recordNames(b []byte, f *os.File) bool {
-	p, id := parseRecord(b)
-	return sameFile(p, f) && (id == "" || id == fileID(f))
-}
+// olderImage reports whether an image whose checkpoint sequence number is
+// imageSeq is older than the one the record's copy was last checkpointed
+// to: not that image (a block-level copy of it, a backup restored in its
+// place), whatever its path and identity say. Taking the copy would put
+// the newer arena over the older image's disk.
+func (r record) olderImage(imageSeq uint64) bool { return r.hasSeq && imageSeq < r.seq }
 
 // lockCopy takes the lock that marks the RAM copy open as f as a live
 // process's arena. A daemon that just died may hold it a moment longer
 // than the image's lock (the kernel closes a dead process's files one by
 // one), so a refusal is tried again for a while before it counts.
+//
+// The caller holds the image's lock, so waiting is safe; a dead daemon's
+// large mapping may take a while to be torn down. A file system without
+// flock (ENOLCK) locks nothing, as before copies were locked.
 func lockCopy(f *os.File) error {
-	var err error
-	for range 50 {
-		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return nil
+		}
+		if time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	return err
 }
 
 // copyInUse reports whether a live process has the RAM copy at path as its
@@ -196,7 +224,7 @@ func sameFile(path string, f *os.File) bool {
 // number before) is that image's: it is moved aside under another name,
 // where its own image finds it by its record, instead of being taken for
 // this image's newest state.
-func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (string, error) {
+func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, imageSeq uint64) (string, error) {
 	var ours unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &ours) != nil || ours.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "", nil
@@ -207,9 +235,12 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (strin
 		if err != nil {
 			return "", nil
 		}
-		rec := recordPath(b)
+		r := parseRecord(b)
+		rec := r.path
 		var rst unix.Stat_t
-		if sameFile(rec, f) || !holdsArena(rec, uuid) || unix.Stat(rec, &rst) != nil || rst.Dev == ours.Dev {
+		if r.olderImage(imageSeq) {
+			// Not this copy's image, whatever else agrees: set aside.
+		} else if sameFile(rec, f) || !holdsArena(rec, uuid) || unix.Stat(rec, &rst) != nil || rst.Dev == ours.Dev {
 			// Ours; or its image was renamed, and something else (or
 			// nothing) took its old path: it is taken as before. A file
 			// on this very file system that holds the arena (a copy put
@@ -224,9 +255,14 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (strin
 		if err := os.Rename(name, aside); err != nil {
 			return "", fmt.Errorf("moving aside the RAM copy %s, made for %s: %w", name, rec, err)
 		}
-		os.Rename(name+imageSuffix, aside+imageSuffix)
-		did = fmt.Sprintf("moved aside the RAM copy %s, made for %s under this image's device and inode numbers, as %s; ",
-			name, rec, aside)
+		if err := os.Rename(name+imageSuffix, aside+imageSuffix); err != nil {
+			did = fmt.Sprintf("could not move its record (%v), so its image will not find it; ", err)
+		}
+		why := "under this image's device and inode numbers"
+		if r.olderImage(imageSeq) {
+			why = fmt.Sprintf("whose image held checkpoint %d, newer than this image's %d (a copy or a restored backup of it?)", r.seq, imageSeq)
+		}
+		did = fmt.Sprintf("moved aside the RAM copy %s, made for %s %s, as %s; ", name, rec, why, aside) + did
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}
@@ -239,14 +275,17 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File) (strin
 		if err != nil || m == name {
 			continue
 		}
-		if !recordNames(b, f) {
+		if r := parseRecord(b); !r.names(f) || r.olderImage(imageSeq) {
 			continue
 		}
 		// A copy named with this file system's own device number was
 		// made for another file on it (the record's path was since
-		// given to this one), not for this one under an earlier number;
-		// and a copy a live process maps is that process's arena.
-		if dev, ok := shadowDev(m); !ok || dev == ours.Dev || copyInUse(m) {
+		// given to this one), not for this one under an earlier number
+		// (a copy moved aside keeps the number of whoever set it aside:
+		// its record alone decides); and a copy a live process maps is
+		// that process's arena.
+		aside := strings.Contains(filepath.Base(m), "-aside")
+		if dev, ok := shadowDev(m); !ok || dev == ours.Dev && !aside || copyInUse(m) {
 			continue
 		}
 		seq, ok := shadowSeq(m)

@@ -84,7 +84,10 @@ func ext4Dir(t *testing.T) string {
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			// An arena a failed test left open: detached now, gone
+			// (and the loop device with it) when the process ends.
 			t.Errorf("umount %s: %v: %s", dir, err, out)
+			exec.Command("umount", "-l", dir).Run()
 		}
 	})
 	return dir
@@ -305,4 +308,121 @@ func TestShadowCopyAtRecordedPathAfterDeviceChange(t *testing.T) {
 		t.Errorf("a change committed before the crash reads %q", got)
 	}
 	must(t, o.Close())
+}
+
+// TestShadowOtherArenaSamePathKept (found by a read-through review): X's
+// file system is away and another, holding a different arena Y at the same
+// path and inode number, comes up under X's old device number. Opening Y
+// removed X's RAM copy as a leftover of an arena formatted there before,
+// by its record's path alone; the record's identity now decides.
+func TestShadowOtherArenaSamePathKept(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	commitString(a, "X")
+	name, uuid := a.Shadow().Path, a.Geometry().UUID
+	must(t, a.Abandon())
+	must(t, os.Rename(path, path+".x"))
+	y, err := Format(path, Options{Size: 4 << 20})
+	must(t, err)
+	must(t, y.Close())
+	yName, err := ShadowPath(path, "")
+	must(t, err)
+	moved := filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-%s", uuid, filepath.Base(yName)[33:]))
+	moveShadow(t, name, moved)
+	c := openShadowed(t, path, OpenOptions{})
+	must(t, c.Close())
+	if _, err := os.Stat(moved); err != nil {
+		t.Fatalf("opening Y removed X's RAM copy: %v", err)
+	}
+}
+
+// TestShadowRenamedWhileOpen (found by a read-through review): the image is
+// renamed while open, then the daemon dies and the image's file system
+// comes back under another number. The record named the old path, so
+// nothing was found; each checkpoint now writes the record again.
+func TestShadowRenamedWhileOpen(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	must(t, os.Rename(path, path+".new"))
+	commitString(a, "after the rename")
+	must(t, a.Sync())
+	commitString(a, "after the rename!")
+	name := a.Shadow().Path
+	must(t, a.Abandon())
+	moveShadow(t, name, filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID)))
+	o := openShadowed(t, path+".new", OpenOptions{})
+	if got := heapString(o, 17); got != "after the rename!" || !o.Shadow().Reused {
+		t.Errorf("after the crash: %q, %+v", got, o.Shadow())
+	}
+	must(t, o.Close())
+}
+
+// TestShadowBackupNotTaken (found by a read-through review): a block-level
+// copy of the image (a backup, a snapshot) keeps its path, inode number and
+// birth time; brought back in the image's place under another device
+// number, it would take the RAM copy, putting today's arena over its older
+// disk. The record's checkpoint sequence number tells it apart: the image
+// held a later checkpoint than the backup does.
+func TestShadowBackupNotTaken(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	commitString(a, "in the backup")
+	must(t, a.Sync())
+	backup, err := os.ReadFile(path)
+	must(t, err)
+	commitString(a, "after the back")
+	must(t, a.Sync())
+	commitString(a, "never synced!")
+	name := a.Shadow().Path
+	must(t, a.Abandon())
+	moveShadow(t, name, filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID)))
+	current, err := os.ReadFile(path)
+	must(t, err)
+	must(t, os.WriteFile(path, backup, 0o600)) // in place: the same inode
+
+	b := openShadowed(t, path, OpenOptions{})
+	if got := heapString(b, 13); got != "in the backup" || b.Shadow().Reused {
+		t.Errorf("the backup: %q, %+v", got, b.Shadow())
+	}
+	must(t, b.Close())
+	must(t, os.WriteFile(path, current, 0o600))
+	o := openShadowed(t, path, OpenOptions{})
+	if got := heapString(o, 13); got != "never synced!" || !o.Shadow().Reused {
+		t.Errorf("the image: %q, %+v", got, o.Shadow())
+	}
+	must(t, o.Close())
+}
+
+// TestShadowLockedCopyNotTaken: a copy whose record names the image being
+// opened, but that a live process holds as its arena, is never taken (the
+// lock openShadow takes; here the record is forged, so that nothing else
+// refuses it).
+func TestShadowLockedCopyNotTaken(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	b, err := os.ReadFile(path)
+	must(t, err)
+	dup := path + ".dup"
+	must(t, os.WriteFile(dup, b, 0o600))
+	a := openShadowed(t, path, OpenOptions{})
+	commitString(a, "live")
+	live := a.Shadow().Path
+	other := filepath.Join(filepath.Dir(live), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID))
+	must(t, os.Rename(live, other))
+	f, err := os.Open(dup)
+	must(t, err)
+	rec := dup + "\nid " + fileID(f) + "\n"
+	f.Close()
+	must(t, os.WriteFile(other+imageSuffix, []byte(rec), 0o600))
+
+	c := openShadowed(t, dup, OpenOptions{})
+	if info := c.Shadow(); info.Reused {
+		t.Errorf("the live copy was taken: %+v", info)
+	}
+	must(t, c.Close())
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("the live copy: %v", err)
+	}
+	must(t, os.Remove(other+imageSuffix))
+	must(t, os.Rename(other, live))
+	must(t, a.Close())
 }

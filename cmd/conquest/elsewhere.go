@@ -164,7 +164,9 @@ func heldHere(dev, dir string) string {
 func layersUnder(opts, dir string) (under, relative bool) {
 	for _, o := range strings.Split(opts, ",") {
 		k, v, ok := strings.Cut(o, "=")
-		if !ok || (k != "lowerdir" && k != "upperdir" && k != "workdir" && k != "datadir") {
+		// Linux 6.8 and later show layers added one at a time as
+		// "lowerdir+" and "datadir+".
+		if !ok || (k != "lowerdir" && k != "lowerdir+" && k != "upperdir" && k != "workdir" && k != "datadir+") {
 			continue
 		}
 		for _, p := range strings.Split(unescapeOctal(v), ":") {

@@ -259,3 +259,31 @@ func TestUmountHeldByRelativeOverlay(t *testing.T) {
 	waitClosed(t, pram)
 	c.ok("fsck")
 }
+
+func TestLayersUnder(t *testing.T) {
+	for _, c := range []struct {
+		opts            string
+		under, relative bool
+	}{
+		{"rw,lowerdir=/mnt/c/lower,upperdir=/mnt/c/upper,workdir=/mnt/c/work", true, false},
+		{"rw,lowerdir=/srv/a:/mnt/c,upperdir=/srv/u,workdir=/srv/w", true, false},
+		{"rw,lowerdir=/mnt/c2/lower,upperdir=/mnt/cc,workdir=/srv/w", false, false}, // prefixes only
+		{"rw,lowerdir+=/srv/a,lowerdir+=/mnt/c/l,upperdir=/srv/u", true, false},     // Linux 6.8+
+		{"rw,datadir+=/mnt/c/d,lowerdir=/srv/a", true, false},
+		{"rw,lowerdir=c/lower,upperdir=/srv/u,workdir=/srv/w", false, true},
+		{"rw,lowerdir=/mnt/c\\040x/l,upperdir=/srv/u", false, false},
+	} {
+		under, rel := layersUnder(c.opts, "/mnt/c")
+		if under != c.under || rel != c.relative {
+			t.Errorf("layersUnder(%q) = %v, %v; want %v, %v", c.opts, under, rel, c.under, c.relative)
+		}
+	}
+	if u, _ := layersUnder("rw,lowerdir=/mnt/c\\040x/l", "/mnt/c x"); !u {
+		t.Error("an escaped space in a layer path is not unescaped")
+	}
+	for in, want := range map[string]string{"/mnt/a": "/mnt/a", "/mnt/a b": "'/mnt/a b'", "/mnt/it's": `'/mnt/it'\''s'`, "": "''"} {
+		if got := shellQuote(in); got != want {
+			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
