@@ -34,6 +34,41 @@ func commitString(a *Arena, s string) {
 
 func heapString(a *Arena, n int) string { return string(a.View(a.Geometry().HeapOff, uint64(n))) }
 
+// awayName is the name a RAM copy (at name, of the arena a) would have had
+// if the image's file system had had another device number (ffff) when
+// it was made.
+func awayName(name string, a *Arena) string {
+	return filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID))
+}
+
+// copyImage writes a copy of the file at from to to: another file, with
+// another inode number.
+func copyImage(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	must(t, err)
+	must(t, os.WriteFile(to, b, 0o600))
+}
+
+// renameAndCopy renames the image at path to path+suffix and puts a copy
+// of it at path; it returns the new name.
+func renameAndCopy(t *testing.T, path, suffix string) string {
+	t.Helper()
+	must(t, os.Rename(path, path+suffix))
+	copyImage(t, path+suffix, path)
+	return path + suffix
+}
+
+// wantCopy checks whether the open arena a reused a RAM copy (reused) and,
+// accordingly, holds or lacks the change s committed before a crash.
+func wantCopy(t *testing.T, a *Arena, what, s string, reused bool) {
+	t.Helper()
+	info := a.Shadow()
+	if got := heapString(a, len(s)); info.Reused != reused || (got == s) != reused {
+		t.Errorf("%s: reused %v, reads %q; want reused %v (change %q)", what, info.Reused, got, reused, s)
+	}
+}
+
 // TestShadowAfterDeviceChange (found by an outside review): after a crash
 // of the daemon, the image's file system was mounted again and came back
 // with another device number (a loop device, a FUSE file system). The RAM
@@ -47,7 +82,7 @@ func TestShadowAfterDeviceChange(t *testing.T) {
 	commitString(a, s)
 	name := a.Shadow().Path
 	must(t, a.Abandon())
-	old := filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID))
+	old := awayName(name, a)
 	moveShadow(t, name, old)
 
 	b := openShadowed(t, path, OpenOptions{})
@@ -103,10 +138,8 @@ func TestShadowOfCopyUnderSameName(t *testing.T) {
 	a0, err := Format(path, Options{Size: 4 << 20})
 	must(t, err)
 	must(t, a0.Close())
-	b, err := os.ReadFile(path)
-	must(t, err)
 	dup := filepath.Join(t.TempDir(), "copy") // another file system
-	must(t, os.WriteFile(dup, b, 0o600))
+	copyImage(t, path, dup)
 
 	a := openShadowed(t, path, OpenOptions{})
 	const s = "the original's change"
@@ -118,21 +151,10 @@ func TestShadowOfCopyUnderSameName(t *testing.T) {
 	moveShadow(t, name, dupName)
 
 	c := openShadowed(t, dup, OpenOptions{})
-	if info := c.Shadow(); info.Reused {
-		t.Errorf("the copy took the original's RAM copy: %+v", info)
-	}
-	if got := heapString(c, len(s)); got == s {
-		t.Error("the copy holds the original's change")
-	}
+	wantCopy(t, c, "the copy", s, false)
 	must(t, c.Close())
-
 	o := openShadowed(t, path, OpenOptions{})
-	if info := o.Shadow(); !info.Reused {
-		t.Errorf("the original did not find its RAM copy: %+v", info)
-	}
-	if got := heapString(o, len(s)); got != s {
-		t.Errorf("the original's change reads %q", got)
-	}
+	wantCopy(t, o, "the original", s, true)
 	must(t, o.Close())
 }
 
@@ -148,21 +170,12 @@ func TestShadowRenamedImageCopyInPlace(t *testing.T) {
 	const s = "the renamed image's change"
 	commitString(a, s)
 	must(t, a.Abandon())
-	renamed := path + ".orig"
-	must(t, os.Rename(path, renamed))
-	b, err := os.ReadFile(renamed)
-	must(t, err)
-	must(t, os.WriteFile(path, b, 0o600))
-
+	renamed := renameAndCopy(t, path, ".orig")
 	o := openShadowed(t, renamed, OpenOptions{})
-	if got := heapString(o, len(s)); got != s || !o.Shadow().Reused {
-		t.Errorf("the renamed image: %q, %+v", got, o.Shadow())
-	}
+	wantCopy(t, o, "the renamed image", s, true)
 	must(t, o.Close())
 	c := openShadowed(t, path, OpenOptions{})
-	if got := heapString(c, len(s)); got == s {
-		t.Error("the copy holds the renamed image's change")
-	}
+	wantCopy(t, c, "the copy", s, false)
 	must(t, c.Close())
 }
 
@@ -177,19 +190,9 @@ func TestShadowLiveCopyNotTaken(t *testing.T) {
 	const s = "the live arena's change"
 	commitString(a, s)
 	live := a.Shadow().Path
-	renamed := path + ".orig"
-	must(t, os.Rename(path, renamed))
-	b, err := os.ReadFile(renamed)
-	must(t, err)
-	must(t, os.WriteFile(path, b, 0o600))
-
+	renameAndCopy(t, path, ".orig")
 	c := openShadowed(t, path, OpenOptions{})
-	if info := c.Shadow(); info.Reused || info.Path == live {
-		t.Errorf("the copy took the live RAM copy: %+v", info)
-	}
-	if got := heapString(c, len(s)); got == s {
-		t.Error("the copy holds the live arena's change")
-	}
+	wantCopy(t, c, "the copy", s, false)
 	must(t, c.Close())
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("the live RAM copy: %v", err)
@@ -262,7 +265,7 @@ func TestShadowOfOtherArenaKept(t *testing.T) {
 	}
 	// Its own image finds it once its file system has another number (the
 	// name's number is this file system's, which a's image never had).
-	moveShadow(t, moved, filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID)))
+	moveShadow(t, moved, awayName(name, a))
 	o := openShadowed(t, path, OpenOptions{})
 	if got := heapString(o, len(s)); got != s || !o.Shadow().Reused {
 		t.Errorf("after the other image's open: %q, %+v", got, o.Shadow())
@@ -283,30 +286,16 @@ func TestShadowCopyAtRecordedPathAfterDeviceChange(t *testing.T) {
 	commitString(a, s)
 	name := a.Shadow().Path
 	must(t, a.Abandon())
-	old := filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID))
+	old := awayName(name, a)
 	moveShadow(t, name, old)
 	// The copy at the image's path: another file (another inode number).
-	must(t, os.Rename(path, path+".orig"))
-	b, err := os.ReadFile(path + ".orig")
-	must(t, err)
-	must(t, os.WriteFile(path, b, 0o600))
-
+	orig := renameAndCopy(t, path, ".orig")
 	c := openShadowed(t, path, OpenOptions{})
-	if info := c.Shadow(); info.Reused {
-		t.Errorf("the copy at the image's path took the original's RAM copy: %+v", info)
-	}
-	if got := heapString(c, len(s)); got == s {
-		t.Error("the copy holds the original's change")
-	}
+	wantCopy(t, c, "the copy at the image's path", s, false)
 	must(t, c.Close())
-	must(t, os.Rename(path+".orig", path))
+	must(t, os.Rename(orig, path))
 	o := openShadowed(t, path, OpenOptions{})
-	if info := o.Shadow(); !info.Reused {
-		t.Errorf("the original did not find its RAM copy again: %+v", info)
-	}
-	if got := heapString(o, len(s)); got != s {
-		t.Errorf("a change committed before the crash reads %q", got)
-	}
+	wantCopy(t, o, "the original", s, true)
 	must(t, o.Close())
 }
 
@@ -349,7 +338,7 @@ func TestShadowRenamedWhileOpen(t *testing.T) {
 	commitString(a, "after the rename!")
 	name := a.Shadow().Path
 	must(t, a.Abandon())
-	moveShadow(t, name, filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID)))
+	moveShadow(t, name, awayName(name, a))
 	o := openShadowed(t, path+".new", OpenOptions{})
 	if got := heapString(o, 17); got != "after the rename!" || !o.Shadow().Reused {
 		t.Errorf("after the crash: %q, %+v", got, o.Shadow())
@@ -375,7 +364,7 @@ func TestShadowBackupNotTaken(t *testing.T) {
 	commitString(a, "never synced!")
 	name := a.Shadow().Path
 	must(t, a.Abandon())
-	moveShadow(t, name, filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID)))
+	moveShadow(t, name, awayName(name, a))
 	current, err := os.ReadFile(path)
 	must(t, err)
 	must(t, os.WriteFile(path, backup, 0o600)) // in place: the same inode
@@ -399,14 +388,12 @@ func TestShadowBackupNotTaken(t *testing.T) {
 // refuses it).
 func TestShadowLockedCopyNotTaken(t *testing.T) {
 	path := formatClosed(t, 4<<20)
-	b, err := os.ReadFile(path)
-	must(t, err)
 	dup := path + ".dup"
-	must(t, os.WriteFile(dup, b, 0o600))
+	copyImage(t, path, dup)
 	a := openShadowed(t, path, OpenOptions{})
 	commitString(a, "live")
 	live := a.Shadow().Path
-	other := filepath.Join(filepath.Dir(live), fmt.Sprintf("%x-ffff-1.arena", a.Geometry().UUID))
+	other := awayName(live, a)
 	must(t, os.Rename(live, other))
 	f, err := os.Open(dup)
 	must(t, err)
