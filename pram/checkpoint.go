@@ -232,7 +232,7 @@ func (a *Arena) checkpointAtLeast(n int64) error {
 	sh.note(nil, np)
 	// The image holds seq now; the record also follows a rename of the
 	// image while it is open (shadow_moved.go).
-	recordImage(sh.path, a.f, seq, sh.logf)
+	recordImage(sh.path, a.f, imageState{seq: seq, mounts: a.U64(offMounts)}, sh.logf)
 	for _, h := range sh.hooks {
 		if h.Durable != nil {
 			h.Durable()

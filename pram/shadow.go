@@ -178,7 +178,8 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 	sh.spare = newDirtySet(pages)
 
 	imageSeq := binary.LittleEndian.Uint64(page[offCkptSeq:])
-	if did, err := adoptMovedShadow(dir, g.UUID, name, a.f, imageSeq); err != nil {
+	imageSt := imageState{seq: imageSeq, mounts: binary.LittleEndian.Uint64(page[offMounts:])}
+	if did, err := adoptMovedShadow(dir, g.UUID, name, a.f, imageSt); err != nil {
 		return "", err
 	} else if did != "" {
 		sh.logf("pram: %s: %s", a.path, did)
@@ -238,14 +239,14 @@ func (a *Arena) openShadow(img ImageFile, slots slotArea, o OpenOptions) (inPlac
 			a.dropShadow(false)
 			return "", err
 		}
-		recordImage(name, a.f, imageSeq, sh.logf)
+		recordImage(name, a.f, imageSt, sh.logf)
 	} else {
 		sh.loaded = true
 		if why, err := a.loadImage(loadEndOf(page, g.UUID)); err != nil || why != "" {
 			a.dropShadow(true)
 			return why, err
 		}
-		recordImage(name, a.f, imageSeq, sh.logf)
+		recordImage(name, a.f, imageSt, sh.logf)
 		if err := os.Rename(sh.path, name); err != nil {
 			a.dropShadow(true)
 			os.Remove(name + imageSuffix)

@@ -42,10 +42,15 @@ import (
 // number (it was made for another file here, whose path was since given
 // to this one: an image renamed, a copy put in its place), nor one that a
 // live process has as its arena (openShadow locks its copy, and the lock
-// goes with the process). What is not found so: an image that was also
-// moved or renamed while its file system was away, and a block device
-// that came back under another device number (a loop device attached
-// anew: its copy is left as before).
+// goes with the process). A record's path that leads nowhere now (the
+// image renamed) still names the image when the identity it kept has a
+// birth time and is the image's; and a copy whose record says its image
+// had a later checkpoint, or another mount count, is not taken: the image
+// is a block-level copy (a backup, a snapshot) of the one it was made for.
+// What is not found so: an image renamed on a file system that keeps no
+// birth time, or with another file put at its old path, and a block
+// device that came back under another device number (a loop device
+// attached anew: its copy is left as before).
 
 // imageSuffix names the record of the image's path beside a RAM copy.
 const imageSuffix = ".image"
@@ -67,12 +72,13 @@ func imagePath(f *os.File) string {
 }
 
 // recordImage writes (or rewrites) the record beside the RAM copy at name
-// of the image f: its path, its identity (fileID), and seq, the sequence
-// number of the last checkpoint the image is known to hold (written at
-// Open, then after each checkpoint). A copy without a record is found only
-// under its own name, as before records existed, so an error is logged,
-// not returned.
-func recordImage(name string, f *os.File, seq uint64, logf func(string, ...any)) {
+// of the image f: its path, its identity (fileID), and the state the image
+// is known to hold (written at Open, then after each checkpoint): st.seq,
+// the sequence number of its last checkpoint, and st.mounts, its mount
+// counter, which every writable open that starts from the image (not from
+// this copy) moves on. A copy without a record is found only under its own
+// name, as before records existed, so an error is logged, not returned.
+func recordImage(name string, f *os.File, st imageState, logf func(string, ...any)) {
 	p := imagePath(f)
 	if p == "" {
 		os.Remove(name + imageSuffix)
@@ -83,7 +89,8 @@ func recordImage(name string, f *os.File, seq uint64, logf func(string, ...any))
 	if id := fileID(f); id != "" {
 		text += "id " + id + "\n"
 	}
-	text += "seq " + strconv.FormatUint(seq, 10) + "\n"
+	text += "seq " + strconv.FormatUint(st.seq, 10) + "\n"
+	text += "mounts " + strconv.FormatUint(st.mounts, 10) + "\n"
 	if b, err := os.ReadFile(rec); err == nil && string(b) == text {
 		return
 	}
@@ -116,13 +123,19 @@ func fileID(f *os.File) string {
 	return id
 }
 
+// imageState is what an image's superblock says of its history: the
+// sequence number of its last checkpoint and its mount counter.
+type imageState struct{ seq, mounts uint64 }
+
 // record is a RAM copy's record of its image (recordImage). Records
-// written before identities or sequence numbers were kept lack them.
+// written before identities or states were kept lack them.
 type record struct {
-	path   string
-	id     string // fileID, or ""
-	seq    uint64 // the image's last known checkpoint, if hasSeq
-	hasSeq bool
+	path      string
+	id        string // fileID, or ""
+	seq       uint64 // the image's last known checkpoint, if hasSeq
+	mounts    uint64 // the image's mount counter then, if hasMounts
+	hasSeq    bool
+	hasMounts bool
 }
 
 // parseRecord reads a record: the path on its first line, then "id ..."
@@ -137,6 +150,10 @@ func parseRecord(b []byte) record {
 			if n, err := strconv.ParseUint(v, 10, 64); err == nil {
 				r.seq, r.hasSeq = n, true
 			}
+		} else if v, ok := strings.CutPrefix(l, "mounts "); ok {
+			if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+				r.mounts, r.hasMounts = n, true
+			}
 		}
 	}
 	return r
@@ -146,17 +163,39 @@ func parseRecord(b []byte) record {
 func recordPath(b []byte) string { return parseRecord(b).path }
 
 // names reports whether the record names the file open as f: its path
-// leads to f, and the identity it kept (if any) is f's.
+// leads to f, and the identity it kept (if any) is f's. A path that leads
+// nowhere now (the image renamed while it was open, and the daemon killed
+// before a checkpoint rewrote the record) is let go when the identity is
+// a strong one, with a birth time: another file, even a copy of the
+// image, has another.
 func (r record) names(f *os.File) bool {
-	return sameFile(r.path, f) && (r.id == "" || r.id == fileID(f))
+	id := fileID(f)
+	if r.id != "" && r.id != id {
+		return false
+	}
+	if sameFile(r.path, f) {
+		return true
+	}
+	var st unix.Stat_t
+	return r.id != "" && strings.Contains(r.id, " ") && errors.Is(unix.Stat(r.path, &st), unix.ENOENT)
 }
 
-// olderImage reports whether an image whose checkpoint sequence number is
-// imageSeq is older than the one the record's copy was last checkpointed
-// to: not that image (a block-level copy of it, a backup restored in its
-// place), whatever its path and identity say. Taking the copy would put
-// the newer arena over the older image's disk.
-func (r record) olderImage(imageSeq uint64) bool { return r.hasSeq && imageSeq < r.seq }
+// otherState says why an image whose superblock says st is not the one
+// the record's copy was last checkpointed to ("" if it may be), whatever
+// its path and identity say: a block-level copy of it (a backup, a
+// snapshot) brought back in its place. Such a copy is older than the
+// copy's last checkpoint; once it has been mounted itself, its mount
+// counter has moved on. Taking the RAM copy would put the newer arena
+// over the copy's older disk.
+func (r record) otherState(st imageState) string {
+	switch {
+	case r.hasSeq && st.seq < r.seq:
+		return fmt.Sprintf("its image held checkpoint %d, newer than this image's %d (a copy or a restored backup of it?)", r.seq, st.seq)
+	case r.hasMounts && st.mounts != r.mounts:
+		return fmt.Sprintf("its image had been mounted %d times, this one %d (a copy or a restored backup of it, mounted since?)", r.mounts, st.mounts)
+	}
+	return ""
+}
 
 // lockCopy takes the lock that marks the RAM copy open as f as a live
 // process's arena. A daemon that just died may hold it a moment longer
@@ -224,7 +263,7 @@ func sameFile(path string, f *os.File) bool {
 // number before) is that image's: it is moved aside under another name,
 // where its own image finds it by its record, instead of being taken for
 // this image's newest state.
-func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, imageSeq uint64) (string, error) {
+func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st imageState) (string, error) {
 	var ours unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &ours) != nil || ours.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "", nil
@@ -238,7 +277,8 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, imageS
 		r := parseRecord(b)
 		rec := r.path
 		var rst unix.Stat_t
-		if r.olderImage(imageSeq) {
+		other := r.otherState(st)
+		if other != "" {
 			// Not this copy's image, whatever else agrees: set aside.
 		} else if sameFile(rec, f) || !holdsArena(rec, uuid) || unix.Stat(rec, &rst) != nil || rst.Dev == ours.Dev {
 			// Ours; or its image was renamed, and something else (or
@@ -259,8 +299,8 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, imageS
 			did = fmt.Sprintf("could not move its record (%v), so its image will not find it; ", err)
 		}
 		why := "under this image's device and inode numbers"
-		if r.olderImage(imageSeq) {
-			why = fmt.Sprintf("whose image held checkpoint %d, newer than this image's %d (a copy or a restored backup of it?)", r.seq, imageSeq)
+		if other != "" {
+			why = "but " + other
 		}
 		did = fmt.Sprintf("moved aside the RAM copy %s, made for %s %s, as %s; ", name, rec, why, aside) + did
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -275,7 +315,12 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, imageS
 		if err != nil || m == name {
 			continue
 		}
-		if r := parseRecord(b); !r.names(f) || r.olderImage(imageSeq) {
+		r := parseRecord(b)
+		if !r.names(f) {
+			continue
+		}
+		if other := r.otherState(st); other != "" {
+			did += fmt.Sprintf("left alone the RAM copy %s, made for this image's path and identity, but %s; ", m, other)
 			continue
 		}
 		// A copy named with this file system's own device number was

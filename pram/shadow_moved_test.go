@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -412,4 +414,84 @@ func TestShadowLockedCopyNotTaken(t *testing.T) {
 	must(t, os.Remove(other+imageSuffix))
 	must(t, os.Rename(other, live))
 	must(t, a.Close())
+}
+
+// openLogged is openShadowed, keeping what Open logs.
+func openLogged(t *testing.T, path string) (*Arena, *strings.Builder) {
+	t.Helper()
+	var log strings.Builder
+	var mu sync.Mutex
+	a, err := OpenWith(path, OpenOptions{Interval: -1, Logf: func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(&log, format+"\n", args...)
+	}})
+	must(t, err)
+	return a, &log
+}
+
+// TestShadowRenamedWhileOpenNoCheckpoint (found by a final review through
+// mounts): the image renamed while open, changes made after the rename
+// but no checkpoint (so the record still names the old path), the daemon
+// killed, the file system back under another number: the copy was not
+// found. A record whose path leads nowhere now still names the image when
+// its identity, with a birth time, is the image's.
+func TestShadowRenamedWhileOpenNoCheckpoint(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	if id := fileID(a.f); !strings.Contains(id, " ") {
+		t.Skipf("this file system keeps no birth time (identity %q)", id)
+	}
+	must(t, a.Sync())
+	must(t, os.Rename(path, path+".new"))
+	const s = "after the rename, never checkpointed"
+	commitString(a, s)
+	name := a.Shadow().Path
+	must(t, a.Abandon())
+	moveShadow(t, name, awayName(name, a))
+	o := openShadowed(t, path+".new", OpenOptions{})
+	wantCopy(t, o, "the renamed image", s, true)
+	must(t, o.Close())
+}
+
+// TestShadowBackupMountedNotTaken (found by a final review through
+// mounts): a backup of the image brought back in its place was refused the
+// RAM copy at first (older than its last checkpoint), but once mounted
+// itself its checkpoints caught up with the record's, and a later open
+// took the copy: the original's arena over the backup's disk. The mount
+// counter, which the backup's own mount moved on, now tells them apart;
+// and the open says why it left the copy alone.
+func TestShadowBackupMountedNotTaken(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	commitString(a, "in the backup")
+	must(t, a.Sync())
+	backup, err := os.ReadFile(path)
+	must(t, err)
+	commitString(a, "after the back")
+	must(t, a.Sync())
+	commitString(a, "never synced!")
+	name := a.Shadow().Path
+	must(t, a.Abandon())
+	moveShadow(t, name, awayName(name, a))
+	current, err := os.ReadFile(path)
+	must(t, err)
+	must(t, os.WriteFile(path, backup, 0o600)) // in place: the same inode
+
+	for i := range 4 { // the backup's own checkpoints pass the record's
+		b, log := openLogged(t, path)
+		wantCopy(t, b, fmt.Sprintf("the backup, open %d", i), "never synced!", false)
+		if i == 0 && !strings.Contains(log.String(), "left alone the RAM copy") {
+			t.Errorf("the open did not say why it left the RAM copy alone:\n%s", log)
+		}
+		for range 3 {
+			commitString(b, fmt.Sprintf("backup %d", i))
+			must(t, b.Sync())
+		}
+		must(t, b.Close())
+	}
+	must(t, os.WriteFile(path, current, 0o600))
+	o := openShadowed(t, path, OpenOptions{})
+	wantCopy(t, o, "the image", "never synced!", true)
+	must(t, o.Close())
 }
