@@ -187,7 +187,18 @@ func (r record) names(f *os.File) bool {
 // copy's last checkpoint; once it has been mounted itself, its mount
 // counter has moved on. Taking the RAM copy would put the newer arena
 // over the copy's older disk.
-func (r record) otherState(st imageState) string {
+//
+// Unless the copy at path itself says the image's state (the same last
+// checkpoint and mount count in its superblock): then it holds nothing
+// the image lacks but what came after that checkpoint. That is the case
+// of a kill in the moment between a checkpoint that reached the image and
+// the record's rewrite after it (the first checkpoint of a mount moves
+// the mount count on), which an outside review saw once in 78 kills: the
+// copy, set aside for good, held its tmpfs pages until the next boot.
+func (r record) otherState(st imageState, path string) string {
+	if cs, ok := copyState(path); ok && cs == st {
+		return ""
+	}
 	switch {
 	case r.hasSeq && st.seq < r.seq:
 		return fmt.Sprintf("its image held checkpoint %d, newer than this image's %d (a copy or a restored backup of it?)", r.seq, st.seq)
@@ -277,7 +288,7 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st ima
 		r := parseRecord(b)
 		rec := r.path
 		var rst unix.Stat_t
-		other := r.otherState(st)
+		other := r.otherState(st, name)
 		if other != "" {
 			// Not this copy's image, whatever else agrees: set aside.
 		} else if sameFile(rec, f) || !holdsArena(rec, uuid) || unix.Stat(rec, &rst) != nil || rst.Dev == ours.Dev {
@@ -319,7 +330,7 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st ima
 		if !r.names(f) {
 			continue
 		}
-		if other := r.otherState(st); other != "" {
+		if other := r.otherState(st, m); other != "" {
 			did += fmt.Sprintf("left alone the RAM copy %s, made for this image's path and identity, but %s; ", m, other)
 			continue
 		}
@@ -361,16 +372,23 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st ima
 
 // shadowSeq reads the checkpoint sequence number of the RAM copy at path.
 func shadowSeq(path string) (uint64, bool) {
+	st, ok := copyState(path)
+	return st.seq, ok
+}
+
+// copyState reads what the superblock of the RAM copy at path says of its
+// history.
+func copyState(path string) (imageState, bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, false
+		return imageState{}, false
 	}
 	defer f.Close()
-	var b [8]byte
-	if _, err := f.ReadAt(b[:], offCkptSeq); err != nil {
-		return 0, false
+	b := make([]byte, offCkptSeq+8)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return imageState{}, false
 	}
-	return binary.LittleEndian.Uint64(b[:]), true
+	return imageState{seq: binary.LittleEndian.Uint64(b[offCkptSeq:]), mounts: binary.LittleEndian.Uint64(b[offMounts:])}, true
 }
 
 // holdsArena reports whether the file at path holds an arena with this

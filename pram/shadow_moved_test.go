@@ -495,3 +495,40 @@ func TestShadowBackupMountedNotTaken(t *testing.T) {
 	wantCopy(t, o, "the image", "never synced!", true)
 	must(t, o.Close())
 }
+
+// TestShadowKillBeforeRecordRewrite (found by an outside review, once in
+// 78 kills): a kill between a checkpoint that reached the image (the first
+// of a mount, which moves the mount count on) and the record's rewrite
+// after it leaves a record one mount count behind the image. The copy
+// itself says the image's state, so it is this image's: it was set aside
+// for good, holding its tmpfs pages until the next boot.
+func TestShadowKillBeforeRecordRewrite(t *testing.T) {
+	for _, moved := range []bool{false, true} {
+		path := formatClosed(t, 4<<20)
+		a := openShadowed(t, path, OpenOptions{})
+		const s = "after the open's checkpoint"
+		commitString(a, s)
+		name := a.Shadow().Path
+		must(t, a.Abandon())
+		b, err := os.ReadFile(name + imageSuffix)
+		must(t, err)
+		r := parseRecord(b)
+		if !r.hasMounts || r.mounts == 0 {
+			t.Fatalf("record %q", b)
+		}
+		stale := strings.Replace(string(b), fmt.Sprintf("mounts %d\n", r.mounts), fmt.Sprintf("mounts %d\n", r.mounts-1), 1)
+		must(t, os.WriteFile(name+imageSuffix, []byte(stale), 0o600))
+		if moved {
+			moveShadow(t, name, awayName(name, a))
+		}
+		o, log := openLogged(t, path)
+		wantCopy(t, o, fmt.Sprintf("moved %v", moved), s, true)
+		if strings.Contains(log.String(), "aside") || strings.Contains(log.String(), "left alone") {
+			t.Errorf("moved %v: %s", moved, log)
+		}
+		must(t, o.Close())
+		if ms, _ := filepath.Glob(filepath.Join(filepath.Dir(name), fmt.Sprintf("%x-*", a.Geometry().UUID))); len(ms) != 0 {
+			t.Errorf("moved %v: left %v", moved, ms)
+		}
+	}
+}
