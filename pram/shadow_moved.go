@@ -30,14 +30,17 @@ import (
 // review saw exactly that, with the image on an ext4 mounted again on
 // another loop device, and on a Conquest mounted again.
 //
-// So each RAM copy has a record beside it (its name and imageSuffix) of
-// the image's path, as /proc/self/fd shows it (absolute, symbolic links
-// resolved) when the copy was made or last reused. An Open that finds no
-// copy under its name looks for copies of the same UUID under other names
-// whose recorded path now leads to this very image file: that file's
-// device number changed, and its copy is taken (renamed to the new name),
-// then judged as any copy is (reuseShadow). A copy of the image elsewhere
-// never matches, since the path leads to the original, or to nothing.
+// So each RAM copy has a record beside it (its name and imageSuffix),
+// written when the copy is made or reused and again after every
+// checkpoint: the image's path as /proc/self/fd shows it (absolute,
+// symbolic links resolved), its identity (inode number and birth time),
+// and what its superblock then said of its history (last checkpoint, mount
+// count). An Open that finds no copy under its name looks for copies of
+// the same UUID under other names whose record names this very image file:
+// that file's device number changed, and its copy is taken (renamed to the
+// new name), then judged as any copy is (reuseShadow). A copy of the image
+// elsewhere never matches, since the path leads to the original, or to
+// nothing, and its identity is another.
 // Nor is a copy taken whose name carries this file system's own device
 // number (it was made for another file here, whose path was since given
 // to this one: an image renamed, a copy put in its place), nor one that a
