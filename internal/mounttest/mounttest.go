@@ -144,9 +144,27 @@ func Mkfs(pram, disk string, pramSize uint64) error {
 }
 
 // Open opens the images as the CLI does.
-func Open(pram, disk string, o conquest.Options) (*conquest.FS, error) {
-	return conquest.Open(pram, disk, o)
+//
+// An arena found locked is tried again for a while: tests of a package run
+// in parallel in one process, and a child that one of them starts holds a
+// copy of every descriptor of the process from its fork to its exec, this
+// arena's among them, and with it the arena's lock (a CI run's TestPosix
+// failed so at its final check, its own file system closed, while
+// parallel tests started processes). An arena left locked for good still
+// fails, after lockedWait.
+func Open(path, disk string, o conquest.Options) (*conquest.FS, error) {
+	deadline := time.Now().Add(lockedWait)
+	for {
+		fs, err := conquest.Open(path, disk, o)
+		if !errors.Is(err, pram.ErrLocked) || time.Now().After(deadline) {
+			return fs, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
+
+// lockedWait bounds how long Open waits for a locked arena.
+const lockedWait = 5 * time.Second
 
 // Path joins elem to the mount point.
 func (m *Mounted) Path(elem ...string) string {
