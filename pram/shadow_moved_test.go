@@ -348,14 +348,15 @@ func TestShadowRenamedWhileOpen(t *testing.T) {
 	must(t, o.Close())
 }
 
-// TestShadowBackupNotTaken (found by a read-through review): a block-level
-// copy of the image (a backup, a snapshot) keeps its path, inode number and
-// birth time; brought back in the image's place under another device
-// number, it would take the RAM copy, putting today's arena over its older
-// disk. The record's checkpoint sequence number tells it apart: the image
-// held a later checkpoint than the backup does.
-func TestShadowBackupNotTaken(t *testing.T) {
-	path := formatClosed(t, 4<<20)
+// restoreBackup makes an image, takes a block-level copy of it (a backup)
+// after one checkpoint, makes a second checkpoint and an unsynced change,
+// crashes, moves the RAM copy's name as a device change would, and puts
+// the backup in the image's place, in place (the same inode, so the same
+// identity). It returns the image's path and its bytes before the backup
+// took their place.
+func restoreBackup(t *testing.T) (path string, current []byte) {
+	t.Helper()
+	path = formatClosed(t, 4<<20)
 	a := openShadowed(t, path, OpenOptions{})
 	commitString(a, "in the backup")
 	must(t, a.Sync())
@@ -367,9 +368,20 @@ func TestShadowBackupNotTaken(t *testing.T) {
 	name := a.Shadow().Path
 	must(t, a.Abandon())
 	moveShadow(t, name, awayName(name, a))
-	current, err := os.ReadFile(path)
+	current, err = os.ReadFile(path)
 	must(t, err)
-	must(t, os.WriteFile(path, backup, 0o600)) // in place: the same inode
+	must(t, os.WriteFile(path, backup, 0o600))
+	return path, current
+}
+
+// TestShadowBackupNotTaken (found by a read-through review): a block-level
+// copy of the image (a backup, a snapshot) keeps its path, inode number and
+// birth time; brought back in the image's place under another device
+// number, it would take the RAM copy, putting today's arena over its older
+// disk. The record's checkpoint sequence number tells it apart: the image
+// held a later checkpoint than the backup does.
+func TestShadowBackupNotTaken(t *testing.T) {
+	path, current := restoreBackup(t)
 
 	b := openShadowed(t, path, OpenOptions{})
 	if got := heapString(b, 13); got != "in the backup" || b.Shadow().Reused {
@@ -462,21 +474,7 @@ func TestShadowRenamedWhileOpenNoCheckpoint(t *testing.T) {
 // counter, which the backup's own mount moved on, now tells them apart;
 // and the open says why it left the copy alone.
 func TestShadowBackupMountedNotTaken(t *testing.T) {
-	path := formatClosed(t, 4<<20)
-	a := openShadowed(t, path, OpenOptions{})
-	commitString(a, "in the backup")
-	must(t, a.Sync())
-	backup, err := os.ReadFile(path)
-	must(t, err)
-	commitString(a, "after the back")
-	must(t, a.Sync())
-	commitString(a, "never synced!")
-	name := a.Shadow().Path
-	must(t, a.Abandon())
-	moveShadow(t, name, awayName(name, a))
-	current, err := os.ReadFile(path)
-	must(t, err)
-	must(t, os.WriteFile(path, backup, 0o600)) // in place: the same inode
+	path, current := restoreBackup(t)
 
 	for i := range 4 { // the backup's own checkpoints pass the record's
 		b, log := openLogged(t, path)
