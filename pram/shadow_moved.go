@@ -94,9 +94,6 @@ func recordImage(name string, f *os.File, st imageState, logf func(string, ...an
 	}
 	text += "seq " + strconv.FormatUint(st.seq, 10) + "\n"
 	text += "mounts " + strconv.FormatUint(st.mounts, 10) + "\n"
-	if b, err := os.ReadFile(rec); err == nil && string(b) == text {
-		return
-	}
 	// Through a temporary file and a rename: a kill in the middle must
 	// not leave a torn path that some other file may answer to.
 	tmp := rec + ".tmp"
@@ -161,9 +158,6 @@ func parseRecord(b []byte) record {
 	}
 	return r
 }
-
-// recordPath is the image path a record names.
-func recordPath(b []byte) string { return parseRecord(b).path }
 
 // names reports whether the record names the file open as f: its path
 // leads to f, and the identity it kept (if any) is f's. A path that leads
@@ -347,7 +341,8 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st ima
 		if dev, ok := shadowDev(m); !ok || dev == ours.Dev && !aside || copyInUse(m) {
 			continue
 		}
-		seq, ok := shadowSeq(m)
+		cs, ok := copyState(m)
+		seq := cs.seq
 		switch {
 		case !ok:
 			older = append(older, m)
@@ -371,12 +366,6 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st ima
 	}
 	os.Rename(best+imageSuffix, name+imageSuffix)
 	return did + fmt.Sprintf("took the RAM copy %s, made when the image's file system had another device number (mounted again since), as %s", best, name), nil
-}
-
-// shadowSeq reads the checkpoint sequence number of the RAM copy at path.
-func shadowSeq(path string) (uint64, bool) {
-	st, ok := copyState(path)
-	return st.seq, ok
 }
 
 // copyState reads what the superblock of the RAM copy at path says of its

@@ -38,13 +38,22 @@ func mountedElsewhere(dev string, max int) []heldMount {
 // arena at path, found by its source (fsnamePrefix and the path).
 func arenaMountedElsewhere(path string, max int) []heldMount {
 	return mountsElsewhere(func(f []string) bool {
-		for i := 5; i+2 < len(f); i++ {
-			if f[i] == "-" {
-				return f[i+1] == "fuse.conquest" && unescapeOctal(f[i+2]) == fsnamePrefix+path
-			}
-		}
-		return false
+		fstype, source, _ := superFields(f)
+		return fstype == "fuse.conquest" && unescapeOctal(source) == fsnamePrefix+path
 	}, max)
+}
+
+// superFields returns the fields after the separator of a mountinfo line
+// split in fields: the file system type, the source and the super options
+// ("" for those missing).
+func superFields(f []string) (fstype, source, opts string) {
+	for i := 5; i < len(f); i++ {
+		if f[i] == "-" {
+			rest := append(f[i+1:], "", "", "")
+			return rest[0], rest[1], rest[2]
+		}
+	}
+	return "", "", ""
 }
 
 // mountsElsewhere is mountedElsewhere for the mountinfo lines (split in
@@ -128,17 +137,12 @@ func heldHere(dev, dir string) string {
 			binds = append(binds, unescapeOctal(f[4]))
 			continue
 		}
-		for i := 5; i+3 < len(f); i++ {
-			if f[i] == "-" {
-				if f[i+1] == "overlay" {
-					switch under, rel := layersUnder(f[i+3], dir); {
-					case under:
-						overlays = append(overlays, unescapeOctal(f[4]))
-					case rel:
-						relative = append(relative, unescapeOctal(f[4]))
-					}
-				}
-				break
+		if fstype, _, opts := superFields(f); fstype == "overlay" {
+			switch under, rel := layersUnder(opts, dir); {
+			case under:
+				overlays = append(overlays, unescapeOctal(f[4]))
+			case rel:
+				relative = append(relative, unescapeOctal(f[4]))
 			}
 		}
 	}
