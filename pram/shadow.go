@@ -286,7 +286,7 @@ func shadowRoom(dir string, size uint64) string {
 // at least as new as the image's last checkpoint. Otherwise it says why
 // not ("" when there is none).
 func reuseShadow(name string, g Geometry, imageSeq uint64) (*os.File, bool, string) {
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	f, err := openRegular(name, os.O_RDWR)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, false, ""
@@ -341,7 +341,7 @@ func removeOtherShadows(dir, key, keep string, f *os.File) {
 		if m == keep {
 			continue
 		}
-		if b, err := os.ReadFile(m + imageSuffix); err == nil && !parseRecord(b).names(f) {
+		if b, err := readRecord(m + imageSuffix); err == nil && !parseRecord(b).names(f) {
 			continue
 		}
 		if copyInUse(m) {

@@ -228,7 +228,7 @@ func lockCopy(f *os.File) error {
 // copyInUse reports whether a live process has the RAM copy at path as its
 // arena (the lock openShadow takes on it).
 func copyInUse(path string) bool {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
 		return false
 	}
@@ -278,7 +278,7 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st ima
 	}
 	var did string
 	if _, err := os.Lstat(name); err == nil {
-		b, err := os.ReadFile(name + imageSuffix)
+		b, err := readRecord(name + imageSuffix)
 		if err != nil {
 			return "", nil
 		}
@@ -319,7 +319,7 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st ima
 	var bestSeq uint64
 	var older []string
 	for _, m := range ms {
-		b, err := os.ReadFile(m + imageSuffix)
+		b, err := readRecord(m + imageSuffix)
 		if err != nil || m == name {
 			continue
 		}
@@ -371,7 +371,7 @@ func adoptMovedShadow(dir string, uuid [16]byte, name string, f *os.File, st ima
 // copyState reads what the superblock of the RAM copy at path says of its
 // history.
 func copyState(path string) (imageState, bool) {
-	f, err := os.Open(path)
+	f, err := openRegular(path, os.O_RDONLY)
 	if err != nil {
 		return imageState{}, false
 	}
