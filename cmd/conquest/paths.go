@@ -67,7 +67,7 @@ func resolveImages(c *cli.Context) (images, error) {
 		im.embedded = true
 		im.pram = filepath.Join(dir, "pram.img")
 		im.disk = filepath.Join(dir, "disk.img")
-		return im, nil
+		return im, im.checkKinds()
 	case im.pram == "":
 		return images{}, errors.New("--disk given without --pram: give both, or neither for the embedded default")
 	case im.disk == "":
@@ -85,7 +85,38 @@ func resolveImages(c *cli.Context) (images, error) {
 	if sameImage(im.pram, im.disk) {
 		return images{}, fmt.Errorf("%s and %s are the same file (a link, or two nodes of one device): --pram and --disk must be different", im.pram, im.disk)
 	}
-	return im, nil
+	return im, im.checkKinds()
+}
+
+// checkKinds refuses images that exist but can be no image: a FIFO (whose
+// open waits for a writer: every command hung on one), a socket or a
+// directory.
+func (im images) checkKinds() error {
+	for _, p := range []struct{ flag, path, want string }{
+		{"--pram", im.pram, "an image file, a device-DAX or a block device"},
+		{"--disk", im.disk, "an image file or a block device"},
+	} {
+		st, err := os.Stat(p.path)
+		if err != nil {
+			continue // opening it says why
+		}
+		what := ""
+		switch m := st.Mode(); {
+		case m&fs.ModeNamedPipe != 0:
+			what = "a FIFO"
+		case m&fs.ModeSocket != 0:
+			what = "a socket"
+		case m.IsDir():
+			what = "a directory"
+		default:
+			continue
+		}
+		if im.embedded {
+			return fmt.Errorf("%s: the embedded default's image is %s, not an image file: move it away", p.path, what)
+		}
+		return fmt.Errorf("%s: %s is %s; give %s", p.path, p.flag, what, p.want)
+	}
+	return nil
 }
 
 // sameImage reports whether two existing paths name one file (through a

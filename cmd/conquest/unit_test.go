@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"conquest/fusefs"
 )
 
@@ -98,6 +100,15 @@ func TestRunErrors(t *testing.T) {
 	if err := os.Link(img, filepath.Join(links, "hard")); err != nil {
 		t.Fatal(err)
 	}
+	// A FIFO's open waits for a writer: every command hung on one.
+	fifo := filepath.Join(links, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	embeddedFIFO := t.TempDir()
+	if err := unix.Mkfifo(filepath.Join(embeddedFIFO, "pram.img"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -117,6 +128,12 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"fsck", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p"},
 		{[]string{"df", "--pram", "/nonexistent/p", "--disk", "/nonexistent/d"}, "/nonexistent/p: no such arena"},
 		{[]string{"mount", "--pram", "x", t.TempDir()}, "--pram given without --disk"},
+		{[]string{"fsck", "--pram", fifo, "--disk", img}, fifo + ": --pram is a FIFO"},
+		{[]string{"fsck", "-n", "--pram", img, "--disk", fifo}, fifo + ": --disk is a FIFO"},
+		{[]string{"mount", "--pram", fifo, "--disk", filepath.Join(t.TempDir(), "d"), t.TempDir()}, "--pram is a FIFO"},
+		{[]string{"mkfs", "--pram", fifo, "--disk", filepath.Join(t.TempDir(), "d")}, "--pram is a FIFO"},
+		{[]string{"stat", "--pram", img, "--disk", fifo}, "--disk is a FIFO"},
+		{[]string{"df", "--pram", links, "--disk", img}, links + ": --pram is a directory"},
 		{[]string{"mkfs", "--pram", filepath.Join(t.TempDir(), "p"), "--disk", filepath.Join(t.TempDir(), "d"),
 			"--large-threshold", "1"}, "conquest: --large-threshold 1B: the large-file threshold must be from 4.0K to 64.0M"},
 	} {
@@ -134,6 +151,11 @@ func TestRunErrors(t *testing.T) {
 		if strings.Contains(errb.String()+out.String(), "goroutine ") {
 			t.Errorf("%v: stack trace printed:\n%s", c.args, errb.String())
 		}
+	}
+	t.Setenv("CONQUEST_HOME", embeddedFIFO)
+	var out, errb bytes.Buffer
+	if code := run([]string{"conquest", "fsck"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "the embedded default's image is a FIFO") {
+		t.Errorf("fsck of an embedded default whose arena is a FIFO: exit %d, stderr %q", code, errb.String())
 	}
 }
 
