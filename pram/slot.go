@@ -206,18 +206,25 @@ func readSlotHead(img ImageFile, g Geometry, sl slotArea, i uint64) (slotHead, b
 	if _, err := img.ReadAt(h, sl.off(i)); err != nil {
 		return slotHead{}, false, err
 	}
+	sh, ok := parseSlotHead(h, g, sl, i)
+	return sh, ok, nil
+}
+
+// parseSlotHead decodes the header h of slot i; ok is false if it does not
+// check (never written, cut short, or another arena's).
+func parseSlotHead(h []byte, g Geometry, sl slotArea, i uint64) (slotHead, bool) {
 	le := binary.LittleEndian
 	if !bytes.Equal(h[sOffMagic:sOffMagic+8], []byte(slotMagic)) ||
 		le.Uint64(h[sOffSum:]) != farm.Hash64(h[:sOffSum]) ||
 		!bytes.Equal(h[sOffUUID:sOffUUID+16], g.UUID[:]) ||
 		le.Uint64(h[sOffSize:]) != g.Size {
-		return slotHead{}, false, nil
+		return slotHead{}, false
 	}
 	sh := slotHead{slot: i, seq: le.Uint64(h[sOffSeq:]), pages: le.Uint64(h[sOffPages:]), index: le.Uint64(h[sOffIndex:])}
 	if sh.pages == 0 || sh.pages > sl.pages {
-		return slotHead{}, false, nil
+		return slotHead{}, false
 	}
-	return sh, true, nil
+	return sh, true
 }
 
 // loadSlot reads a slot whose header checked and verifies its index and

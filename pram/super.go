@@ -148,6 +148,59 @@ func RestoreSuper(path string) (bool, error) {
 	return true, nil
 }
 
+// FixImageLength sets the length of an image file that Validate refuses
+// with ErrSizeMismatch (cut short, or grown) to one an arena of its
+// superblock's size can have, for `conquest fsck --repair`. One cut inside
+// the arena is grown back to the arena (the lost part reads as zeros; the
+// check that follows finds what it held). One longer than the arena is
+// given the arena's checkpoint slots if a slot's header is there (a slot
+// cut short is applied only if every part of it still verifies against
+// its hashes), and is cut back to the arena if not (bytes added to an
+// image closed cleanly). It says what it did ("" if nothing); nothing
+// else is changed. A device is not resized.
+func FixImageLength(path string) (string, error) {
+	f, kind, devSize, page, err := lockedPage0(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if kind != KindFile {
+		return "", fmt.Errorf("%s: a device smaller than its superblock says cannot be grown", path)
+	}
+	g, err := validateStatic(page, kind, 0)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	to, what := g.Size, "the arena's size: no checkpoint slot follows it"
+	if devSize < g.Size {
+		what = "the arena's size; the lost part reads as zeros, and the check finds what it held"
+	}
+	sl := fileSlots(g.Size)
+	for i := uint64(0); i < 2 && devSize > g.Size; i++ {
+		h := make([]byte, slotHeader)
+		if _, err := f.ReadAt(h, sl.off(i)); err != nil {
+			continue // past the end
+		}
+		if _, ok := parseSlotHead(h, g, sl, i); ok {
+			to, what = g.Size+TailLen(g.Size), "the arena and its checkpoint slots; a slot cut short is not applied"
+		}
+	}
+	if devSize == to {
+		return "", nil
+	}
+	if err := f.Truncate(int64(to)); err != nil {
+		return "", fmt.Errorf("%s: setting its length to %d bytes: %w", path, to, err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("%s: setting its length to %d bytes: %w", path, to, err)
+	}
+	how := "cut it"
+	if to > devSize {
+		how = "grew it"
+	}
+	return fmt.Sprintf("%s from %d to %d bytes, %s", how, devSize, to, what), nil
+}
+
 // lockedPage0 opens the image at path for writing, locks it, and reads its
 // page 0, for the repairs that write the superblock's static part back.
 // The caller closes f.

@@ -86,6 +86,7 @@ func fsckCommand() *cli.Command {
 			var rebuilt []string // fixes made before the file system could be opened
 			triedCopy := false   // the heap's copy of the superblock was looked for
 			grewDisk := false    // a disk image cut short was grown back
+			fixedLength := false // the arena image's length was set to its superblock's
 			for step := 0; err != nil && c.Bool("repair") && step < 8; step++ {
 				if errors.Is(err, pram.ErrSuperBackup) {
 					// The superblock's static part is damaged and page 0
@@ -143,6 +144,15 @@ func fsckCommand() *cli.Command {
 						return cli.Exit(fmt.Sprintf("%v\n%v", explainOpen(im, err), rerr), fsckUncorrected)
 					}
 					rebuilt = append(rebuilt, did)
+				} else if errors.Is(err, pram.ErrSizeMismatch) && !fixedLength {
+					// An arena image file cut short or grown: give it the
+					// length its superblock's size means.
+					fixedLength = true
+					did, rerr := pram.FixImageLength(im.pram)
+					if rerr != nil {
+						return cli.Exit(fmt.Sprintf("%v\n%v", explainOpen(im, err), rerr), fsckUncorrected)
+					}
+					rebuilt = append(rebuilt, fmt.Sprintf("arena image: %v: %s", err, did))
 				} else if me := missingRecord(err); me != nil {
 					// The disk's free map or stats record is overwritten:
 					// lay a new one. The walk below rebuilds the free map

@@ -132,6 +132,8 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%w: the disk is shorter than its superblock says (an image file cut short?); refusing to use it (`conquest fsck --repair --pram %s --disk %s` grows an image file back: the lost part reads as zeros, and data that was there fails its checksums)", err, im.pram, im.disk)
 	case missingRecord(err) != nil:
 		return fmt.Errorf("%w: the disk's %s is lost; refusing to use the pair until `conquest fsck --repair --pram %s --disk %s` lays a new one", err, missingRecord(err).What, im.pram, im.disk)
+	case errors.Is(err, pram.ErrSizeMismatch) && isRegular(im.pram):
+		return fmt.Errorf("%w: the image file was cut short or grown; refusing to use it (`conquest fsck --repair --pram %s --disk %s` gives it its length back)", err, im.pram, im.disk)
 	case isDamage(err):
 		return fmt.Errorf("%w: the image is damaged; refusing to use it", err)
 	case errors.Is(err, pram.ErrVersion), errors.Is(err, pram.ErrSizeMismatch), errors.Is(err, pram.ErrTooSmall):
@@ -154,4 +156,10 @@ func missingRecord(err error) *diskstore.MissingRecordError {
 func superCopyFound(im images) bool {
 	_, err := conquest.FindSuperCopyWithin(im.pram, im.disk, 256<<20)
 	return err == nil
+}
+
+// isRegular reports whether path is a regular file (not a device).
+func isRegular(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }
