@@ -94,6 +94,9 @@ func explainOpen(im images, err error) error {
 			// every file of the arena (mkfs --force was the advice).
 			return fmt.Errorf("%w: the arena %s holds a file system whose large files are on a disk image; give --disk the disk it was formatted with (formatting the pair anew would lose every file)", err, im.pram)
 		}
+		if !exists(im.pram) && diskKept(im) {
+			return arenaLost(im, err)
+		}
 		return fmt.Errorf("%w (format it with `conquest mkfs --pram %s --disk %s`)", err, im.pram, im.disk)
 	case errors.Is(err, pram.ErrSuperBackup), errors.Is(err, diskstore.ErrSuperBackup):
 		return fmt.Errorf("%w; the image is damaged: refusing to use it until then (`conquest fsck --repair --pram %s --disk %s`)", err, im.pram, im.disk)
@@ -113,6 +116,8 @@ func explainOpen(im images, err error) error {
 			return fmt.Errorf("%w: it holds a Conquest disk, not an arena: were --pram and --disk swapped? (--pram names the arena, --disk the large-file disk)", err)
 		case what != "":
 			return fmt.Errorf("%w: it holds %s; refusing to use it (is --pram the right path?)", err, what)
+		case diskKept(im):
+			return arenaLost(im, err)
 		}
 		return fmt.Errorf("%w (format it with `conquest mkfs`)", err)
 	case errors.Is(err, diskstore.ErrUUIDMismatch):
@@ -162,4 +167,17 @@ func superCopyFound(im images) bool {
 func isRegular(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// diskKept reports whether im's disk holds a Conquest disk (while its arena
+// is missing or holds nothing Conquest can read).
+func diskKept(im images) bool {
+	return strings.HasPrefix(holdsOther(im.disk, "-"), "a Conquest disk")
+}
+
+// arenaLost explains err, the refusal of an arena that is missing or holds
+// nothing recognisable, beside a disk that holds a Conquest disk: `mkfs`,
+// the advice for a new pair, would lose the disk's files too.
+func arenaLost(im images, err error) error {
+	return fmt.Errorf("%w, though %s holds a Conquest disk: refusing to use it (is --pram the right path? If that disk's arena is lost, so are its files, whose metadata lived only there: restore the arena image from a backup; `conquest mkfs --force --pram %s --disk %s` would format both anew, losing the disk's data)", err, im.disk, im.pram, im.disk)
 }

@@ -416,3 +416,42 @@ func TestHoldDisk(t *testing.T) {
 		t.Error("the disk is still locked after unlock")
 	}
 }
+
+// TestArenaLostBesideDisk (found by an outside review): an arena image
+// emptied, overwritten with random bytes or missing, beside the Conquest
+// disk formatted with it, was refused with the advice to format it with
+// mkfs, which would lose the disk's files too. The refusal now says so.
+func TestArenaLostBesideDisk(t *testing.T) {
+	t.Setenv("CONQUEST_HOME", t.TempDir())
+	dir := t.TempDir()
+	p, d := filepath.Join(dir, "p"), filepath.Join(dir, "d")
+	var out, errb bytes.Buffer
+	if code := run([]string{"conquest", "mkfs", "--pram", p, "--disk", d, "--pram-size", "16M", "--disk-size", "64M"}, &out, &errb); code != 0 {
+		t.Fatalf("mkfs: exit %d: %s", code, errb.String())
+	}
+	random := make([]byte, 1<<20)
+	for i := range random {
+		random[i] = byte(i*7919 + i>>8)
+	}
+	for _, c := range []struct {
+		name string
+		lose func() error
+	}{
+		{"emptied", func() error { return os.Truncate(p, 0) }},
+		{"overwritten", func() error { return os.WriteFile(p, random, 0o600) }},
+		{"missing", func() error { return os.Remove(p) }},
+	} {
+		if err := c.lose(); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"fsck", "df"} {
+			out.Reset()
+			errb.Reset()
+			code := run([]string{"conquest", cmd, "--pram", p, "--disk", d}, &out, &errb)
+			if code == 0 || !strings.Contains(errb.String(), d+" holds a Conquest disk: refusing to use it") ||
+				!strings.Contains(errb.String(), "would format both anew, losing the disk's data") {
+				t.Errorf("%s arena, %s: exit %d, stderr %q", c.name, cmd, code, errb.String())
+			}
+		}
+	}
+}

@@ -68,7 +68,11 @@ func report(c *cli.Context, detail bool) error {
 		return err
 	}
 	if !exists(im.pram) {
-		return fmt.Errorf("%s: no such arena (format it with `conquest mkfs`, or `conquest mount` the embedded default)", im.pram)
+		err := fmt.Errorf("%s: no such arena", im.pram)
+		if diskKept(im) {
+			return arenaLost(im, err)
+		}
+		return fmt.Errorf("%w (format it with `conquest mkfs`, or `conquest mount` the embedded default)", err)
 	}
 	note := func(msg string) { fmt.Fprintf(c.App.ErrWriter, "conquest: %s\n", msg) }
 	if !waitExited(im.pram, note) {
