@@ -83,7 +83,7 @@ func TestWriteReservationOnFullArena(t *testing.T) {
 		for name, mode := range modes {
 			for _, sync := range []bool{false, true} {
 				t.Run(sprintf("%d-%s-sync%v", blk, name, sync), func(t *testing.T) {
-					fs, env := newTestFSOpt(t, fsOpt{disk: true, size: 32 << 20, diskSize: 64 << 20, threshold: 1 << 20, diskBlock: blk})
+					fs, env := newTestFSOpt(t, fsOpt{disk: true, size: 32 << 20, diskSize: 16 << 20, threshold: 1 << 20, diskBlock: blk})
 					f := create(t, fs, RootIno, "f", nil)
 					write(t, fs, f.Ino, 0, pattern(2<<20, 1))
 					must(t, fs.Fallocate(f.Ino, 2<<20, 3<<20, mode))
@@ -136,7 +136,7 @@ func TestOverwriteOnFullArena(t *testing.T) {
 	for _, blk := range []uint32{4096, 16384} {
 		for _, diskFull := range []bool{false, true} {
 			t.Run(sprintf("%d-diskfull%v", blk, diskFull), func(t *testing.T) {
-				fs, env := newTestFSOpt(t, fsOpt{disk: true, size: 32 << 20, diskSize: 64 << 20, threshold: 1 << 20, diskBlock: blk})
+				fs, env := newTestFSOpt(t, fsOpt{disk: true, size: 32 << 20, diskSize: 16 << 20, threshold: 1 << 20, diskBlock: blk})
 				const size = 6 << 20
 				model := pattern(size, 1)
 				f := create(t, fs, RootIno, "f", nil)
