@@ -100,6 +100,11 @@ func recordImage(name string, f *os.File, st imageState, logf func(string, ...an
 	err := os.WriteFile(tmp, []byte(text), 0o600)
 	if err == nil {
 		err = os.Rename(tmp, rec)
+		if st, lerr := os.Lstat(rec); err != nil && lerr == nil && st.IsDir() && os.Remove(rec) == nil {
+			// An empty directory at the record's name, which a rename
+			// cannot replace (every checkpoint logged that): no record.
+			err = os.Rename(tmp, rec)
+		}
 	}
 	if err != nil {
 		os.Remove(tmp)

@@ -143,3 +143,21 @@ func TestReadRecordBounded(t *testing.T) {
 		t.Fatalf("a directory as a record: %v", err)
 	}
 }
+
+// TestShadowRecordDirectoryReplaced: an empty directory under a record's
+// name (which a rename cannot replace) is replaced by the record when it
+// is written; every checkpoint logged the failed rename before.
+func TestShadowRecordDirectoryReplaced(t *testing.T) {
+	path := formatClosed(t, 4<<20)
+	a := openShadowed(t, path, OpenOptions{})
+	commitString(a, "kept")
+	name := a.Shadow().Path
+	must(t, a.Abandon())
+	replace(t, name+imageSuffix, func(p string) error { return os.Mkdir(p, 0o700) })
+	b := openWithin(t, path)
+	defer b.Close()
+	wantCopy(t, b, "record a directory", "kept", true)
+	if r, err := readRecord(name + imageSuffix); err != nil || !parseRecord(r).names(b.f) {
+		t.Errorf("the record after the open: %q, %v", r, err)
+	}
+}
