@@ -67,6 +67,25 @@ func (o osImage) Allocate(off, n int64) error {
 	}
 }
 
+// releaser is an ImageFile that can give blocks back to its file system.
+type releaser interface {
+	// Release deallocates [off, off+n) (it reads as zeros after); the
+	// file's length does not change.
+	Release(off, n int64) error
+}
+
+func (o osImage) Release(off, n int64) error {
+	if o.dev != 0 {
+		return nil // a device's blocks are its own
+	}
+	for {
+		err := unix.Fallocate(int(o.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 func (o osImage) Size() (int64, error) {
 	if o.dev != 0 {
 		return int64(o.dev), nil

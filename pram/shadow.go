@@ -500,7 +500,18 @@ func (a *Arena) ensureTail() error {
 	for i := uint64(0); i < 2; i++ {
 		if err := sh.img.Allocate(sh.slots.off(i), usual); err != nil &&
 			!errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
-			sh.logf("pram: %s: reserving room for checkpoints: %v", a.path, err)
+			// A fallocate that fails for lack of space keeps what it
+			// allocated: the image's file system was left full, and the
+			// disk image (sparse, on it too) had no room for large files.
+			// What this slot holds is not needed (recoverSlots applied
+			// it), so its blocks go back: checkpoints then take space as
+			// they write, and a full file system fails them instead.
+			if r, ok := sh.img.(releaser); ok {
+				if rerr := r.Release(sh.slots.off(i), usual); rerr != nil {
+					err = fmt.Errorf("%w; giving the blocks back: %v", err, rerr)
+				}
+			}
+			sh.logf("pram: %s: reserving room for checkpoints: %v (a checkpoint takes the room it needs when it writes)", a.path, err)
 			break
 		}
 	}
