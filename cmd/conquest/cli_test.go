@@ -32,6 +32,7 @@ type runner struct {
 	bin  string
 	home string
 	env  []string // more environment for every command
+	dir  string   // the commands' working directory, if not the test's
 }
 
 func newCLI(t *testing.T) *runner {
@@ -48,6 +49,7 @@ func (c *runner) run(args ...string) (string, string, int) {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = append(append(os.Environ(), "CONQUEST_HOME="+c.home), c.env...)
+	cmd.Dir = c.dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -1191,5 +1193,30 @@ func dropCached(t *testing.T, paths ...string) {
 		if err != nil {
 			t.Fatalf("dropping the cached pages of %s: %v", p, err)
 		}
+	}
+}
+
+// TestRelativeShadowDir (found by an outside review): a relative
+// $CONQUEST_SHADOW_DIR named a directory under / for the daemon (which
+// runs there) and another under the caller's directory for fsck, which
+// then recovered a crashed file system from its image's last checkpoint,
+// losing what the daemon's RAM copy held. It is made absolute against the
+// directory the command runs in.
+func TestRelativeShadowDir(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	rel := fmt.Sprintf("conquest-rel-shadow-%d", os.Getpid())
+	t.Cleanup(func() { os.RemoveAll("/" + rel) }) // where it went before
+	c.dir = dir
+	c.env = []string{"CONQUEST_SHADOW_DIR=" + rel}
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	c.ok("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "16M", "--disk-size", "64M")
+	mp := c.mountpoint()
+	c.ok("mount", "--pram", pram, "--disk", disk, mp)
+	defer c.ok("umount", mp)
+	copies, _ := filepath.Glob(filepath.Join(dir, rel, "*.arena"))
+	stray, _ := filepath.Glob(filepath.Join("/", rel, "*.arena"))
+	if len(copies) != 1 || len(stray) != 0 {
+		t.Errorf("RAM copies under the caller's directory: %v; under /: %v", copies, stray)
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"conquest/bench"
+	"conquest/pram"
 )
 
 func main() {
@@ -33,6 +35,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = 70 // EX_SOFTWARE
 		}
 	}()
+	absShadowDir()
 	app := newApp(stdout, stderr)
 	isCommand := func(name string) bool { return app.Command(name) != nil }
 	if (len(args) >= 3 && helperName(args[0])) || isHelperCall(args, isCommand) {
@@ -155,4 +158,17 @@ func unknownCommand(name string) error {
 		see = "conquest " + parent + " --help"
 	}
 	return fmt.Errorf("unknown command %q (see %s)", name, see)
+}
+
+// absShadowDir makes a relative $CONQUEST_SHADOW_DIR absolute, against the
+// directory the command runs in: the daemon it starts runs in /, so a
+// relative one named one directory for the daemon and another for an fsck
+// run beside it, which then recovered from the image's last checkpoint,
+// without the changes in the daemon's RAM copy.
+func absShadowDir() {
+	if d := os.Getenv(pram.ShadowDirEnv); d != "" && !filepath.IsAbs(d) {
+		if abs, err := filepath.Abs(d); err == nil {
+			os.Setenv(pram.ShadowDirEnv, abs)
+		}
+	}
 }
