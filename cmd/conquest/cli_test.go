@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -1218,5 +1219,66 @@ func TestRelativeShadowDir(t *testing.T) {
 	stray, _ := filepath.Glob(filepath.Join("/", rel, "*.arena"))
 	if len(copies) != 1 || len(stray) != 0 {
 		t.Errorf("RAM copies under the caller's directory: %v; under /: %v", copies, stray)
+	}
+}
+
+// TestConcurrentMountsOnOneMountpoint (found by an outside review): two
+// `conquest mount`s of different file systems started together on one
+// mount point both passed the check for a Conquest mount there before
+// either had mounted, and both mounted, one over the other. The daemon
+// locks the mount point and checks again: one of them is refused, and
+// says why.
+func TestConcurrentMountsOnOneMountpoint(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	var pairs [2][]string
+	for i := range pairs {
+		p, d := filepath.Join(dir, fmt.Sprintf("p%d", i)), filepath.Join(dir, fmt.Sprintf("d%d", i))
+		c.ok("mkfs", "--pram", p, "--disk", d, "--pram-size", "16M", "--disk-size", "64M")
+		pairs[i] = []string{"--pram", p, "--disk", d}
+	}
+	mp := c.mountpoint()
+	stacked := func() int {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && f[4] == mp {
+				n++
+			}
+		}
+		return n
+	}
+	for try := 0; try < 3; try++ {
+		var wg sync.WaitGroup
+		var codes [2]int
+		var errs [2]string
+		for i := range pairs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i], codes[i] = c.run(append(append([]string{"mount"}, pairs[i]...), mp)...)
+			}()
+		}
+		wg.Wait()
+		n := stacked()
+		for stacked() > 0 {
+			if _, _, code := c.run("umount", mp); code != 0 {
+				fusefs.Unmount(mp, true)
+			}
+		}
+		ok := 0
+		for i := range codes {
+			if codes[i] == 0 {
+				ok++
+			} else if !strings.Contains(errs[i], "is already mounted here") {
+				t.Errorf("try %d: the refused mount said %q", try, errs[i])
+			}
+		}
+		if n != 1 || ok != 1 {
+			t.Fatalf("try %d: %d mounts on the mount point, %d mount commands succeeded (exit codes %v); want 1 and 1", try, n, ok, codes)
+		}
 	}
 }

@@ -58,7 +58,19 @@ func mountCommand() *cli.Command {
 			&cli.DurationFlag{Name: "commit", Value: pram.DefaultCheckpointInterval, Usage: "how long a change may stay only in the arena's RAM copy before it is checkpointed to the image, and large-file data unsynced on the disk before a background sync starts (what a power loss can lose; fsync makes everything durable at once; at least 10ms)"},
 			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
 		),
-		Action: func(c *cli.Context) error {
+		Action: func(c *cli.Context) (err error) {
+			var rep *reporter
+			if c.Bool("foreground") {
+				// Every refusal reaches a waiting parent (daemonize), not
+				// only serve's: the checks below run again here, and a
+				// mount made meanwhile by another is found by them.
+				rep = newReporter(c.Int("ready-fd"), c.App.ErrWriter)
+				defer func() {
+					if err != nil {
+						rep.fail(err)
+					}
+				}()
+			}
 			if c.NArg() != 1 {
 				return errors.New("mount needs exactly one MOUNTPOINT (flags go before it)")
 			}
@@ -93,12 +105,7 @@ func mountCommand() *cli.Command {
 			if !c.Bool("foreground") {
 				return daemonize(c, im, mp, ms)
 			}
-			rep := newReporter(c.Int("ready-fd"), c.App.ErrWriter)
-			err = serve(im, mp, ms, rep)
-			if err != nil {
-				rep.fail(err)
-			}
-			return err
+			return serve(im, mp, ms, rep)
 		},
 	}
 }
@@ -127,10 +134,50 @@ func checkMountpoint(dir string, note func(string)) (abs string, cleared bool, e
 	case !st.IsDir():
 		return "", cleared, fmt.Errorf("%s: mount point is not a directory", abs)
 	}
-	if mi, ok := fusefs.Mounted(abs); ok && mi.FSType == "fuse.conquest" {
-		return "", cleared, fmt.Errorf("%s: a Conquest file system (%s) is already mounted here", abs, strings.TrimPrefix(mi.Source, fsnamePrefix))
+	if err := alreadyMounted(abs); err != nil {
+		return "", cleared, err
 	}
 	return abs, cleared, nil
+}
+
+// alreadyMounted is the refusal of a mount point that carries a Conquest
+// mount, or nil.
+func alreadyMounted(abs string) error {
+	if mi, ok := fusefs.Mounted(abs); ok && mi.FSType == "fuse.conquest" {
+		return fmt.Errorf("%s: a Conquest file system (%s) is already mounted here", abs, strings.TrimPrefix(mi.Source, fsnamePrefix))
+	}
+	return nil
+}
+
+// lockMountpoint takes an exclusive lock on the directory at mp (flock,
+// waiting up to 10 s) until the returned function is called, and then
+// checks again that no Conquest mount is there: two mounts started
+// together both passed checkMountpoint before either had mounted, and
+// stacked their file systems there. A directory that cannot be opened or
+// locked is not (mounting on it fails and says why).
+func lockMountpoint(mp string) (unlock func(), err error) {
+	fd, err := unix.Open(mp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return func() {}, nil
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil || !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			break
+		}
+	}
+	unlock = func() { unix.Close(fd) }
+	switch {
+	case errors.Is(err, unix.EWOULDBLOCK):
+		err = fmt.Errorf("%s: another mount on this mount point has not finished in 10 s", mp)
+	default: // locked, or a file system without flock: checked anyway
+		err = alreadyMounted(mp)
+	}
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
 }
 
 // clearDeadMount unmounts the Conquest mount on abs if its daemon died (every
@@ -302,7 +349,13 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 	}
 	stopProfile := startProfile(rep)
 	defer stopProfile()
+	unlockMP, err := lockMountpoint(mp)
+	if err != nil {
+		fsys.Close()
+		return err
+	}
 	srv, err := fusefs.Mount(fsys, mp, o)
+	unlockMP()
 	if err != nil {
 		fsys.Close()
 		return err
