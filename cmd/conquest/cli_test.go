@@ -493,7 +493,9 @@ func TestFsckAfterKill(t *testing.T) {
 // SIGTERM, SIGINT or SIGHUP (its terminal closed) to `conquest mount
 // --foreground` unmounts cleanly and exits 0.
 func TestForegroundSIGTERM(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+	// SIGQUIT (found by an outside review) left a dead mount: Go's
+	// default dumped the goroutines and exited.
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) { foregroundSignal(t, sig) })
 	}
 }
@@ -541,6 +543,9 @@ func foregroundSignal(t *testing.T, sig syscall.Signal) {
 	}
 	if !strings.Contains(errb.String(), "closed cleanly") {
 		t.Errorf("stderr: %s", errb.String())
+	}
+	if sig == syscall.SIGQUIT && !strings.Contains(errb.String(), "the daemon's goroutines:\ngoroutine ") {
+		t.Errorf("no goroutine dump after SIGQUIT: %s", errb.String())
 	}
 }
 

@@ -294,7 +294,10 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 	sigs := make(chan os.Signal, 2)
 	// SIGHUP too: a --foreground daemon whose terminal closes unmounts
 	// cleanly rather than dying with its mount.
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// SIGQUIT too: Go's own handling dumps the goroutines and exits,
+	// leaving a dead mount; here the dump goes to the log, then the mount
+	// is taken down as for SIGTERM.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	// A log line written to a closed pipe (--foreground 2>&1 | tee, tee
 	// gone) must not kill the daemon and its mount: Go exits on SIGPIPE
@@ -378,7 +381,7 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 		msg += fmt.Sprintf(" (disk %v)", ds.Device())
 	}
 	rep.ready(msg)
-	// The first SIGINT or SIGTERM unmounts; a busy mount is detached
+	// The first SIGINT, SIGTERM, SIGHUP or SIGQUIT unmounts; a busy mount is detached
 	// lazily and its open files are still served, until the last is closed
 	// or another signal aborts the connection (those files then fail with
 	// ENOTCONN). Either way the arena is closed cleanly.
@@ -388,6 +391,11 @@ func serve(im images, mp string, ms mountSettings, rep *reporter) error {
 		case <-srv.Done():
 			done = true
 		case s := <-sigs:
+			if s == syscall.SIGQUIT {
+				var stacks strings.Builder
+				pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+				rep.logf("%v: the daemon's goroutines:\n%s", s, stacks.String())
+			}
 			if signalled {
 				rep.logf("%v: stopping now; files still open on %s fail from here on", s, mp)
 				if err := srv.Abort(); err != nil {
