@@ -1287,3 +1287,30 @@ func TestConcurrentMountsOnOneMountpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestMountpointSymlink (found by an outside review): a mount point given
+// as a symbolic link to a directory failed ("fusermount: exit status 1",
+// and the log blamed a disconnected transport). It is followed, as
+// mount(8) follows it, by mount, df and umount alike.
+func TestMountpointSymlink(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	link := filepath.Join(filepath.Dir(mp), "link")
+	if err := os.Symlink("mnt", link); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("mount", link)
+	if mi, ok := fusefs.Mounted(mp); !ok || mi.FSType != "fuse.conquest" {
+		t.Fatalf("nothing mounted on %s: %+v", mp, mi)
+	}
+	if err := os.WriteFile(filepath.Join(link, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := c.ok("df", link); !strings.Contains(out, "arena") {
+		t.Errorf("df %s: %q", link, out)
+	}
+	c.ok("umount", link)
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Errorf("%s still mounted", mp)
+	}
+}

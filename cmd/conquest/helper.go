@@ -171,7 +171,7 @@ func isRemount(args []string) bool {
 // mount (disk=, writeback_cache, cached_writes, private) keep the mount's values:
 // mount(8) passes the fstab line's options with a remount.
 func helperRemount(args []string) error {
-	dir, err := filepath.Abs(args[2])
+	dir, err := mountpointPath(args[2])
 	if err != nil {
 		return err
 	}

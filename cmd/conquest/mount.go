@@ -116,7 +116,7 @@ func mountCommand() *cli.Command {
 // is unmounted first, as a reboot would clear it after a crash; cleared says
 // so. Dead mounts of other file systems are left to their owners.
 func checkMountpoint(dir string, note func(string)) (abs string, cleared bool, err error) {
-	abs, err = filepath.Abs(dir)
+	abs, err = mountpointPath(dir)
 	if err != nil {
 		return "", false, err
 	}
@@ -138,6 +138,23 @@ func checkMountpoint(dir string, note func(string)) (abs string, cleared bool, e
 		return "", cleared, err
 	}
 	return abs, cleared, nil
+}
+
+// mountpointPath is the absolute path of the mount point dir, its symbolic
+// links followed as mount(8) follows them: the kernel lists a mount under
+// the directory it is on (fusermount3 refused a link to one with a bare
+// "exit status 1", and umount and df found nothing mounted at a link). A
+// path whose links cannot be followed (a dead mount on the way) is left as
+// it is.
+func mountpointPath(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real, nil
+	}
+	return abs, nil
 }
 
 // alreadyMounted is the refusal of a mount point that carries a Conquest

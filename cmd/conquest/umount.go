@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,7 +26,7 @@ func umountCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return errors.New("umount needs exactly one MOUNTPOINT")
 			}
-			mp, err := filepath.Abs(c.Args().First())
+			mp, err := mountpointPath(c.Args().First())
 			if err != nil {
 				return err
 			}
@@ -52,7 +51,11 @@ func umountCommand() *cli.Command {
 				return nil
 			}
 			if err := fusefs.Unmount(mi.Dir, c.Bool("lazy")); err != nil {
-				return err
+				if now, ok := fusefs.Mounted(mi.Dir); ok && now.Device == mi.Device {
+					return err
+				}
+				// Taken down meanwhile (its daemon signalled, or another
+				// umount): wait for the daemon to close the arena as usual.
 			}
 			arena, ok := strings.CutPrefix(mi.Source, fsnamePrefix)
 			if !ok || c.Bool("lazy") {

@@ -53,7 +53,7 @@ func report(c *cli.Context, detail bool) error {
 		if c.IsSet("pram") || c.IsSet("disk") {
 			return errors.New("give either a MOUNTPOINT or --pram/--disk, not both")
 		}
-		mp, err := filepath.Abs(c.Args().First())
+		mp, err := mountpointPath(c.Args().First())
 		if err != nil {
 			return err
 		}
