@@ -493,7 +493,7 @@ func (a *Arena) ensureTail() error {
 	}
 	if cur < want {
 		if err := sh.img.Truncate(want); err != nil {
-			return fmt.Errorf("%s: adding checkpoint slots: %w", a.path, err)
+			return fmt.Errorf("adding checkpoint slots: %w", err) // err names the path
 		}
 	}
 	usual := int64(min(PageSize+slotIndexLen(uint64(sh.limit))+2*uint64(sh.limit)*PageSize, slotCap(size)))

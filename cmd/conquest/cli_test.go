@@ -1314,3 +1314,36 @@ func TestMountpointSymlink(t *testing.T) {
 		t.Errorf("%s still mounted", mp)
 	}
 }
+
+// TestFileSizeLimitNamed (found by an outside review): under a file size
+// limit (`ulimit -f`), mkfs blamed the file system ("a file larger than
+// its file system allows", beside 75 GiB free), and mount printed the
+// image's path twice and nothing of the limit. Both name the limit now.
+func TestFileSizeLimitNamed(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	pram, disk := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	limited := func(args ...string) (string, int) {
+		cmd := exec.Command("bash", append([]string{"-c", `ulimit -f 81920 && exec "$0" "$@"`, c.bin}, args...)...) // KiB
+		cmd.Env = append(os.Environ(), "CONQUEST_HOME="+c.home)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	out, code := limited("mkfs", "--pram", pram, "--disk", disk, "--pram-size", "16M", "--disk-size", "256M")
+	if code == 0 || !strings.Contains(out, "cannot make a disk of 256M there: a file larger than this process may write (ulimit -f: 80.0M)") {
+		t.Errorf("mkfs under ulimit -f: exit %d: %s", code, out)
+	}
+	// An arena that fits under the limit, its checkpoint slots not.
+	c.ok("mkfs", "--force", "--pram", pram, "--disk", disk, "--pram-size", "64M", "--disk-size", "64M")
+	mp := c.mountpoint()
+	out, code = limited("mount", "--pram", pram, "--disk", disk, mp)
+	if code == 0 || !strings.Contains(out, "this process may write files of at most 80.0M (ulimit -f)") || strings.Contains(out, pram+": "+pram) {
+		t.Errorf("mount under ulimit -f: exit %d: %s", code, out)
+	}
+}

@@ -176,6 +176,8 @@ func explainMkfs(im images, pramSize, diskSize uint64, err error) error {
 		why = "no space left on device"
 	case errors.Is(err, syscall.ENOMEM):
 		why = "not enough memory to map it"
+	case errors.Is(err, syscall.EFBIG) && fileSizeLimit() > 0:
+		why = fmt.Sprintf("a file larger than this process may write (ulimit -f: %s)", formatSize(fileSizeLimit()))
 	case errors.Is(err, syscall.EFBIG):
 		why = "a file larger than its file system allows"
 	default:
@@ -251,4 +253,15 @@ func holdDisk(path string) (unlock func(), err error) {
 		return nil, fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", path)
 	}
 	return unlock, err
+}
+
+// fileSizeLimit is the largest file this process may write (RLIMIT_FSIZE,
+// `ulimit -f`), or 0 if there is no such limit: past it writes fail with
+// EFBIG, as past a file system's own maximum.
+func fileSizeLimit() uint64 {
+	var r unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_FSIZE, &r) != nil || r.Cur == unix.RLIM_INFINITY {
+		return 0
+	}
+	return r.Cur
 }
