@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -141,18 +142,32 @@ func checkMountpoint(dir string, note func(string)) (abs string, cleared bool, e
 }
 
 // mountpointPath is the absolute path of the mount point dir, its symbolic
-// links followed as mount(8) follows them: the kernel lists a mount under
-// the directory it is on (fusermount3 refused a link to one with a bare
-// "exit status 1", and umount and df found nothing mounted at a link). A
-// path whose links cannot be followed (a dead mount on the way) is left as
-// it is.
+// links followed as mount(8) follows them (fusermount3 refused a link to a
+// directory with a bare "exit status 1"), without asking the file system
+// mounted there anything: a stat of the mount point of a stopped or stuck
+// daemon waits for it, and umount and mount must not (clearDeadMount,
+// abortStuck). So the parent directory's links are followed with
+// EvalSymlinks, and the last component's with readlink, which a mount
+// point answers at once (EINVAL: not a link). A parent that cannot be
+// resolved is left as it is.
 func mountpointPath(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		return real, nil
+	for range 40 { // as the kernel's limit on links followed
+		parent, base := filepath.Split(abs)
+		if real, err := filepath.EvalSymlinks(parent); err == nil {
+			abs = filepath.Join(real, base)
+		}
+		target, err := os.Readlink(abs)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(abs), target)
+		}
+		abs = filepath.Clean(target)
 	}
 	return abs, nil
 }
@@ -590,6 +605,10 @@ func daemonize(c *cli.Context, im images, mp string, ms mountSettings) error {
 	}
 	logPath := filepath.Join(im.dataDir, "conquest.log")
 	rotateLog(logPath)
+	// A FIFO there would make the open wait for a reader for ever.
+	if st, err := os.Stat(logPath); err == nil && st.Mode()&fs.ModeNamedPipe != 0 {
+		return fmt.Errorf("%s: the daemon's log is a FIFO, not a file: move it away", logPath)
+	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
