@@ -97,7 +97,7 @@ func recordImage(name string, f *os.File, st imageState, logf func(string, ...an
 	// Through a temporary file and a rename: a kill in the middle must
 	// not leave a torn path that some other file may answer to.
 	tmp := rec + ".tmp"
-	err := os.WriteFile(tmp, []byte(text), 0o600)
+	err := writeNew(tmp, []byte(text))
 	if err == nil {
 		err = os.Rename(tmp, rec)
 		if st, lerr := os.Lstat(rec); err != nil && lerr == nil && st.IsDir() && os.Remove(rec) == nil {

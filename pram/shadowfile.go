@@ -64,6 +64,22 @@ func readRecord(path string) ([]byte, error) {
 	return b, nil
 }
 
+// writeNew writes data to a new file at path, removing what was there (a
+// file a kill left, or a FIFO, whose open would wait for a reader; an
+// empty directory) and creating it afresh, never opening what it finds.
+func writeNew(path string, data []byte) error {
+	os.Remove(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // fileType names the type of a file of mode m.
 func fileType(m uint32) string {
 	switch m & unix.S_IFMT {

@@ -84,6 +84,14 @@ func TestShadowDirOddFiles(t *testing.T) {
 			replace(t, away, fifo)
 			return []string{away}
 		}, false},
+		{"record's temporary file a FIFO", func(t *testing.T, name, away string) []string {
+			must(t, unix.Mkfifo(name+imageSuffix+".tmp", 0o600))
+			return []string{name + imageSuffix + ".tmp"}
+		}, true},
+		{"record's temporary file a directory", func(t *testing.T, name, away string) []string {
+			must(t, os.Mkdir(name+imageSuffix+".tmp", 0o700))
+			return nil
+		}, true},
 		{"other device's record a FIFO", func(t *testing.T, name, away string) []string {
 			moveShadow(t, name, away)
 			replace(t, away+imageSuffix, fifo)
@@ -107,6 +115,10 @@ func TestShadowDirOddFiles(t *testing.T) {
 
 			b := openWithin(t, path, fifos...)
 			wantCopy(t, b, tc.name, s, tc.reused)
+			// And the open wrote the copy's record.
+			if r, err := readRecord(b.Shadow().Path + imageSuffix); err != nil || !parseRecord(r).names(b.f) {
+				t.Errorf("the record after the open: %q, %v", r, err)
+			}
 			must(t, b.Close())
 		})
 	}

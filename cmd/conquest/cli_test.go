@@ -1313,6 +1313,26 @@ func TestMountpointSymlink(t *testing.T) {
 	if _, ok := fusefs.Mounted(mp); ok {
 		t.Errorf("%s still mounted", mp)
 	}
+	// A dead mount behind the link (its daemon killed) is cleared through
+	// it, without a stat of the mount point, which a stopped daemon's
+	// would never answer (TestUmountStoppedDaemon).
+	c.ok("mount", link)
+	pid := holder(filepath.Join(c.home, "pram.img"))
+	if pid == 0 {
+		t.Fatal("no daemon holds the arena")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	for deadline := time.Now().Add(10 * time.Second); holder(filepath.Join(c.home, "pram.img")) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the killed daemon still holds the arena")
+		}
+	}
+	if _, errs := c.ok("umount", link); !strings.Contains(errs, "its daemon had died") {
+		t.Errorf("umount of a dead mount through a link: %q", errs)
+	}
+	if _, ok := fusefs.Mounted(mp); ok {
+		t.Errorf("%s still mounted", mp)
+	}
 }
 
 // TestFileSizeLimitNamed (found by an outside review): under a file size
@@ -1345,5 +1365,26 @@ func TestFileSizeLimitNamed(t *testing.T) {
 	out, code = limited("mount", "--pram", pram, "--disk", disk, mp)
 	if code == 0 || !strings.Contains(out, "this process may write files of at most 80.0M (ulimit -f)") || strings.Contains(out, pram+": "+pram) {
 		t.Errorf("mount under ulimit -f: exit %d: %s", code, out)
+	}
+}
+
+// TestLogFIFORefused (found by an outside review): a FIFO in place of the
+// daemon's log made `conquest mount` wait for ever in its open.
+func TestLogFIFORefused(t *testing.T) {
+	c := newCLI(t)
+	if err := unix.Mkfifo(filepath.Join(c.home, "conquest.log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mp := c.mountpoint()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, "mount", mp)
+	cmd.Env = append(os.Environ(), "CONQUEST_HOME="+c.home)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatal("mount waited on the FIFO")
+	}
+	if err == nil || !strings.Contains(string(out), "the daemon's log is a FIFO, not a file: move it away") {
+		t.Errorf("mount with a FIFO for its log: %v: %s", err, out)
 	}
 }

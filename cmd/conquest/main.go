@@ -166,9 +166,12 @@ func unknownCommand(name string) error {
 // run beside it, which then recovered from the image's last checkpoint,
 // without the changes in the daemon's RAM copy.
 func absShadowDir() {
-	if d := os.Getenv(pram.ShadowDirEnv); d != "" && !filepath.IsAbs(d) {
-		if abs, err := filepath.Abs(d); err == nil {
-			os.Setenv(pram.ShadowDirEnv, abs)
+	// The developers' CPU profile ($CONQUEST_CPUPROFILE) likewise.
+	for _, env := range []string{pram.ShadowDirEnv, "CONQUEST_CPUPROFILE"} {
+		if d := os.Getenv(env); d != "" && !filepath.IsAbs(d) {
+			if abs, err := filepath.Abs(d); err == nil {
+				os.Setenv(env, abs)
+			}
 		}
 	}
 }

@@ -170,22 +170,22 @@ func mkfs(im images, o mkfsOptions) error {
 // system allows (EFBIG, "truncate PATH: file too large"). Other errors are
 // returned as they are.
 func explainMkfs(im images, pramSize, diskSize uint64, err error) error {
+	path, what, size, flag := im.pram, "an arena", pramSize, "--pram-size"
+	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Path == im.disk || strings.HasPrefix(err.Error(), im.disk+": ") {
+		path, what, size, flag = im.disk, "a disk", diskSize, "--disk-size"
+	}
 	var why string
 	switch {
 	case errors.Is(err, pram.ErrNoSpace), errors.Is(err, conquest.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
 		why = "no space left on device"
 	case errors.Is(err, syscall.ENOMEM):
 		why = "not enough memory to map it"
-	case errors.Is(err, syscall.EFBIG) && fileSizeLimit() > 0:
+	case errors.Is(err, syscall.EFBIG) && fileSizeLimit() > 0 && fileSizeLimit() < size:
 		why = fmt.Sprintf("a file larger than this process may write (ulimit -f: %s)", formatSize(fileSizeLimit()))
 	case errors.Is(err, syscall.EFBIG):
 		why = "a file larger than its file system allows"
 	default:
 		return err
-	}
-	path, what, size, flag := im.pram, "an arena", pramSize, "--pram-size"
-	if pe, ok := errors.AsType[*fs.PathError](err); ok && pe.Path == im.disk || strings.HasPrefix(err.Error(), im.disk+": ") {
-		path, what, size, flag = im.disk, "a disk", diskSize, "--disk-size"
 	}
 	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() || size == 0 {
 		return err // a device, sized by itself

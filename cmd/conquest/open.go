@@ -137,7 +137,7 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%w: the disk is shorter than its superblock says (an image file cut short?); refusing to use it (`conquest fsck --repair --pram %s --disk %s` grows an image file back: the lost part reads as zeros, and data that was there fails its checksums)", err, im.pram, im.disk)
 	case missingRecord(err) != nil:
 		return fmt.Errorf("%w: the disk's %s is lost; refusing to use the pair until `conquest fsck --repair --pram %s --disk %s` lays a new one", err, missingRecord(err).What, im.pram, im.disk)
-	case errors.Is(err, syscall.EFBIG) && fileSizeLimit() > 0:
+	case errors.Is(err, syscall.EFBIG) && fileSizeLimit() > 0 && fileSizeLimit() < imagesNeed(im):
 		return fmt.Errorf("%w: this process may write files of at most %s (ulimit -f); refusing to use the images under that limit", err, formatSize(fileSizeLimit()))
 	case errors.Is(err, pram.ErrSizeMismatch) && isRegular(im.pram):
 		return fmt.Errorf("%w: the image file was cut short or grown; refusing to use it (`conquest fsck --repair --pram %s --disk %s` gives it its length back)", err, im.pram, im.disk)
@@ -182,4 +182,17 @@ func diskKept(im images) bool {
 // the advice for a new pair, would lose the disk's files too.
 func arenaLost(im images, err error) error {
 	return fmt.Errorf("%w, though %s holds a Conquest disk: refusing to use it (is --pram the right path? If that disk's arena is lost, so are its files, whose metadata lived only there: restore the arena image from a backup; `conquest mkfs --force --pram %s --disk %s` would format both anew, losing the disk's data)", err, im.disk, im.pram, im.disk)
+}
+
+// imagesNeed is the longest file the images may grow to: the arena image
+// with its checkpoint slots, or the disk image (0 if neither can be read).
+func imagesNeed(im images) uint64 {
+	var need uint64
+	if g, err := pram.ReadGeometry(im.pram); err == nil {
+		need = g.Size + pram.TailLen(g.Size)
+	}
+	if st, err := os.Stat(im.disk); err == nil && st.Mode().IsRegular() {
+		need = max(need, uint64(st.Size()))
+	}
+	return need
 }
