@@ -608,6 +608,11 @@ func openBackingMode(path string, flags int, create bool) (*os.File, Kind, uint6
 	if create {
 		flags |= os.O_CREATE
 	}
+	// A FIFO's open waits for a peer (for ever, for a read-only open), so
+	// what can be no image is refused before it is opened.
+	if st, err := os.Stat(path); err == nil && st.Mode()&(os.ModeNamedPipe|os.ModeSocket|os.ModeDir) != 0 {
+		return nil, 0, 0, fmt.Errorf("%s: not a regular file, device-DAX or block device", path)
+	}
 	f, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
 		return nil, 0, 0, err // *PathError names the path

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func newTestArena(t *testing.T, size uint64) (*Arena, string) {
@@ -131,6 +133,37 @@ func TestOpenErrors(t *testing.T) {
 		if _, err := Open(p); !errors.Is(err, ErrNotConquest) {
 			t.Errorf("Open(%s) = %v, want ErrNotConquest", name, err)
 		}
+	}
+	// A FIFO is refused without waiting for a writer, by every kind of
+	// open (a read-only open of one waited for ever).
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := Open(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("Open of a FIFO = %v", err)
+		}
+		if _, err := LeftOpen(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("LeftOpen of a FIFO = %v", err)
+		}
+		if _, err := ReadGeometry(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("ReadGeometry of a FIFO = %v", err)
+		}
+		if _, err := Format(fifo, Options{Size: MinSize}); err == nil {
+			t.Error("Format of a FIFO succeeded")
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		// Let the waiting open go, so that the test can end.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("opening a FIFO as an arena waited for a writer")
 	}
 	// An image whose file was resized after Format.
 	a, path := newTestArena(t, 2<<20)
