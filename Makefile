@@ -3,7 +3,8 @@
 #   make test    the test suite (CI runs `bash .ci/deps.sh && make test`, as the README says: a
 #                fresh Debian may have no make): installs what is missing (make deps), then
 #                go vet ./... && go test -race ./... (mounts for real; run as root),
-#                the three longest packages named first so that they start first
+#                the three longest packages named first so that they start first, then
+#                the heavy tests of HEAVYPKGS again in full without -race
 #   make demo    installs what is missing, builds, mounts the embedded default on a temporary
 #                directory, writes and reads files, shows df, unmounts
 #   make bench   PostMark and Sprite LFS against tmpfs and ext4 (bench/scripts/make-bench.sh)
@@ -24,8 +25,14 @@ build:
 # alone, internal/e2e the last 4 min by itself).
 TESTPKGS := ./internal/e2e ./conquest ./diskstore ./...
 
+# The packages whose heavy tests (crash-point enumerations, simulations,
+# full-arena loops; named in each one's TestMain) run only a sample under
+# -race, and in full in a second step without it (internal/racetest).
+HEAVYPKGS := ./conquest ./diskstore ./dirhash ./alloc ./pram
+
 test: deps
-	$(GO) vet ./... && $(GO) test -race -timeout 30m $(TESTPKGS)
+	$(GO) vet ./... && $(GO) test -race -timeout 30m $(TESTPKGS) && \
+	CONQUEST_HEAVY_ONLY=1 $(GO) test -timeout 30m $(HEAVYPKGS)
 
 vet:
 	$(GO) vet ./...

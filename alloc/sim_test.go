@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -21,11 +22,11 @@ var (
 // its seed; rerun one with -alloc.seed=N.
 func TestSimulation(t *testing.T) {
 	seeds := []uint64{1, 2, 3, uint64(time.Now().UnixNano())}
-	if raceEnabled {
-		// One fixed seed and one from the clock: the runs are
-		// single-threaded, and under the race detector each takes about
-		// 13 s (5 s without it).
-		seeds = []uint64{1, seeds[3]}
+	if racetest.Reduced(t) {
+		// One seed, from the clock: the runs are single-threaded, and
+		// under the race detector each takes about 13 s (5 s without
+		// it); `make test` runs them all in its second step, without it.
+		seeds = seeds[3:]
 	}
 	if *simSeed != 0 {
 		seeds = []uint64{*simSeed}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"conquest/diskstore"
+	"conquest/internal/racetest"
 )
 
 // TestCrashFallocateArena: a fallocate of a file kept in the arena (also of
@@ -76,7 +77,7 @@ func TestCrashFallocateArena(t *testing.T) {
 			after := readAll(t, fr, f)
 			must(t, fr.Close())
 			spread := 40
-			if raceEnabled {
+			if racetest.Reduced(t) {
 				spread = 8
 			}
 			for _, n := range crashPoints(k, spread) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"conquest/diskstore"
+	"conquest/internal/racetest"
 )
 
 // TestCrashDuringMoveBatch: the disk commit's batch move (moveQueued: the
@@ -136,7 +137,7 @@ func testCrashDuringMoveBatch(t *testing.T, journalLen uint64) {
 	}
 
 	points := 40
-	if raceEnabled {
+	if racetest.Reduced(t) {
 		points = 16
 	}
 	ns := make([]int, 0, points)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"conquest/diskstore"
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -265,12 +266,12 @@ func runCrashAtomicity(t *testing.T, disk bool, mode diskstore.Durability) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewSource(seed))
 	ops, points := 60, 48
-	if raceEnabled {
+	if racetest.Reduced(t) {
 		points = 24 // 60 operations, 48 crash points each: 39 s under -race
 	}
 	if disk {
 		ops, points = 25, 32
-		if raceEnabled {
+		if racetest.Reduced(t) {
 			ops, points = 8, 24
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"conquest/internal/racetest"
 )
 
 func bigDiskFile(t *testing.T, fs *FS, name string, size int) (Ino, Handle) {
@@ -364,7 +366,11 @@ func TestRewritesOnPunchedFilesFitTheJournal(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	buf := pattern(128<<10, 9)
 	var eio, nospace int
-	for i := 0; i < 3000; i++ {
+	writes := 3000
+	if racetest.Reduced(t) {
+		writes = 750
+	}
+	for i := 0; i < writes; i++ {
 		f := files[r.Intn(len(files))]
 		h, err := fs.Open(f, O_RDWR)
 		must(t, err)

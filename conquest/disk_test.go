@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"conquest/diskstore"
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -118,7 +119,7 @@ func TestDiskLargeFile100MB(t *testing.T) {
 		t.Skip("short")
 	}
 	size := 100 << 20
-	if raceEnabled {
+	if racetest.Reduced(t) {
 		size = 24 << 20
 	}
 	fs, env := newTestFSOpt(t, fsOpt{disk: true, threshold: 1 << 20, diskBlock: 64 << 10, diskSize: 128 << 20, size: 64 << 20})
@@ -625,7 +626,7 @@ func testDiskCrashNoForeignData(t *testing.T, mode diskstore.Durability) {
 	must(t, fs.Close())
 
 	trials := 12
-	if raceEnabled {
+	if racetest.Reduced(t) {
 		trials = 5
 	}
 	for trial := 0; trial < trials; trial++ {
@@ -715,7 +716,7 @@ func testDiskMoveInSteps(t *testing.T, mode diskstore.Durability) {
 
 	r := rand.New(rand.NewSource(int64(k)))
 	points := 30
-	if raceEnabled {
+	if racetest.Reduced(t) {
 		points = 8
 	}
 	for n := 1; n <= k; n += 1 + r.Intn(max(1, 2*k/points)) {
@@ -750,7 +751,7 @@ func testDiskMoveInSteps(t *testing.T, mode diskstore.Durability) {
 // the default journal.
 func TestDiskTruncateLarge(t *testing.T) {
 	size := 48 << 20
-	if raceEnabled {
+	if racetest.Reduced(t) {
 		size = 16 << 20
 	}
 	fs, env := newTestFSOpt(t, fsOpt{disk: true, diskSize: 64 << 20})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"conquest/diskstore"
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -76,12 +77,21 @@ func diskHeld(t *testing.T, fs *FS, ino Ino) uint64 {
 // free reserve on the retry of an operation that found no space, followed
 // by a sync that frees them (updateRecordsFromReserve). Both disk block
 // sizes; mode 0, ZERO_RANGE, and KEEP_SIZE past the end; writes with and
-// without an fsync after each.
+// without an fsync after each. Under -race a third of the 12 cases, each
+// block size, mode and sync among them.
 func TestWriteReservationOnFullArena(t *testing.T) {
-	modes := map[string]uint32{"0": 0, "zero": FallocZeroRange, "keep": FallocKeepSize}
+	modes := []struct {
+		name string
+		mode uint32
+	}{{"0", 0}, {"zero", FallocZeroRange}, {"keep", FallocKeepSize}}
+	i := -1
 	for _, blk := range []uint32{4096, 16384} {
-		for name, mode := range modes {
+		for _, m := range modes {
+			name, mode := m.name, m.mode
 			for _, sync := range []bool{false, true} {
+				if i++; !racetest.Sample(t, i, 12, 3) {
+					continue
+				}
 				t.Run(sprintf("%d-%s-sync%v", blk, name, sync), func(t *testing.T) {
 					fs, env := newTestFSOpt(t, fsOpt{disk: true, size: 32 << 20, diskSize: 16 << 20, threshold: 1 << 20, diskBlock: blk})
 					f := create(t, fs, RootIno, "f", nil)
@@ -149,7 +159,11 @@ func TestOverwriteOnFullArena(t *testing.T) {
 				h, err := fs.Open(f.Ino, O_RDWR)
 				must(t, err)
 				rnd := rand.New(rand.NewSource(7))
-				for i := 0; i < 2000; i++ {
+				overwrites := 2000
+				if racetest.Reduced(t) {
+					overwrites = 500
+				}
+				for i := 0; i < overwrites; i++ {
 					off := int64(rnd.Intn(size/4096)) * 4096
 					n := 4096
 					if i%50 == 0 {
@@ -185,6 +199,9 @@ func TestOverwriteOnFullArena(t *testing.T) {
 // must not let the arena's last checkpoint map blocks that were reused.
 func TestPowerLossOverwritesOnFullArena(t *testing.T) {
 	for seed := int64(1); seed <= 5; seed++ {
+		if !racetest.Sample(t, int(seed-1), 5, 4) {
+			continue // under -race seeds 1 and 5
+		}
 		t.Run(sprintf("seed%d", seed), func(t *testing.T) {
 			e := newPowerLossEnv(t, 24<<20, t.Logf)
 			fs := e.open(e.live, true)
@@ -343,7 +360,11 @@ func TestRewritesOnFullArenaAndDisk(t *testing.T) {
 		}
 	}()
 	rnd := rand.New(rand.NewSource(1))
-	for j := 0; j < 6000; j++ {
+	rewrites := 6000
+	if racetest.Reduced(t) {
+		rewrites = 1500
+	}
+	for j := 0; j < rewrites; j++ {
 		k := rnd.Intn(4)
 		sz := []int{4096, 1000, 5000, 70000, 128 << 10}[rnd.Intn(5)]
 		off := int64(rnd.Intn(n - sz))

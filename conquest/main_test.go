@@ -3,9 +3,35 @@ package conquest
 import (
 	"testing"
 
+	"conquest/internal/racetest"
 	"conquest/internal/shadowtest"
 )
 
 // TestMain gives the tests their own directory of RAM copies and turns on
 // pram's checkpoint verification (internal/shadowtest).
-func TestMain(m *testing.M) { shadowtest.Main(m) }
+func TestMain(m *testing.M) {
+	racetest.Select(heavy...)
+	shadowtest.Main(m)
+}
+
+// heavy are the tests that run a sample under -race and in full in `make
+// test`'s second step, without it (internal/racetest): crash-point
+// enumerations, and loops on a full arena whose every operation first fails
+// for want of space and is retried.
+var heavy = []string{
+	"TestCrashAtomicity",
+	"TestCrashAtomicityDisk",
+	"TestCrashAtomicityDiskGather",
+	"TestCrashDuringMoveBatch",
+	"TestCrashFallocateArena",
+	"TestDiskCrashNoForeignData",
+	"TestDiskLargeFile100MB",
+	"TestDiskMoveInSteps",
+	"TestDiskTruncateLarge",
+	"TestLargeUnlinkAndTruncateCrash",
+	"TestOverwriteOnFullArena",
+	"TestPowerLossOverwritesOnFullArena",
+	"TestRewritesOnFullArenaAndDisk",
+	"TestRewritesOnPunchedFilesFitTheJournal",
+	"TestWriteReservationOnFullArena",
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -149,7 +150,7 @@ func TestLargeUnlinkAndTruncateCrash(t *testing.T) {
 		// first, then steps of 1+n/12 (1+n/6 under -race, where this
 		// test took 41 s).
 		step := 12
-		if raceEnabled {
+		if racetest.Reduced(t) {
 			step = 6
 		}
 		for n := 1; n <= k; n += 1 + n/step {

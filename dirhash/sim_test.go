@@ -9,6 +9,8 @@ import (
 	"time"
 
 	farm "github.com/dgryski/go-farm"
+
+	"conquest/internal/racetest"
 )
 
 var (
@@ -97,10 +99,11 @@ func newName(rng *rand.Rand) string {
 
 func TestSimulation(t *testing.T) {
 	ops := 20_000
-	if testing.Short() || raceEnabled {
+	if testing.Short() || racetest.Reduced(t) {
 		// Under the race detector (this simulation is single-threaded)
-		// 20,000 operations in each hash mode took 98 s.
-		ops = 10_000
+		// 20,000 operations in each hash mode took 98 s; `make test`
+		// runs them all in its second step, without it.
+		ops = 5_000
 	}
 	if *opsFlag > 0 {
 		ops = *opsFlag

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"conquest/alloc"
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -249,7 +250,7 @@ func TestCrashAtEveryDeviceOp(t *testing.T) {
 		bg   bool
 	}{{"foreground", DurableOnProcessCrash, false}, {"background", DurableOnProcessCrash, true}, {"gather", GatherInMemory, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			if raceEnabled && c.name == "foreground" {
+			if racetest.Reduced(t) && c.name == "foreground" {
 				t.Skip("under -race only the default mode (background syncs) runs")
 			}
 			skipGatherUnderRace(t, c.d)
@@ -275,6 +276,9 @@ func testCrashAtEveryDeviceOp(t *testing.T, d Durability, bg bool) {
 	// The gather-in-memory path is the previous default and cheap to cover:
 	// every third crash point there keeps the test short.
 	every := map[Durability]int{DurableOnProcessCrash: 1, GatherInMemory: 3}[d]
+	if racetest.Reduced(t) {
+		every *= 2 // every point in make test's second step
+	}
 	seen := 0
 	hd.hook = func(point string) {
 		if seen++; seen%every != 0 {

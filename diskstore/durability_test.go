@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -231,7 +232,7 @@ func TestProcessCrashKeepsWrites(t *testing.T) {
 func TestPowerLossRandom(t *testing.T) {
 	for _, bg := range []bool{false, true} {
 		t.Run(map[bool]string{false: "foreground", true: "background"}[bg], func(t *testing.T) {
-			if raceEnabled && !bg {
+			if racetest.Reduced(t) && !bg {
 				t.Skip("under -race only the default mode (background syncs) runs")
 			}
 			testPowerLossRandom(t, bg)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"conquest/alloc"
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -259,10 +260,11 @@ func isErr(err, target error) bool { return err != nil && errors.Is(err, target)
 // the race detector. That mode is reachable only from tests (the core and
 // the CLI always use DurableOnProcessCrash), the runs are single-threaded,
 // and under -race each costs tens of seconds (TestFaultEveryOp's took 28
-// s); without -race they run as before.
+// s); `make test` runs them in its second step, without -race
+// (internal/racetest).
 func skipGatherUnderRace(t *testing.T, d Durability) {
 	t.Helper()
-	if raceEnabled && d == GatherInMemory {
-		t.Skip("GatherInMemory (a test-only mode) runs without -race only")
+	if racetest.Reduced(t) && d == GatherInMemory {
+		t.Skip("GatherInMemory (a test-only mode) runs without -race only (make test's second step)")
 	}
 }

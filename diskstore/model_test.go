@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"conquest/internal/racetest"
 	"conquest/pram"
 )
 
@@ -25,9 +26,13 @@ func TestModelRandomOps(t *testing.T) {
 		bsz uint32
 		d   Durability
 	}{{4096, DurableOnProcessCrash}, {16 << 10, DurableOnProcessCrash}, {64 << 10, DurableOnProcessCrash}, {4096, GatherInMemory}} {
-		if raceEnabled && c.d == GatherInMemory {
-			t.Logf("block size %d, %v: runs without -race only (see skipGatherUnderRace)", c.bsz, c.d)
-			continue
+		steps := 600
+		if racetest.Reduced(t) {
+			if c.d == GatherInMemory {
+				t.Logf("block size %d, %v: runs without -race only (see skipGatherUnderRace)", c.bsz, c.d)
+				continue
+			}
+			steps = 300
 		}
 		bsz := c.bsz
 		seed := uint64(bsz) * 7919 * modelSeed()
@@ -43,7 +48,7 @@ func TestModelRandomOps(t *testing.T) {
 			return m
 		}
 		const maxSize = 6 << 20
-		for step := 0; step < 600; step++ {
+		for step := 0; step < steps; step++ {
 			if os.Getenv("DISKSTORE_CHECK_EVERY_STEP") != "" {
 				if errs := e.checkErrs(sizes(), false); len(errs) > 0 {
 					t.Fatalf("before step %d: %v", step, errs)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"conquest/internal/loopdev"
+	"conquest/internal/racetest"
 )
 
 // A block device is shadowed like an image file on a disk, with its
@@ -128,7 +129,7 @@ func TestBlockDeviceDaemonCrash(t *testing.T) {
 func TestBlockDevicePowerLoss(t *testing.T) {
 	dev := loopdev.New(t, 40<<20)
 	seeds := uint64(12)
-	if raceEnabled {
+	if racetest.Reduced(t) {
 		seeds = 4
 	}
 	powerLoss(t, seeds, 300, func() string { formatDevice(t, dev); return dev })

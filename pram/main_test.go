@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"conquest/internal/disktemp"
+	"conquest/internal/racetest"
 )
 
 // TestMain gives the tests a shadow directory of their own (removed at the
@@ -15,6 +16,7 @@ import (
 // verification mode. With /tmp a tmpfs, the tests' images go to /var/tmp
 // (disktemp), where they can be shadowed.
 func TestMain(m *testing.M) {
+	racetest.Select(heavy...)
 	disktemp.Use()
 	dir, err := os.MkdirTemp("/dev/shm", "conquest-pram-test-")
 	if err != nil {
@@ -33,4 +35,12 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// heavy are the tests that run a sample under -race and in full in `make
+// test`'s second step, without it (internal/racetest): the power-loss
+// rounds.
+var heavy = []string{
+	"TestBlockDevicePowerLoss",
+	"TestShadowPowerLoss",
 }

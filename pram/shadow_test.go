@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"conquest/internal/racetest"
 )
 
 // formatClosed formats an arena of size bytes at a new path and closes it.
@@ -166,7 +168,7 @@ func shadowDaemonCrash(t *testing.T, path string) {
 // or of the one in flight if its slot was written whole, never a mix.
 func TestShadowPowerLoss(t *testing.T) {
 	seeds := uint64(60)
-	if raceEnabled {
+	if racetest.Reduced(t) {
 		seeds = 15
 	}
 	powerLoss(t, seeds, 50, func() string { return formatClosed(t, 2<<20) })

@@ -1,5 +1,0 @@
-//go:build !race
-
-package conquest
-
-const raceEnabled = false

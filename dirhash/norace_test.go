@@ -1,5 +1,0 @@
-//go:build !race
-
-package dirhash
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package diskstore
-
-const raceEnabled = false

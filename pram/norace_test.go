@@ -1,5 +1,0 @@
-//go:build !race
-
-package pram
-
-const raceEnabled = false
