@@ -231,6 +231,40 @@ func TestMkfsNoRoom(t *testing.T) {
 	}
 }
 
+// TestAddressSpaceLimitNamed: a mapping refused for want of address space
+// under `ulimit -v` names the limit (mkfs said "not enough memory to map
+// it" beside gigabytes free; mount, fsck, df and stat printed only "cannot
+// allocate memory"). Far below the limit the Go runtime cannot start at
+// all, and near it its threads may fail to start, so this is checked on
+// the messages with the limit stubbed, not in a process under the limit.
+func TestAddressSpaceLimitNamed(t *testing.T) {
+	dir := t.TempDir()
+	p, d := filepath.Join(dir, "p.img"), filepath.Join(dir, "d.img")
+	if err := conquest.Mkfs(p, d, conquest.MkfsOptions{PramSize: 16 << 20, DiskSize: 16 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	im := images{pram: p, disk: d}
+	mapErr := fmt.Errorf("%s: mapping 16777216 bytes: %w", p, syscall.ENOMEM)
+	saved := addressSpaceLimit
+	t.Cleanup(func() { addressSpaceLimit = saved })
+	addressSpaceLimit = func() uint64 { return 879 << 20 }
+	want := p + ": cannot make an arena of 100T there: more address space than this process may map (ulimit -v: 879M) (its file system has "
+	if err := explainMkfs(im, 100<<40, 1<<50, mapErr); err == nil || !strings.HasPrefix(err.Error(), want) ||
+		!strings.HasSuffix(err.Error(), "; raise the limit (ulimit -v unlimited) or give a smaller --pram-size") {
+		t.Errorf("explainMkfs under ulimit -v = %v, want %q...", err, want)
+	}
+	if err := explainOpen(im, mapErr); err == nil || !strings.Contains(err.Error(), "cannot allocate memory: this process may map at most 879M of address space (ulimit -v), and the arena alone takes 16.0M; raise the limit") {
+		t.Errorf("explainOpen under ulimit -v = %v", err)
+	}
+	addressSpaceLimit = func() uint64 { return 0 }
+	if err := explainMkfs(im, 100<<40, 1<<50, mapErr); err == nil || !strings.Contains(err.Error(), "not enough memory to map it") {
+		t.Errorf("explainMkfs without a limit = %v", err)
+	}
+	if err := explainOpen(im, mapErr); err == nil || strings.Contains(err.Error(), "ulimit") {
+		t.Errorf("explainOpen without a limit = %v", err)
+	}
+}
+
 // The help of mount and df says what the code does: the signals that
 // unmount a --foreground daemon (serve), the data directory's order
 // (dataDir), and where df's figures of a mount come from (reportMounted).

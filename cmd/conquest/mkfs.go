@@ -175,9 +175,13 @@ func explainMkfs(im images, pramSize, diskSize uint64, err error) error {
 		path, what, size, flag = im.disk, "a disk", diskSize, "--disk-size"
 	}
 	var why string
+	advice := "give a smaller " + flag
 	switch {
 	case errors.Is(err, pram.ErrNoSpace), errors.Is(err, conquest.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
 		why = "no space left on device"
+	case errors.Is(err, syscall.ENOMEM) && addressSpaceLimit() > 0:
+		why = fmt.Sprintf("more address space than this process may map (ulimit -v: %s)", formatSize(addressSpaceLimit()))
+		advice = "raise the limit (ulimit -v unlimited) or " + advice
 	case errors.Is(err, syscall.ENOMEM):
 		why = "not enough memory to map it"
 	case errors.Is(err, syscall.EFBIG) && fileSizeLimit() > 0 && fileSizeLimit() < size:
@@ -194,7 +198,7 @@ func explainMkfs(im images, pramSize, diskSize uint64, err error) error {
 	if unix.Statfs(filepath.Dir(path), &sfs) == nil {
 		why += fmt.Sprintf(" (its file system has %s free)", formatSize(sfs.Bavail*uint64(sfs.Bsize)))
 	}
-	return fmt.Errorf("%s: cannot make %s of %s there: %s; give a smaller %s", path, what, formatSize(size), why, flag)
+	return fmt.Errorf("%s: cannot make %s of %s there: %s; %s", path, what, formatSize(size), why, advice)
 }
 
 // existingOr is the size of an existing non-empty regular file, 0 for a
@@ -261,6 +265,18 @@ func holdDisk(path string) (unlock func(), err error) {
 func fileSizeLimit() uint64 {
 	var r unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_FSIZE, &r) != nil || r.Cur == unix.RLIM_INFINITY {
+		return 0
+	}
+	return r.Cur
+}
+
+// addressSpaceLimit is the most address space this process may map
+// (RLIMIT_AS, `ulimit -v`), or 0 if there is no such limit: past it a
+// mapping fails with ENOMEM however much memory is free. (Far below it the
+// Go runtime itself cannot start, and dies with its own message.)
+var addressSpaceLimit = func() uint64 {
+	var r unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_AS, &r) != nil || r.Cur == unix.RLIM_INFINITY {
 		return 0
 	}
 	return r.Cur
