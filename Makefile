@@ -28,7 +28,7 @@ TESTPKGS := ./internal/e2e ./conquest ./diskstore ./...
 # The packages whose heavy tests (crash-point enumerations, simulations,
 # full-arena loops; named in each one's TestMain) run only a sample under
 # -race, and in full in a second step without it (internal/racetest).
-HEAVYPKGS := ./conquest ./diskstore ./dirhash ./alloc ./pram
+HEAVYPKGS := ./internal/e2e ./conquest ./diskstore ./dirhash ./alloc ./pram
 
 test: deps
 	$(GO) vet ./... && $(GO) test -race -timeout 30m $(TESTPKGS) && \

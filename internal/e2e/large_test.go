@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
-	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"conquest/conquest"
 	"conquest/internal/mounttest"
+	"conquest/internal/racetest"
 )
 
 // Large files through the mount: the disk path of the core (files above the
@@ -524,33 +524,19 @@ func readAllRaw(path string) ([]byte, error) {
 	}
 }
 
-// raceEnabled reports whether the test binary was built with -race (from
-// the build settings the go command records).
-func raceEnabled() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}
-
 // TestLargeGiB writes a 1 GiB file through the mount, reads it back,
 // remounts and reads it again, checks the usage in the images and that
 // unlinking it frees its disk space. Under the race detector (the daemon
 // is in-process, so FUSE runs at about 22 MiB/s: 1 GiB took 46 s to write
-// and 20 s to read) the file is 256 MiB.
+// and 20 s to read) the file is 256 MiB; `make test` writes the 1 GiB in
+// its second step, without -race (internal/racetest).
 func TestLargeGiB(t *testing.T) {
 	t.Parallel() // see doc.go, "Time"
 	if testing.Short() {
 		t.Skip("writes 1 GiB (-short)")
 	}
 	size := int64(1 << 30)
-	if raceEnabled() {
+	if racetest.Reduced(t) {
 		size = 256 << 20
 	}
 	m := mount(t, largeImages(t, uint64(size)+256<<20))

@@ -11,12 +11,18 @@ import (
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
 	"conquest/internal/posixtest"
+	"conquest/internal/racetest"
 )
 
 func TestMain(m *testing.M) {
 	posixtest.HelperMain() // helper processes exit here
+	racetest.Select(heavy...)
 	mounttest.Main(m)
 }
+
+// heavy are the tests that run a sample under -race and in full in `make
+// test`'s second step, without it (internal/racetest): the 1 GiB file.
+var heavy = []string{"TestLargeGiB"}
 
 // mount serves a fresh file system in-process, open to other users (the
 // permission checks run as nobody). Files on it may be opened with the os
