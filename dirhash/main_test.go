@@ -15,7 +15,9 @@ func TestMain(m *testing.M) {
 }
 
 // heavy are the tests that run a sample under -race and in full in `make
-// test`'s second step, without it (internal/racetest): the model simulation.
+// test`'s second step, without it (internal/racetest): the model simulation and the million
+// entries.
 var heavy = []string{
+	"TestMillionEntries",
 	"TestSimulation",
 }
