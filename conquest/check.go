@@ -221,6 +221,9 @@ func (ck *checker) inodeContents(in inode) {
 			ck.memDamage(in.ino, damaged)
 		} else if len(shared) > 0 && !in.onDisk() {
 			ck.sharedBlocks(in.ino, shared)
+		} else if !in.onDisk() && in.size() > maxMemFileSize {
+			report("size %d is past the %d bytes a file kept in the arena can hold", in.size(), uint64(maxMemFileSize))
+			ck.memSizePastStorage(in.ino, fs.memDataEnd(in))
 		} else if end, past := fs.memDataPastSize(in); past && in.flags()&flagOrphan == 0 {
 			report("size %d is below the data it stores (to %d)", in.size(), end)
 			ck.memSizeBelowData(in.ino, end)

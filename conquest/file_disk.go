@@ -249,6 +249,9 @@ func (fs *FS) maxSize() uint64 {
 // the commit (the inode is then on the orphan list; run
 // finishShrinkLocked).
 func (fs *FS) toDiskLocked(tx *pram.Tx, in inode) (more bool, err error) {
+	if err := fs.sizeSane(in); err != nil {
+		return false, err // damaged: the copy would allocate its size
+	}
 	seg, err := fs.ds.NewFile(tx, uint64(in.ino))
 	if err != nil {
 		return false, err

@@ -574,6 +574,38 @@ func (fs *FS) memDataPastSize(in inode) (end uint64, past bool) {
 	return 0, false
 }
 
+// memDataEnd is the end of the last non-zero byte stored for a file kept
+// in the arena, whatever its size says (0 if it stores none).
+// Preconditions: fs.mu held; the file's storage checked (memCheck).
+func (fs *FS) memDataEnd(in inode) uint64 {
+	data := in.data()
+	if data == 0 || in.onDisk() {
+		return 0
+	}
+	if in.small() {
+		b := fs.a.Bytes(data, in.idxLen())
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] != 0 {
+				return uint64(i) + 1
+			}
+		}
+		return 0
+	}
+	for b := in.idxLen(); b > 0; b-- {
+		blk := pram.Off(fs.a.U64(data + pram.Off(8*(b-1))))
+		if blk == 0 {
+			continue
+		}
+		p := fs.a.Bytes(blk, BlockSize)
+		for i := len(p) - 1; i >= 0; i-- {
+			if p[i] != 0 {
+				return (b-1)*BlockSize + uint64(i) + 1
+			}
+		}
+	}
+	return 0
+}
+
 // memRepair makes the arena storage fields of a file kept in the arena
 // consistent again after memCheck found them damaged (fsck --repair), and
 // says what it did. What cannot be trusted is dropped and reads as zeros:

@@ -306,11 +306,14 @@ func (fs *FS) stageBatch(lock, unlock func(), tried map[Ino]struct{}) (batch []s
 
 // moveCandidate returns ino's inode if it still needs to move: a linked
 // arena regular file above the threshold (or an unlinked one, for
-// moveForSpace). Otherwise ino leaves the queue.
+// moveForSpace). Otherwise ino leaves the queue, as does a file whose size
+// is damaged (sizeSane: staging it would allocate that size; an outside
+// review's 64 GiB size killed the daemon).
 // Preconditions: fs.mu held exclusively.
 func (fs *FS) moveCandidate(ino Ino) (inode, bool) {
 	in, err := fs.inode(ino)
-	if err != nil || !in.isReg() || in.nlink() == 0 && !fs.moveAll || !fs.wantDisk(in, in.size()) {
+	if err != nil || !in.isReg() || in.nlink() == 0 && !fs.moveAll || !fs.wantDisk(in, in.size()) ||
+		fs.sizeSane(in) != nil {
 		delete(fs.moving, ino)
 		delete(fs.moveHeld, ino)
 		return inode{}, false

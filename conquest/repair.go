@@ -945,6 +945,25 @@ func (ck *checker) memSizeBelowData(ino Ino, end uint64) {
 		})
 }
 
+// memSizePastStorage: ino's file, kept in the arena, has a size past what
+// arena storage can hold (maxMemFileSize), which no operation sets: the
+// size is damaged. It is set to the end of the data the file stores, end
+// (memDataEnd: exact unless the file ended in zero bytes). Found by an
+// outside review: such a size was clean to fsck, refused by reads (EIO,
+// sizeSane), and the move to the disk that an open queues allocated a
+// buffer of that size, killing the daemon.
+func (ck *checker) memSizePastStorage(ino Ino, end uint64) {
+	ck.inodeFix(ino, fmt.Sprintf("mem size past storage %d %d", ino, end), "size past what the arena can hold", 1,
+		func(tx *pram.Tx, in inode) (string, error) {
+			if in.onDisk() || in.size() <= maxMemFileSize || ck.fs.memDataEnd(in) != end {
+				return "", fmt.Errorf("%w: inode %d changed", ErrIO, ino)
+			}
+			old := in.size()
+			in.set64(tx, iSize, end)
+			return fmt.Sprintf("set its size from %d to %d, the end of the data it stores", old, end), nil
+		})
+}
+
 // badUnsynced: unsynced records of ino's file that are damaged or name an
 // unmapped block are dropped (they only guide recovery after a power
 // failure; see diskstore.Store.DropUnsynced).

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"conquest/alloc"
 	"conquest/diskstore"
@@ -1125,6 +1126,69 @@ func TestRepairSlabEntryWord(t *testing.T) {
 	must(t, err)
 	if text := fixesText(rep); len(rep.Remaining) > 0 || strings.Contains(text, "removed the entry") {
 		t.Fatalf("with the entry put back, fixes:\n%sremaining: %v", text, rep.Remaining)
+	}
+	for name, d := range files {
+		wantContent(t, fs, "/"+name, d)
+	}
+}
+
+// TestRepairArenaFileSizePastStorage: a file kept in the arena whose size
+// word is damaged upward past what arena storage can hold (an outside
+// review: one byte of a size, or a size of 64 GiB) was clean to fsck and
+// refused by reads (EIO), and the move to the disk that an open queues
+// staged a buffer of that size: 2^48 bytes failed with a panic at every
+// close, 64 GiB killed the daemon for want of memory, and a size the
+// machine could allocate moved gigabytes of zeros to the disk. The move
+// now leaves such a file alone (sizeSane), the walk reports its size, and
+// the repair sets it to the end of the data it stores.
+func TestRepairArenaFileSizePastStorage(t *testing.T) {
+	// A commit ticker (that never ticks here) makes an open queue a file
+	// above the threshold for the move (findMove); the close moves it.
+	fs, env := newTestFSOpt(t, fsOpt{disk: true, threshold: 1 << 20, diskSize: 64 << 20, commit: time.Hour})
+	files := map[string][]byte{"small": pattern(100, 1), "mid": pattern(200000, 2)}
+	sizes := map[string]uint64{"small": 1 << 48, "mid": 600 << 20}
+	inos := map[string]Ino{}
+	for name, d := range files {
+		d[len(d)-1] = 0x7f // the end of the data is the end of the file
+		inos[name] = create(t, fs, RootIno, name, d).Ino
+	}
+	for name, size := range sizes {
+		in, _ := fs.inode(inos[name])
+		corrupt(fs, func(tx *pram.Tx) { tx.Set64(in.off+iSize, size) })
+	}
+	for name, ino := range inos {
+		h, err := fs.Open(ino, O_RDWR) // queues it for the move to the disk
+		must(t, err)
+		if _, err := fs.Read(ino, h, 0, make([]byte, 10)); !errors.Is(err, ErrIO) {
+			t.Errorf("%s: read with a damaged size: %v, want EIO", name, err)
+		}
+		fs.Release(ino, h)
+	}
+	if err := fs.Close(); err != nil { // moves every queued file
+		t.Fatalf("Close: %v", err)
+	}
+	if env.logged("runtime error") {
+		t.Fatalf("a runtime error was logged:\n%s", strings.Join(env.logs, "\n"))
+	}
+	fs = env.open()
+	errs := fs.Check()
+	if len(errs) != 2 {
+		t.Fatalf("Check: %v; want the two sizes past what the arena can hold", errs)
+	}
+	for _, err := range errs {
+		if !strings.Contains(err.Error(), "is past the 536870912 bytes a file kept in the arena can hold") {
+			t.Fatalf("Check: %v", err)
+		}
+	}
+	for name, ino := range inos {
+		if in, _ := fs.inode(ino); in.onDisk() {
+			t.Errorf("%s: moved to the disk with a damaged size", name)
+		}
+	}
+	rep, err := fs.Repair(RepairOptions{})
+	must(t, err)
+	if text := fixesText(rep); len(rep.Remaining) > 0 || strings.Count(text, "the end of the data it stores") != 2 {
+		t.Fatalf("fixes:\n%sremaining: %v", text, rep.Remaining)
 	}
 	for name, d := range files {
 		wantContent(t, fs, "/"+name, d)
