@@ -90,7 +90,8 @@ func resolveImages(c *cli.Context) (images, error) {
 
 // checkKinds refuses images that exist but can be no image: a FIFO (whose
 // open waits for a writer: every command hung on one), a socket or a
-// directory.
+// directory, and a character device as the disk (only an arena may be one,
+// a device-DAX): refused here, before the arena's open counts the mount.
 func (im images) checkKinds() error {
 	for _, p := range []struct{ flag, path, want string }{
 		{"--pram", im.pram, "an image file, a device-DAX or a block device"},
@@ -108,6 +109,8 @@ func (im images) checkKinds() error {
 			what = "a socket"
 		case m.IsDir():
 			what = "a directory"
+		case m&fs.ModeCharDevice != 0 && p.flag == "--disk":
+			what = "a character device"
 		default:
 			continue
 		}
