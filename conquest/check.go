@@ -65,6 +65,9 @@ func (fs *FS) checkLocked(o CheckOptions, fd *findings) (errs []error) {
 		if fd != nil {
 			fd.dk = ck.dk
 		}
+		if o.VerifiedBlocks != nil {
+			*o.VerifiedBlocks = ck.dk.VerifiedBlocks()
+		}
 	}
 	ck.superCopy() // last: it must know whatever else reaches its record (supercopy.go)
 	ck.errs = append(ck.errs, ck.c.Finish()...)

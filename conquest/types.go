@@ -222,6 +222,9 @@ type CheckOptions struct {
 	// number done and the total (used blocks). It runs with the file
 	// system's shared lock held: it must not call back into the FS.
 	Progress func(done, total uint64)
+	// VerifiedBlocks, if set, receives the number of written disk blocks
+	// whose data verified against their checksums (VerifyData).
+	VerifiedBlocks *uint64
 	// crashed: the arena was just recovered from a crash and its orphans
 	// are not freed yet (Open's check after a system crash, which runs
 	// before that): unlinked files that were open at the crash and

@@ -73,6 +73,16 @@ func (k *Checker) add(format string, args ...any) {
 func (k *Checker) test(b Block) bool { return k.used[b/64]&(1<<(b%64)) != 0 }
 func (k *Checker) set(b Block)       { k.used[b/64] |= 1 << (b % 64) }
 
+// VerifiedBlocks is the number of written blocks whose data verified
+// against their checksums so far (VerifyData).
+func (k *Checker) VerifiedBlocks() uint64 {
+	var n uint64
+	for _, p := range k.passed {
+		n += p
+	}
+	return n
+}
+
 func (k *Checker) progress(n uint64) {
 	k.done += n
 	if k.o.Progress != nil {
