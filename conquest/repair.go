@@ -1448,6 +1448,12 @@ func (fs *FS) leakFindings(fd *findings, errs []error) {
 				fd.add(phaseSegLeaks, finding{key: fmt.Sprintf("seg %#x", off), where: "disk",
 					problem: fmt.Sprintf("large-file segment list at %#x belongs to no file", off),
 					apply: func(tx *pram.Tx) (string, error) {
+						if err := fs.ds.Walkable(off); err != nil {
+							// Damaged too (an outside review: its Destroy
+							// failed at every repair, its blocks stayed
+							// leaked and the pair was refused for good).
+							return fmt.Sprintf("it cannot be walked (%v): freed its header; the rest of it, and its disk blocks, are freed as leaks", err), fs.ds.Abandon(tx, off)
+						}
 						return "freed it and its disk blocks", fs.ds.Destroy(tx, off)
 					}})
 				continue

@@ -677,6 +677,49 @@ func (s *Store) dropFrom(tx *pram.Tx, seg pram.Off, nb uint64) error {
 	return s.release(tx, xs)
 }
 
+// Walkable reports whether seg's segment and checksum lists can be walked
+// to their ends, as Destroy must (an error names the damage).
+func (s *Store) Walkable(seg pram.Off) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	for _, l := range []xlist{s.segs(seg), s.sums(seg)} {
+		if err := l.walk(func(rec) bool { return true }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Abandon frees the header of a segment list that belongs to no file and
+// cannot be walked (Walkable), for fsck --repair, where Destroy would meet
+// the damage: its other arena allocations and its disk blocks are then
+// reached by nothing, and the repair frees them as leaks. The count of
+// files drops by one.
+func (s *Store) Abandon(tx *pram.Tx, seg pram.Off) error {
+	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.dropBufferLocked(seg, 0)
+	s.mu.Unlock()
+	tx.Set64(seg, 0) // the magic
+	if err := s.h.Free(tx, seg); err != nil {
+		return err
+	}
+	if n := s.a.U64(s.st + stOffFiles); n > 0 {
+		tx.Set64(s.st+stOffFiles, n-1)
+	}
+	s.mu.Lock()
+	if fs := s.files[seg]; fs != nil {
+		delete(s.files, seg)
+		s.onAbortLocked(func() { s.files[seg] = fs })
+	}
+	s.mu.Unlock()
+	s.cache.drop(seg)
+	return nil
+}
+
 // Destroy frees all disk blocks and arena storage of the file at seg (unlink
 // of the last link, or moving the file back into the arena). Buffered data
 // of the file is dropped.
