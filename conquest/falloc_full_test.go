@@ -77,8 +77,8 @@ func diskHeld(t *testing.T, fs *FS, ino Ino) uint64 {
 // free reserve on the retry of an operation that found no space, followed
 // by a sync that frees them (updateRecordsFromReserve). Both disk block
 // sizes; mode 0, ZERO_RANGE, and KEEP_SIZE past the end; writes with and
-// without an fsync after each. Under -race a third of the 12 cases, each
-// block size, mode and sync among them.
+// without an fsync after each. Under -race 5 of the 12 cases, each block
+// size, mode and sync among them.
 func TestWriteReservationOnFullArena(t *testing.T) {
 	modes := []struct {
 		name string

@@ -1196,47 +1196,64 @@ func TestRepairArenaFileSizePastStorage(t *testing.T) {
 }
 
 // TestRepairLostInodeAndDamagedSegList: a large file's inode record and
-// the first leaf of its segment list both damaged (an outside review):
-// the list belongs to no file and cannot be walked, so destroying it
-// failed at every fsck --repair, the blocks it held stayed leaked, and the
-// mount refused the pair for good. The repair now frees what it can of
-// such a list and the blocks as leaks, and every other file is intact.
+// the directory of one of its segment list's lists both damaged (an
+// outside review): the list belongs to no file and cannot be walked, so
+// destroying it failed at every fsck --repair, the blocks it held stayed
+// leaked, and the mount refused the pair for good. The repair now drops
+// such a list and frees its blocks as leaks, and every other file is
+// intact. The damaged list is the segment list's extents (at +32 in its
+// header) or its unsynced-block records (at +96, written since the last
+// fsync: a later review found Destroy walked those too, so a check of the
+// other two let the repair fail as before).
 func TestRepairLostInodeAndDamagedSegList(t *testing.T) {
-	fs, _ := newTestFSOpt(t, fsOpt{disk: true, threshold: 1 << 20, diskSize: 64 << 20, noCheck: true})
-	big := create(t, fs, RootIno, "big", pattern(3<<20, 1))
-	big2data := pattern(5<<19, 2)
-	create(t, fs, RootIno, "big2", big2data)
-	keep := []byte("keep me\n")
-	create(t, fs, RootIno, "keep.txt", keep)
-	must(t, fs.Fsync(big.Ino, false))
-	in, _ := fs.inode(big.Ino)
-	seg := pram.Off(in.seg())
-	leaf := pram.Off(fs.a.U64(seg + 32))
-	if leaf == 0 {
-		t.Fatal("no first leaf")
-	}
-	corrupt(fs, func(tx *pram.Tx) {
-		for o := pram.Off(0); o < inodeSize; o += 8 {
-			tx.Set64(in.off+o, 0)
-		}
-		for o := pram.Off(0); o < 64; o += 8 {
-			tx.Set64(leaf+o, 0)
-		}
-	})
-	if errs := fs.Check(); len(errs) == 0 {
-		t.Fatal("Check found nothing")
-	}
-	rep, err := fs.Repair(RepairOptions{})
-	must(t, err)
-	if len(rep.Remaining) > 0 {
-		t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
-	}
-	if errs := fs.Check(); len(errs) > 0 {
-		t.Fatalf("Check after the repair: %v\nfixes:\n%s", errs, fixesText(rep))
-	}
-	wantContent(t, fs, "/big2", big2data)
-	wantContent(t, fs, "/keep.txt", keep)
-	if st := fs.ds.Stats(); st.UsedBlocks*uint64(fs.ds.BlockSize()) > uint64(len(big2data))+1<<20 {
-		t.Errorf("%d disk blocks used after the repair: the lost file's were not freed", st.UsedBlocks)
+	for _, c := range []struct {
+		name     string
+		dirAt    pram.Off // the damaged list's header, in the segment list
+		unsynced bool     // rewrite blocks without an fsync after
+	}{{"extents", 32, false}, {"unsynced", 96, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			fs, _ := newTestFSOpt(t, fsOpt{disk: true, threshold: 1 << 20, diskSize: 64 << 20, noCheck: true})
+			big := create(t, fs, RootIno, "big", pattern(3<<20, 1))
+			big2data := pattern(5<<19, 2)
+			create(t, fs, RootIno, "big2", big2data)
+			keep := []byte("keep me\n")
+			create(t, fs, RootIno, "keep.txt", keep)
+			must(t, fs.Fsync(big.Ino, false))
+			if c.unsynced {
+				for i := range 8 {
+					write(t, fs, big.Ino, int64(i)*64<<10, pattern(4096, byte(10+i)))
+				}
+			}
+			in, _ := fs.inode(big.Ino)
+			seg := pram.Off(in.seg())
+			dir := pram.Off(fs.a.U64(seg + c.dirAt))
+			if dir == 0 {
+				t.Fatal("the list has no directory")
+			}
+			corrupt(fs, func(tx *pram.Tx) {
+				for o := pram.Off(0); o < inodeSize; o += 8 {
+					tx.Set64(in.off+o, 0)
+				}
+				for o := pram.Off(0); o < 64; o += 8 {
+					tx.Set64(dir+o, 0)
+				}
+			})
+			if errs := fs.Check(); len(errs) == 0 {
+				t.Fatal("Check found nothing")
+			}
+			rep, err := fs.Repair(RepairOptions{})
+			must(t, err)
+			if len(rep.Remaining) > 0 {
+				t.Fatalf("fixes:\n%sremaining: %v", fixesText(rep), rep.Remaining)
+			}
+			if errs := fs.Check(); len(errs) > 0 {
+				t.Fatalf("Check after the repair: %v\nfixes:\n%s", errs, fixesText(rep))
+			}
+			wantContent(t, fs, "/big2", big2data)
+			wantContent(t, fs, "/keep.txt", keep)
+			if st := fs.ds.Stats(); st.UsedBlocks*uint64(fs.ds.BlockSize()) > uint64(len(big2data))+1<<20 {
+				t.Errorf("%d disk blocks used after the repair: the lost file's were not freed", st.UsedBlocks)
+			}
+		})
 	}
 }

@@ -677,13 +677,18 @@ func (s *Store) dropFrom(tx *pram.Tx, seg pram.Off, nb uint64) error {
 	return s.release(tx, xs)
 }
 
-// Walkable reports whether seg's segment and checksum lists can be walked
-// to their ends, as Destroy must (an error names the damage).
+// Walkable reports whether seg's segment, checksum and unsynced-block
+// lists can be walked to their ends, as Destroy must, and are made of live
+// allocations (a pass of fsck --repair may have freed those of a list it
+// could not walk as leaks); an error names the damage.
 func (s *Store) Walkable(seg pram.Off) error {
 	if err := s.validSeg(seg); err != nil {
 		return err
 	}
-	for _, l := range []xlist{s.segs(seg), s.sums(seg)} {
+	for _, l := range []xlist{s.segs(seg), s.sums(seg), s.unsyncedOf(seg)} {
+		if err := l.live(); err != nil {
+			return err
+		}
 		if err := l.walk(func(rec) bool { return true }); err != nil {
 			return err
 		}
@@ -695,9 +700,14 @@ func (s *Store) Walkable(seg pram.Off) error {
 // cannot be walked (Walkable), for fsck --repair, where Destroy would meet
 // the damage: its other arena allocations and its disk blocks are then
 // reached by nothing, and the repair frees them as leaks. The count of
-// files drops by one.
+// files drops by one, and the list of files with unsynced blocks forgets
+// it (when that list is damaged too, the repair rebuilds it from the
+// files).
 func (s *Store) Abandon(tx *pram.Tx, seg pram.Off) error {
 	if err := s.validSeg(seg); err != nil {
+		return err
+	}
+	if err := s.unregisterUnsynced(tx, seg); err != nil && !errors.Is(err, ErrCorrupt) {
 		return err
 	}
 	s.mu.Lock()

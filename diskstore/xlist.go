@@ -649,6 +649,28 @@ func (l xlist) destroy(tx *pram.Tx) error {
 	return nil
 }
 
+// live reports an error unless the list's directory and leaves are live
+// heap allocations.
+func (l xlist) live() error {
+	h, err := l.head()
+	if err != nil || h.nleaves == 0 {
+		return err
+	}
+	if _, err := l.h.SizeOf(h.dir); err != nil {
+		return l.corrupt("directory %d: %v", h.dir, err)
+	}
+	for i := 0; i < h.nleaves; i++ {
+		lf, err := l.leaf(h, i)
+		if err != nil {
+			return err
+		}
+		if _, err := l.h.SizeOf(lf.off); err != nil {
+			return l.corrupt("leaf %d at %d: %v", i, lf.off, err)
+		}
+	}
+	return nil
+}
+
 // walk calls fn for every record in order until fn returns false.
 func (l xlist) walk(fn func(r rec) bool) error {
 	c, ok, err := l.first()

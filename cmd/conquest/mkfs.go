@@ -179,7 +179,7 @@ func explainMkfs(im images, pramSize, diskSize uint64, err error) error {
 	switch {
 	case errors.Is(err, pram.ErrNoSpace), errors.Is(err, conquest.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
 		why = "no space left on device"
-	case errors.Is(err, syscall.ENOMEM) && addressSpaceLimit() > 0:
+	case errors.Is(err, syscall.ENOMEM) && addressSpaceShort(size):
 		why = fmt.Sprintf("more address space than this process may map (ulimit -v: %s)", formatSize(addressSpaceLimit()))
 		advice = "raise the limit (ulimit -v unlimited) or " + advice
 	case errors.Is(err, syscall.ENOMEM):
@@ -280,4 +280,26 @@ var addressSpaceLimit = func() uint64 {
 		return 0
 	}
 	return r.Cur
+}
+
+// addressSpaceShort reports whether a mapping of size bytes would take
+// this process past its address-space limit (an ENOMEM from elsewhere,
+// under a limit with room, is not put on it).
+func addressSpaceShort(size uint64) bool {
+	lim := addressSpaceLimit()
+	return lim > 0 && mappedBytes()+size > lim
+}
+
+// mappedBytes is this process's address space in use (VmSize; 0 if it
+// cannot be read).
+func mappedBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var pages uint64
+	if _, err := fmt.Sscan(string(b), &pages); err != nil {
+		return 0
+	}
+	return pages * uint64(os.Getpagesize())
 }

@@ -139,7 +139,7 @@ func explainOpen(im images, err error) error {
 		return fmt.Errorf("%w: the disk's %s is lost; refusing to use the pair until `conquest fsck --repair --pram %s --disk %s` lays a new one", err, missingRecord(err).What, im.pram, im.disk)
 	case errors.Is(err, syscall.EFBIG) && fileSizeLimit() > 0 && fileSizeLimit() < imagesNeed(im):
 		return fmt.Errorf("%w: this process may write files of at most %s (ulimit -f); refusing to use the images under that limit", err, formatSize(fileSizeLimit()))
-	case errors.Is(err, syscall.ENOMEM) && addressSpaceLimit() > 0:
+	case errors.Is(err, syscall.ENOMEM) && addressSpaceShort(arenaSize(im.pram)):
 		return fmt.Errorf("%w: this process may map at most %s of address space (ulimit -v), and the arena alone takes %s; raise the limit (ulimit -v unlimited)", err, formatSize(addressSpaceLimit()), formatSize(arenaSize(im.pram)))
 	case errors.Is(err, pram.ErrSizeMismatch) && isRegular(im.pram):
 		return fmt.Errorf("%w: the image file was cut short or grown; refusing to use it (`conquest fsck --repair --pram %s --disk %s` gives it its length back)", err, im.pram, im.disk)

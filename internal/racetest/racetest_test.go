@@ -36,6 +36,7 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 }
 
 func TestReducedNeedsListing(t *testing.T) {
+	t.Setenv(HeavyOnlyEnv, "") // Select must not select here
 	Select("TestListed")
 	f := &fakeTB{TB: t, name: "TestUnlisted/sub"}
 	Reduced(f)
