@@ -176,15 +176,19 @@ func (s *Store) runVerifies(seg pram.Off, fb uint64, disk Block, sums []uint64, 
 // be a guess. Counted, logged, returned as EIO, as a mismatch is.
 func (s *Store) lostSumErr(seg pram.Off, fb uint64, disk Block) error {
 	s.a.PutU64(s.st+stOffChecksumEr, s.a.U64(s.st+stOffChecksumEr)+1)
-	s.o.Logf("diskstore: checksum page fails its check: inode %d, offset %d, disk block %d has no checksum, which may be lost: returning EIO (run `conquest fsck --repair`)",
-		s.owner(seg), fb*s.bs, disk)
+	if s.damaged.due(seg, fb) {
+		s.o.Logf("diskstore: checksum page fails its check: inode %d, offset %d, disk block %d has no checksum, which may be lost: returning EIO (run `conquest fsck --repair`)",
+			s.owner(seg), fb*s.bs, disk)
+	}
 	return fmt.Errorf("%w: %w: inode %d, offset %d, disk block %d: its checksum page fails its check", ErrIO, ErrDataChecksum, s.owner(seg), fb*s.bs, disk)
 }
 
 // sumErr reports a checksum mismatch: counted, logged, returned as EIO.
 func (s *Store) sumErr(seg pram.Off, fb uint64, disk Block) error {
 	s.a.PutU64(s.st+stOffChecksumEr, s.a.U64(s.st+stOffChecksumEr)+1)
-	s.o.Logf("diskstore: checksum mismatch: inode %d, offset %d, disk block %d: returning EIO",
-		s.owner(seg), fb*s.bs, disk)
+	if s.damaged.due(seg, fb) { // once a minute per block
+		s.o.Logf("diskstore: checksum mismatch: inode %d, offset %d, disk block %d: returning EIO",
+			s.owner(seg), fb*s.bs, disk)
+	}
 	return fmt.Errorf("%w: %w: inode %d, offset %d, disk block %d", ErrIO, ErrDataChecksum, s.owner(seg), fb*s.bs, disk)
 }

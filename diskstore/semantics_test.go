@@ -3,6 +3,7 @@ package diskstore
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"conquest/pram"
@@ -491,5 +492,48 @@ func TestTruncateIntoDamagedBlock(t *testing.T) {
 	var ce *DataChecksumError
 	if len(errs) != 1 || !errors.As(errs[0], &ce) || ce.Offset != 3*4096 {
 		t.Fatalf("fsck after the truncate: %v, want the damaged block only", errs)
+	}
+}
+
+// TestBadBlockLoggedOncePerMinute: every read of a block that fails its
+// checksum fails with EIO and is counted, but the block is logged once a
+// minute, not once per read: a reader retrying it (and the kernel retries
+// each failed read) logged without end (an outside review saw ten lines
+// per read). Another bad block is logged on its own.
+func TestBadBlockLoggedOncePerMinute(t *testing.T) {
+	md := NewMemDevice(16 << 20)
+	e := newEnv(t, envOpts{blockSize: 4096, dev: md})
+	seg := e.newFile(8)
+	e.must(func(tx *pram.Tx) error { return e.s.WriteThrough(tx, seg, 0, pattern(8, 0, 1<<20)) })
+	for _, fb := range []uint64{3, 7} {
+		sp, _ := e.s.lookup(seg, fb)
+		md.Bytes()[int64(sp.disk)*4096+100] ^= 0xFF
+	}
+	before := e.s.Stats().ChecksumErrors
+	for range 10 {
+		for _, fb := range []uint64{3, 7} {
+			if _, err := e.read(seg, int64(fb)*4096, 4096); !errors.Is(err, ErrDataChecksum) {
+				t.Fatalf("read of bad block %d: %v", fb, err)
+			}
+		}
+	}
+	logged := map[string]int{}
+	e.logMu.Lock()
+	for _, l := range e.logs {
+		if strings.Contains(l, "checksum mismatch") {
+			logged[l]++
+		}
+	}
+	e.logMu.Unlock()
+	if len(logged) != 2 {
+		t.Errorf("logged %v; want each bad block once", logged)
+	}
+	for l, n := range logged {
+		if n != 1 {
+			t.Errorf("%q logged %d times", l, n)
+		}
+	}
+	if n := e.s.Stats().ChecksumErrors - before; n < 20 {
+		t.Errorf("%d failures counted for 20 failed reads", n)
 	}
 }

@@ -244,6 +244,7 @@ type Store struct {
 	zero  []byte   // one zero block
 
 	cache     *blockCache  // verified blocks (own lock)
+	damaged   damageLog    // when each damaged block was last logged (own lock)
 	blocks    sync.Pool    // *[]byte: aligned one-block buffers for reads
 	prefetch  bool         // Readahead fetches ahead in the background
 	pageSums  bool         // checksums are page sums (checksum.go); immutable
