@@ -7,6 +7,7 @@ import (
 	"os"
 
 	farm "github.com/dgryski/go-farm"
+	"golang.org/x/sys/unix"
 
 	"conquest/diskstore"
 	"conquest/pram"
@@ -160,11 +161,14 @@ func FindSuperCopyWithin(pramPath, diskPath string, limit int64) ([]byte, error)
 			dev.Close()
 		}
 	}
-	f, err := os.Open(pramPath)
+	f, err := os.OpenFile(pramPath, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO's open would wait
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Mode()&(os.ModeNamedPipe|os.ModeSocket|os.ModeDir) != 0 {
+		return nil, fmt.Errorf("%s: not a regular file, device-DAX or block device", pramPath)
+	}
 	var found [][]byte
 	seen := func(static []byte) bool {
 		for _, s := range found {

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	farm "github.com/dgryski/go-farm"
 
@@ -178,4 +181,27 @@ func TestSuperCopyFreedByOlderFsck(t *testing.T) {
 		t.Errorf("the file that got the freed allocation now holds %q", got[:16])
 	}
 	fs.Release(ino.Ino, h)
+}
+
+// TestFindSuperCopyFIFO: a FIFO at the arena's path is refused without
+// waiting for a writer (the search opened it read-only and waited for
+// ever; the CLI checks kinds first, the library did not).
+func TestFindSuperCopyFIFO(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := FindSuperCopyWithin(fifo, "", 0); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("FindSuperCopyWithin of a FIFO = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close() // let the waiting open go
+		}
+		t.Fatal("FindSuperCopyWithin of a FIFO waited for a writer")
+	}
 }

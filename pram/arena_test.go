@@ -155,6 +155,9 @@ func TestOpenErrors(t *testing.T) {
 		if _, err := Format(fifo, Options{Size: MinSize}); err == nil {
 			t.Error("Format of a FIFO succeeded")
 		}
+		if _, err := ShadowPath(fifo, dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("ShadowPath of a FIFO = %v", err)
+		}
 	}()
 	select {
 	case <-done:

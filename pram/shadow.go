@@ -578,11 +578,14 @@ func RemoveShadow(path, dir string) error {
 // ShadowPath is the path of the RAM copy of the arena in the image at path
 // (which need not exist), for `conquest stat` and tests.
 func ShadowPath(path, dir string) (string, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO's open would wait
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Mode()&(os.ModeNamedPipe|os.ModeSocket|os.ModeDir) != 0 {
+		return "", fmt.Errorf("%s: not a regular file, device-DAX or block device", path)
+	}
 	var uuid [16]byte
 	if _, err := f.ReadAt(uuid[:], offUUID); err != nil {
 		return "", fmt.Errorf("%s: reading the superblock: %w", path, err)
