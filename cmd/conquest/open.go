@@ -181,9 +181,75 @@ func diskKept(im images) bool {
 
 // arenaLost explains err, the refusal of an arena that is missing or holds
 // nothing recognisable, beside a disk that holds a Conquest disk: `mkfs`,
-// the advice for a new pair, would lose the disk's files too.
+// the advice for a new pair, would lose the disk's files too. When the
+// arena formatted with that disk is found beside it (findArenaOf), it is
+// named; and an arena path that holds data is never named to mkfs --force,
+// which would overwrite whatever file it is (an outside review).
 func arenaLost(im images, err error) error {
+	if found := findArenaOf(im); found != "" {
+		return fmt.Errorf("%w, though %s holds a Conquest disk, formatted with the arena %s: refusing to use it (is --pram the right path? give --pram %s --disk %s)", err, im.disk, found, found, im.disk)
+	}
+	if what, perr := probe(im.pram); perr == nil && what != "" {
+		return fmt.Errorf("%w, though %s holds a Conquest disk: refusing to use it (is --pram the right path? No arena formatted with that disk was found beside it. If its arena is lost, so are its files, whose metadata lived only there: restore the arena image from a backup; formatting a new pair with `conquest mkfs` would lose the disk's data)", err, im.disk)
+	}
 	return fmt.Errorf("%w, though %s holds a Conquest disk: refusing to use it (is --pram the right path? If that disk's arena is lost, so are its files, whose metadata lived only there: restore the arena image from a backup; `conquest mkfs --force --pram %s --disk %s` would format both anew, losing the disk's data)", err, im.disk, im.pram, im.disk)
+}
+
+// findArenaOf looks for the arena formatted with im's disk (the same UUID
+// in both superblocks) among the regular files in the disk's directory,
+// the arena path's and the data directory, and returns its path, or "".
+// It reads only superblocks, at most arenaSearchMax files per directory.
+func findArenaOf(im images) string {
+	uuid, ok := diskUUID(im.disk)
+	if !ok {
+		return ""
+	}
+	seen := map[string]bool{}
+	dirs := []string{filepath.Dir(im.disk), filepath.Dir(im.pram)}
+	if d, err := dataDir(); err == nil {
+		dirs = append(dirs, d)
+	}
+	for _, dir := range dirs {
+		dir, err := filepath.Abs(dir)
+		if err != nil || seen[dir] {
+			continue
+		}
+		seen[dir] = true
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for i, e := range ents {
+			if i >= arenaSearchMax {
+				break
+			}
+			path := filepath.Join(dir, e.Name())
+			if !e.Type().IsRegular() || sameImage(path, im.pram) || sameImage(path, im.disk) {
+				continue
+			}
+			if g, err := pram.ReadGeometry(path); err == nil && g.UUID == uuid {
+				return path
+			}
+		}
+	}
+	return ""
+}
+
+// arenaSearchMax bounds findArenaOf's reading of one directory.
+const arenaSearchMax = 1000
+
+// diskUUID is the UUID in the superblock of the Conquest disk at path.
+func diskUUID(path string) ([16]byte, bool) {
+	dev, err := diskstore.OpenDevice(path, diskstore.DeviceOptions{ReadOnly: true})
+	if err != nil {
+		return [16]byte{}, false
+	}
+	defer dev.Close()
+	sup, err := diskstore.ReadSuper(dev)
+	if err != nil {
+		return [16]byte{}, false
+	}
+	return sup.UUID, true
 }
 
 // imagesNeed is the longest file the images may grow to: the arena image

@@ -434,13 +434,38 @@ func TestArenaLostBesideDisk(t *testing.T) {
 	for i := range random {
 		random[i] = byte(i*7919 + i>>8)
 	}
+	// The arena kept under another name beside the disk: named (an outside
+	// review: random bytes given as --pram got the mkfs advice, though the
+	// disk's arena was next to it).
+	kept := filepath.Join(dir, "kept-arena")
+	if err := os.Rename(p, kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, random, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"fsck", "df"} {
+		out.Reset()
+		errb.Reset()
+		code := run([]string{"conquest", cmd, "--pram", p, "--disk", d}, &out, &errb)
+		if code == 0 || !strings.Contains(errb.String(), "formatted with the arena "+kept) ||
+			!strings.Contains(errb.String(), "give --pram "+kept+" --disk "+d) || strings.Contains(errb.String(), "mkfs") {
+			t.Errorf("arena kept as %s, %s: exit %d, stderr %q", kept, cmd, code, errb.String())
+		}
+	}
+	if err := os.Remove(kept); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		lose func() error
+		// advice: the end of the refusal. An arena path that holds data
+		// is not named to mkfs --force, which would overwrite it.
+		advice string
 	}{
-		{"emptied", func() error { return os.Truncate(p, 0) }},
-		{"overwritten", func() error { return os.WriteFile(p, random, 0o600) }},
-		{"missing", func() error { return os.Remove(p) }},
+		{"emptied", func() error { return os.Truncate(p, 0) }, "`conquest mkfs --force --pram " + p + " --disk " + d + "` would format both anew, losing the disk's data"},
+		{"overwritten", func() error { return os.WriteFile(p, random, 0o600) }, "No arena formatted with that disk was found beside it"},
+		{"missing", func() error { return os.Remove(p) }, "`conquest mkfs --force --pram " + p + " --disk " + d + "` would format both anew, losing the disk's data"},
 	} {
 		if err := c.lose(); err != nil {
 			t.Fatal(err)
@@ -450,8 +475,11 @@ func TestArenaLostBesideDisk(t *testing.T) {
 			errb.Reset()
 			code := run([]string{"conquest", cmd, "--pram", p, "--disk", d}, &out, &errb)
 			if code == 0 || !strings.Contains(errb.String(), d+" holds a Conquest disk: refusing to use it") ||
-				!strings.Contains(errb.String(), "would format both anew, losing the disk's data") {
+				!strings.Contains(errb.String(), c.advice) {
 				t.Errorf("%s arena, %s: exit %d, stderr %q", c.name, cmd, code, errb.String())
+			}
+			if c.name == "overwritten" && strings.Contains(errb.String(), "--force") {
+				t.Errorf("%s arena, %s: the data at --pram is named to mkfs --force: %q", c.name, cmd, errb.String())
 			}
 		}
 	}
