@@ -266,14 +266,25 @@ func mount8Option(o, name string) bool {
 // commitOption reads commit=: whole seconds, as ext4 takes it, or a Go
 // duration such as 500ms.
 func commitOption(v string) (time.Duration, error) {
+	d, err := parseCommit(v)
+	if err != nil {
+		return 0, fmt.Errorf("mount option commit=%s: %w", v, err)
+	}
+	return d, nil
+}
+
+// parseCommit reads the commit interval of `mount --commit` and the mount
+// option commit=: a number of seconds (ext4's commit=) or a Go duration,
+// at least conquest.MinCommit.
+func parseCommit(v string) (time.Duration, error) {
 	var d time.Duration
 	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
 		d = time.Duration(n) * time.Second
 	} else if d, err = time.ParseDuration(v); err != nil {
-		return 0, fmt.Errorf("mount option commit=%s: not a number of seconds or a duration", v)
+		return 0, errors.New("not a number of seconds or a duration (5, 5s, 500ms)")
 	}
 	if d < conquest.MinCommit {
-		return 0, fmt.Errorf("mount option commit=%s: the interval must be at least %v", v, conquest.MinCommit)
+		return 0, fmt.Errorf("the interval must be at least %v", conquest.MinCommit)
 	}
 	return d, nil
 }

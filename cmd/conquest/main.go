@@ -70,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "conquest",
 		Usage: "a file system with all metadata and small files in persistent RAM",
 		Description: "Conquest keeps every inode, directory and small file in a memory-mapped arena (persistent\n" +
@@ -114,6 +114,55 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			helpCommand(),
 		},
 	}
+	app.OnUsageError = usageError
+	setUsageErrors(app.Commands)
+	return app
+}
+
+// setUsageErrors gives every command, down the tree, usageError: without
+// it urfave/cli answers a flag it cannot parse with "Incorrect Usage" and
+// the whole help on stdout, and the error in the flag package's words.
+func setUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = usageError
+		setUsageErrors(c.Subcommands)
+	}
+}
+
+// usageError is the one-line error for a command line the flag package
+// refused: an unknown flag, or a value it cannot parse.
+func usageError(c *cli.Context, err error, _ bool) error {
+	msg := err.Error()
+	name, help := "conquest", "conquest --help"
+	if c.Command != nil && c.Command.Name != "" {
+		name, help = c.Command.HelpName, c.Command.HelpName+" --help"
+	}
+	msg = strings.Replace(msg, "flag provided but not defined: -", "unknown flag --", 1)
+	if f, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		msg = "--" + f + " needs a value"
+	}
+	if i := strings.Index(msg, " for flag -"); i >= 0 {
+		flag, _, _ := strings.Cut(msg[i+len(" for flag -"):], ":")
+		msg = msg[:i] + " for --" + flag
+		if c.Command != nil {
+			for _, f := range c.Command.Flags {
+				if _, ok := f.(*cli.DurationFlag); ok && slicesContains(f.Names(), flag) {
+					msg += " (a duration: 90s, 2m)"
+				}
+			}
+		}
+	}
+	return fmt.Errorf("%s: %s (see `%s`)", strings.TrimPrefix(name, "conquest "), msg, help)
+}
+
+// slicesContains reports whether names holds name.
+func slicesContains(names []string, name string) bool {
+	for _, n := range names {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // helpCommand is `conquest [PARENT...] help [COMMAND...]`: it shows what

@@ -32,7 +32,7 @@ func mountCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "mount",
 		Usage: "mount a Conquest file system (the embedded default, or --pram/--disk)",
-		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--private | --allow-other] [--read-only] [--noatime] [--nosuid] [--nodev] [--noexec] MOUNTPOINT\n" +
+		UsageText: "conquest mount [--pram PATH --disk PATH] [--foreground] [--private | --allow-other] [--writeback-cache] [--cached-writes] [--read-only] [--noatime] [--nosuid] [--nodev] [--noexec] [--commit DURATION] MOUNTPOINT\n" +
 			"mount -t fuse.conquest ARENA|default MOUNTPOINT -o disk=PATH[,ro,noatime,...]   (mount(8), /etc/fstab; see README)",
 		Description: "Without --foreground, mount starts a daemon and returns once the file system is ready;\n" +
 			"the daemon logs to conquest.log in the data directory ($CONQUEST_HOME, else\n" +
@@ -56,7 +56,7 @@ func mountCommand() *cli.Command {
 			&cli.BoolFlag{Name: "read-only", Aliases: []string{"ro"}, Usage: "mount read-only: every change fails with EROFS, and reads leave atime alone"},
 			&cli.BoolFlag{Name: "noatime", Usage: "never update access times (the default is relatime, as on ext4)"},
 			&cli.BoolFlag{Name: "noexec", Usage: "programs on the mount cannot be executed (needs root)"},
-			&cli.DurationFlag{Name: "commit", Value: pram.DefaultCheckpointInterval, Usage: "how long a change may stay only in the arena's RAM copy before it is checkpointed to the image, and large-file data unsynced on the disk before a background sync starts (what a power loss can lose; fsync makes everything durable at once; at least 10ms)"},
+			&cli.StringFlag{Name: "commit", Value: pram.DefaultCheckpointInterval.String(), Usage: "a number of seconds or a duration (500ms, 5s, 1m): how long a change may stay only in the arena's RAM copy before it is checkpointed to the image, and large-file data unsynced on the disk before a background sync starts (what a power loss can lose; fsync makes everything durable at once; at least 10ms)"},
 			&cli.IntFlag{Name: "ready-fd", Hidden: true, Usage: "internal: report readiness on this descriptor"},
 		),
 		Action: func(c *cli.Context) (err error) {
@@ -90,15 +90,16 @@ func mountCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			commit, err := parseCommit(c.String("commit"))
+			if err != nil {
+				return fmt.Errorf("--commit %s: %w", c.String("commit"), err)
+			}
 			ms := mountSettings{
 				fuse: fusefs.Options{AllowOther: allowOther, WritebackCache: c.Bool("writeback-cache"), CachedWrites: c.Bool("cached-writes"),
 					NoSUID: c.Bool("nosuid"), NoDev: c.Bool("nodev"), NoExec: c.Bool("noexec"),
 					ReadOnly: c.Bool("read-only"), NoAtime: c.Bool("noatime")},
-				commit:  c.Duration("commit"),
+				commit:  commit,
 				noAtime: c.Bool("noatime"),
-			}
-			if ms.commit < conquest.MinCommit {
-				return fmt.Errorf("--commit %v: the interval must be at least %v", ms.commit, conquest.MinCommit)
 			}
 			if ms.fuse.NoExec && os.Geteuid() != 0 {
 				return errors.New("--noexec needs root (it is set on the mount point after mounting)")

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -17,7 +19,7 @@ func umountCommand() *cli.Command {
 		Name:      "umount",
 		Aliases:   []string{"unmount"},
 		Usage:     "unmount a Conquest file system and wait for its daemon to exit",
-		UsageText: "conquest umount [--lazy] [--timeout 60s] MOUNTPOINT",
+		UsageText: "conquest umount [--lazy] [--timeout 1m] MOUNTPOINT",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "lazy", Aliases: []string{"l"}, Usage: "detach even if busy; the daemon exits after the last open file is closed (not waited for)"},
 			&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "how long to wait for the daemon to close the arena"},
@@ -32,6 +34,9 @@ func umountCommand() *cli.Command {
 			}
 			mi, ok := fusefs.Mounted(mp)
 			if !ok {
+				if _, err := os.Lstat(mp); errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("%s: mount point does not exist", mp)
+				}
 				return fmt.Errorf("%s: not mounted", mp)
 			}
 			if mi.FSType != "fuse.conquest" {

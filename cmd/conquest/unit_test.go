@@ -118,6 +118,14 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"mount", "/nonexistent/mnt"}, "/nonexistent/mnt: mount point does not exist"},
 		{[]string{"umount", other}, "not a Conquest file system"},
 		{[]string{"umount", t.TempDir()}, "not mounted"},
+		{[]string{"umount", "/nonexistent/mnt"}, "/nonexistent/mnt: mount point does not exist"},
+		// Usage errors: one line naming the flag, no help dumped.
+		{[]string{"mount", "--bogus", t.TempDir()}, "conquest: mount: unknown flag --bogus (see `conquest mount --help`)"},
+		{[]string{"--bogus"}, "conquest: unknown flag --bogus (see `conquest --help`)"},
+		{[]string{"mount", "--commit", "abc", t.TempDir()}, "--commit abc: not a number of seconds or a duration (5, 5s, 500ms)"},
+		{[]string{"umount", "--timeout", "x", t.TempDir()}, "umount: invalid value \"x\" for --timeout (a duration: 90s, 2m)"},
+		{[]string{"mkfs", "--pram-size"}, "mkfs: --pram-size needs a value"},
+		{[]string{"bench", "postmark", "--runs", "x"}, "bench postmark: invalid value \"x\" for --runs (see `conquest bench postmark --help`)"},
 		{[]string{"mkfs", "--pram", "/tmp/x", "--disk", "/tmp/x"}, "must be different"},
 		{[]string{"mkfs", "--pram", img, "--disk", filepath.Join(links, "sym")}, "are the same file"},
 		{[]string{"mkfs", "--pram", img, "--disk", filepath.Join(links, "hard")}, "are the same file"},
@@ -151,6 +159,15 @@ func TestRunErrors(t *testing.T) {
 		}
 		if strings.Contains(errb.String()+out.String(), "goroutine ") {
 			t.Errorf("%v: stack trace printed:\n%s", c.args, errb.String())
+		}
+		if out.Len() > 0 {
+			t.Errorf("%v: printed on stdout: %q", c.args, out.String())
+		}
+	}
+	for in, want := range map[string]time.Duration{"5": 5 * time.Second, "250ms": 250 * time.Millisecond, "1m": time.Minute, "0": 0, "5ms": 0, "soon": 0} {
+		d, err := parseCommit(in)
+		if d != want || (err == nil) != (want != 0) {
+			t.Errorf("parseCommit(%q) = %v, %v; want %v", in, d, err, want)
 		}
 	}
 	t.Setenv("CONQUEST_HOME", embeddedFIFO)
