@@ -1067,17 +1067,20 @@ func TestSharedDiskRefused(t *testing.T) {
 	mp := c.mountpoint()
 	c.ok("mount", "--pram", pram, "--disk", disk, mp)
 	mp2 := c.mountpoint()
-	c.fails(1, "disk is in use", "mount", "--pram", cp, "--disk", disk, mp2)
+	// The refusals name the mount that holds the disk (an outside review:
+	// "in use by another process (... mounted from another arena?)").
+	by := "in use by the file system mounted on " + mp + " (from the arena " + pram + ")"
+	c.fails(1, "disk is "+by, "mount", "--pram", cp, "--disk", disk, mp2)
 	if _, ok := fusefs.Mounted(mp2); ok {
 		t.Error("a second arena was mounted with the disk of a mounted file system")
 		c.run("umount", mp2)
 	}
-	c.fails(8, "disk is in use", "fsck", "--pram", cp, "--disk", disk)
-	c.fails(1, "disk is in use", "df", "--pram", cp, "--disk", disk)
+	c.fails(8, "disk is "+by, "fsck", "--pram", cp, "--disk", disk)
+	c.fails(1, "disk is "+by, "df", "--pram", cp, "--disk", disk)
 	// Refused at once: the process holding the disk holds a mounted arena,
 	// so it is no daemon on its way out (before, mkfs waited the 30 s
 	// meant for those, and said so after a second).
-	if errs := c.fails(1, disk+": in use", "mkfs", "--force", "--pram", filepath.Join(dir, "new.img"), "--disk", disk, "--pram-size", "16M"); strings.Contains(errs, "waiting") {
+	if errs := c.fails(1, disk+": "+by, "mkfs", "--force", "--pram", filepath.Join(dir, "new.img"), "--disk", disk, "--pram-size", "16M"); strings.Contains(errs, "waiting") {
 		t.Errorf("mkfs waited for the disk of a mounted file system: %s", errs)
 	}
 	// The same pair still says that its arena is mounted.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"conquest/fusefs"
 )
 
 // Who holds an image's lock, from /proc/locks.
@@ -61,16 +63,32 @@ func lockHolders(path string) map[int]bool {
 // arena of a mounted Conquest file system: path is then in use by that
 // mount, not by a daemon that is closing.
 func heldByMount(path string) bool {
+	_, ok := mountHolding(path)
+	return ok
+}
+
+// mountHolding is the mounted Conquest file system whose daemon holds
+// path's lock (its arena, or its disk), if there is one.
+func mountHolding(path string) (fusefs.MountInfo, bool) {
 	holders := lockHolders(path)
 	if len(holders) == 0 {
-		return false
+		return fusefs.MountInfo{}, false
 	}
 	for _, mi := range conquestMounts() {
 		for pid := range lockHolders(strings.TrimPrefix(mi.Source, fsnamePrefix)) {
 			if holders[pid] {
-				return true
+				return mi, true
 			}
 		}
 	}
-	return false
+	return fusefs.MountInfo{}, false
+}
+
+// heldBy says who holds path, for a refusal: "the file system mounted on
+// DIR (from the arena ARENA)" when a mount's daemon does, else fallback.
+func heldBy(path, fallback string) string {
+	if mi, ok := mountHolding(path); ok {
+		return fmt.Sprintf("the file system mounted on %s (from the arena %s)", mi.Dir, strings.TrimPrefix(mi.Source, fsnamePrefix))
+	}
+	return fallback
 }

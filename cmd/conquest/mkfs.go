@@ -31,7 +31,7 @@ func mkfsCommand() *cli.Command {
 			&cli.StringFlag{Name: "disk", Required: true, Usage: "large-file disk: image file or block device"},
 			&cli.StringFlag{Name: "pram-size", Usage: "arena size for a new image file (default 1G; a block device: the most that leaves room for checkpoint slots; a device-DAX: its whole size)"},
 			&cli.StringFlag{Name: "disk-size", Usage: "disk size: of a new image file (default 4G), or how much of a block device to use (default all of it)"},
-			&cli.StringFlag{Name: "large-threshold", Usage: "files larger than this keep their data on the disk (default: the core's)"},
+			&cli.StringFlag{Name: "large-threshold", Usage: "files larger than this keep their data on the disk (default " + formatSize(diskstore.DefaultThreshold) + ")"},
 			&cli.StringFlag{Name: "disk-block-size", Usage: "unit of disk allocation and checksums, a power of two in 4K..1M (default 16K)"},
 			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "overwrite whatever the paths hold"},
 		},
@@ -80,7 +80,7 @@ type mkfsOptions struct {
 func mkfs(im images, o mkfsOptions) error {
 	for _, p := range []string{im.pram, im.disk} {
 		if !waitExited(p, o.note) {
-			return fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", p)
+			return fmt.Errorf("%s: in use by %s: unmount it first", p, heldBy(p, "a running Conquest daemon (mounted?)"))
 		}
 		claim, busy, err := claimDeviceWait(p)
 		if busy {
@@ -254,7 +254,7 @@ func coreOpen(im images, o conquest.Options) (*conquest.FS, error) {
 func holdDisk(path string) (unlock func(), err error) {
 	unlock, busy, err := flockDisk(path)
 	if busy {
-		return nil, fmt.Errorf("%s: in use by a running Conquest daemon (mounted?): unmount it first", path)
+		return nil, fmt.Errorf("%s: in use by %s: unmount it first", path, heldBy(path, "a running Conquest daemon (mounted?)"))
 	}
 	return unlock, err
 }

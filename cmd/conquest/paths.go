@@ -201,7 +201,7 @@ func waitExited(path string, note func(string)) bool {
 			return false
 		}
 		if !noted && waited >= time.Second && note != nil {
-			note(fmt.Sprintf("%s: waiting (up to %v) for the process holding the arena to let it go: the daemon of a mount just unmounted, still closing the file system?", path, limit))
+			note(fmt.Sprintf("%s: waiting (up to %v) for the process holding the arena to let it go: the daemon of a mount just unmounted, still closing the file system, or of one detached with umount -l (--lazy), which lets it go when the last file open on it closes", path, limit))
 			noted = true
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -258,7 +258,7 @@ func lockDisk(im images, note func(string)) (unlock func(), err error) {
 		case claimed != "":
 			return nil, fmt.Errorf("%s: in use: another process holds the device exclusively (a file system mounted from it, or a Conquest mount of it through another device node); refusing to open it", claimed)
 		default:
-			return nil, fmt.Errorf("%s: disk is in use by another process (the disk of a file system mounted from another arena?); refusing to share it", im.disk)
+			return nil, fmt.Errorf("%s: disk is in use by %s; refusing to share it", im.disk, heldBy(im.disk, "another process (the disk of a file system mounted from another arena?)"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
