@@ -349,10 +349,15 @@ func isDamage(err error) bool {
 
 // plural is "1 error", "2 errors".
 func plural(n int, word string) string {
+	return countOf(n, word, word+"s")
+}
+
+// countOf is n with the word for one or for many: "1 directory", "0 directories".
+func countOf(n int, one, many string) string {
 	if n == 1 {
-		return "1 " + word
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d %ss", n, word)
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // restoreDiskSuper writes back the copy of the disk superblock that block 0

@@ -106,7 +106,7 @@ func TestReadOnlyImages(t *testing.T) {
 		t.Errorf("fsck of read-only images:\n%s", out)
 	}
 	c.fails(fsckOperational, "cannot be opened for writing", "fsck", "--repair", "--pram", rp, "--disk", rd)
-	if out, _ := c.ok("df", "--pram", rp, "--disk", rd); !strings.Contains(out, "2 files (3.0M of data), 1 directories, 1 symlinks") {
+	if out, _ := c.ok("df", "--pram", rp, "--disk", rd); !strings.Contains(out, "2 files (3.0M of data), 1 directory, 1 symlink") {
 		t.Errorf("df of read-only images:\n%s", out)
 	}
 	if out, _ := c.ok("stat", "--pram", rp, "--disk", rd); !strings.Contains(out, "  on the disk:        1 (") {
@@ -211,7 +211,7 @@ func TestReadOnlyDevicesAndHalves(t *testing.T) {
 	if out, _ := c.ok("fsck", "--pram", lp, "--disk", ld); !strings.Contains(out, "opened read-only") || !strings.HasSuffix(out, ": clean\n") {
 		t.Errorf("fsck of read-only loop devices:\n%s", out)
 	}
-	if out, _ := c.ok("df", "--pram", lp, "--disk", ld); !strings.Contains(out, "1 files") {
+	if out, _ := c.ok("df", "--pram", lp, "--disk", ld); !strings.Contains(out, "1 file (3.1M of data), 1 directory") {
 		t.Errorf("df of read-only loop devices:\n%s", out)
 	}
 	c.fails(1, "cannot be opened for writing", "mount", "--pram", pram, "--disk", ld, mp)

@@ -166,8 +166,9 @@ func pct(used, total uint64) string {
 func printDF(out io.Writer, name string, u conquest.Usage) {
 	printSpace(out, conquest.Space{ArenaBytes: u.ArenaBytes, HeapBytes: u.HeapBytes, HeapUsed: u.HeapUsed, HeapFree: u.HeapFree,
 		Inodes: u.Inodes, DiskBytes: u.DiskBytes, DiskUsed: u.DiskUsed, DiskFree: u.DiskFree, DiskAvail: u.DiskAvail})
-	fmt.Fprintf(out, "%s: %s: %d files (%s of data), %d directories, %d symlinks, %d special, %d orphans\n",
-		name, plural(int(u.Inodes), "inode"), u.Files, formatSize(u.FileBytes), u.Dirs, u.Symlinks, u.Specials, u.Orphans)
+	fmt.Fprintf(out, "%s: %s: %s (%s of data), %s, %s, %d special, %s\n",
+		name, plural(int(u.Inodes), "inode"), plural(int(u.Files), "file"), formatSize(u.FileBytes),
+		countOf(int(u.Dirs), "directory", "directories"), plural(int(u.Symlinks), "symlink"), u.Specials, plural(int(u.Orphans), "orphan"))
 }
 
 func printStat(out io.Writer, im images, g pram.Geometry, mounts uint64, sh pram.ShadowInfo, u conquest.Usage, st conquest.StatFS) {
