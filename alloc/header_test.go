@@ -87,6 +87,10 @@ func TestRewriteStaticRefuses(t *testing.T) {
 	binary.LittleEndian.PutUint32(b[hdrVersion:], HeapVersion+1)
 	binary.LittleEndian.PutUint64(b[hdrChecksum:], farm.Hash64(b[:hdrChecksum]))
 	after := append([]byte(nil), b...)
+	// Open names it as another version, not damage.
+	if _, err := Open(a); !errors.Is(err, pram.ErrVersion) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open of another version's header: %v; want pram.ErrVersion", err)
+	}
 	if _, err := RewriteStatic(a); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("RewriteStatic of another version's header: %v", err)
 	}

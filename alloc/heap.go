@@ -171,6 +171,42 @@ func CheckFormatted(path string, g pram.Geometry) error {
 	return nil
 }
 
+// CheckVersion reads the heap header of the arena image at path, of
+// geometry g, without opening it, and returns Open's error for a header of
+// another format version (wrapping pram.ErrVersion), so that the arena's
+// open, which counts the mount and may recover the image, is not reached:
+// a newer format is refused with nothing written, as a newer superblock
+// version is. It returns nil otherwise, and when the image cannot be read.
+func CheckVersion(path string, g pram.Geometry) error {
+	lg, ok := layoutFor(g)
+	if !ok {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, HeaderSize)
+	if _, err := f.ReadAt(b, int64(lg.hdr)); err != nil {
+		return nil
+	}
+	return versionErr(b)
+}
+
+// versionErr is the error of a heap header b that is intact (its magic
+// and checksum) but of another format version than this build's: a newer
+// build made it, not damage (an outside review: it was reported as
+// damage, and every refused command counted a mount in the image).
+func versionErr(b []byte) error {
+	le := binary.LittleEndian
+	v := le.Uint32(b[hdrVersion:])
+	if string(b[hdrMagic:hdrMagic+8]) != HeapMagic || v == HeapVersion || le.Uint64(b[hdrChecksum:]) != farm.Hash64(b[:hdrChecksum]) {
+		return nil
+	}
+	return fmt.Errorf("%w: the heap's format version is %d, this build reads %d (made by a newer Conquest?)", pram.ErrVersion, v, HeapVersion)
+}
+
 // unformatted reports whether an arena's root slots (root(i)) and the bytes
 // where its heap magic belongs say that its mkfs stopped before it
 // formatted the heap: root slot 0 empty, no heap magic, and no other root
@@ -223,6 +259,9 @@ func (h *Heap) checkHeader() error {
 // checkStatic validates the header's static part: what Format writes once.
 func (h *Heap) checkStatic() error {
 	b := h.a.Bytes(h.g.hdr, HeaderSize)
+	if err := versionErr(b); err != nil {
+		return err
+	}
 	le := binary.LittleEndian
 	switch {
 	case string(b[hdrMagic:hdrMagic+8]) != HeapMagic:

@@ -1,12 +1,17 @@
 package conquest
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/dgryski/go-farm"
+
+	"conquest/alloc"
 	"conquest/pram"
 )
 
@@ -236,6 +241,48 @@ func TestOpenRefusesBadImages(t *testing.T) {
 	}
 	if err := Mkfs(q, "/dev/null", MkfsOptions{PramSize: 2 << 20}); err == nil || !strings.Contains(err.Error(), "/dev/null") {
 		t.Fatalf("Mkfs with /dev/null as the disk = %v", err)
+	}
+}
+
+// TestOpenRefusesNewerHeap: a heap header that is intact but of another
+// format version (a newer build's) is refused as such, with nothing
+// written to either image (an outside review: it was called damage, and
+// every refused open counted a mount in the arena).
+func TestOpenRefusesNewerHeap(t *testing.T) {
+	dir := t.TempDir()
+	p, d := filepath.Join(dir, "p"), filepath.Join(dir, "d")
+	must(t, Mkfs(p, d, MkfsOptions{PramSize: 16 << 20, DiskSize: 16 << 20}))
+	img, err := os.ReadFile(p)
+	must(t, err)
+	// The heap header (alloc/layout.go, pinned): magic, then the version
+	// at 8, and at 48 the farm hash of its first 48 bytes.
+	hdr := binary.LittleEndian.Uint64(img[pram.RootOff(0):])
+	b := img[hdr : hdr+56]
+	if string(b[:8]) != alloc.HeapMagic || binary.LittleEndian.Uint32(b[8:]) != alloc.HeapVersion ||
+		binary.LittleEndian.Uint64(b[48:]) != farm.Hash64(b[:48]) {
+		t.Fatalf("the heap header at %#x is not laid out as this test expects: %x", hdr, b)
+	}
+	binary.LittleEndian.PutUint32(b[8:], alloc.HeapVersion+1)
+	binary.LittleEndian.PutUint64(b[48:], farm.Hash64(b[:48]))
+	must(t, os.WriteFile(p, img, 0o600))
+	disk, err := os.ReadFile(d)
+	must(t, err)
+	for _, ro := range []bool{false, true} {
+		fs, err := Open(p, d, Options{ReadOnly: ro})
+		if err == nil {
+			fs.Close()
+			t.Fatalf("read-only %v: opened a heap of version %d", ro, alloc.HeapVersion+1)
+		}
+		if !errors.Is(err, pram.ErrVersion) || errors.Is(err, alloc.ErrCorrupt) || !strings.Contains(err.Error(), p) {
+			t.Errorf("read-only %v: Open = %v; want pram.ErrVersion naming %s", ro, err, p)
+		}
+	}
+	after, err := os.ReadFile(p)
+	must(t, err)
+	afterDisk, err := os.ReadFile(d)
+	must(t, err)
+	if !bytes.Equal(after, img) || !bytes.Equal(afterDisk, disk) {
+		t.Error("a refused open wrote to the images")
 	}
 }
 

@@ -292,6 +292,15 @@ func Open(pramPath, diskPath string, o Options) (*FS, error) {
 			}
 		}
 	}
+	// A heap of a newer format is refused before the arena's open writes.
+	if g, gerr := pram.ReadGeometry(pramPath); gerr == nil {
+		if err := alloc.CheckVersion(pramPath, g); err != nil {
+			if opened {
+				o.Device.Close()
+			}
+			return nil, fmt.Errorf("%s: %w", pramPath, err)
+		}
+	}
 	a, err := pram.OpenWith(pramPath, ao)
 	if err != nil {
 		if opened {
