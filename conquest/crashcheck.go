@@ -26,7 +26,11 @@ func (e *CrashDamageError) Error() string {
 		}
 		parts = append(parts, p.Error())
 	}
-	return fmt.Sprintf("%s and is damaged: %d problems: %s", dueWhy(e.Damage), len(e.Problems), strings.Join(parts, "; "))
+	n := fmt.Sprintf("%d problems", len(e.Problems))
+	if len(e.Problems) == 1 {
+		n = "1 problem"
+	}
+	return fmt.Sprintf("%s and is damaged: %s: %s", dueWhy(e.Damage), n, strings.Join(parts, "; "))
 }
 
 func (e *CrashDamageError) Unwrap() error { return ErrCorrupt }
