@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -137,16 +138,18 @@ func usageError(c *cli.Context, err error, _ bool) error {
 	if c.Command != nil && c.Command.Name != "" {
 		name, help = c.Command.HelpName, c.Command.HelpName+" --help"
 	}
-	msg = strings.Replace(msg, "flag provided but not defined: -", "unknown flag --", 1)
+	if f, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg = "unknown flag " + dashed(f)
+	}
 	if f, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		msg = "--" + f + " needs a value"
+		msg = dashed(f) + " needs a value"
 	}
 	if i := strings.Index(msg, " for flag -"); i >= 0 {
 		flag, _, _ := strings.Cut(msg[i+len(" for flag -"):], ":")
-		msg = msg[:i] + " for --" + flag
+		msg = msg[:i] + " for " + dashed(flag)
 		if c.Command != nil {
 			for _, f := range c.Command.Flags {
-				if _, ok := f.(*cli.DurationFlag); ok && slicesContains(f.Names(), flag) {
+				if _, ok := f.(*cli.DurationFlag); ok && slices.Contains(f.Names(), flag) {
 					msg += " (a duration: 90s, 2m)"
 				}
 			}
@@ -155,14 +158,12 @@ func usageError(c *cli.Context, err error, _ bool) error {
 	return fmt.Errorf("%s: %s (see `%s`)", strings.TrimPrefix(name, "conquest "), msg, help)
 }
 
-// slicesContains reports whether names holds name.
-func slicesContains(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
+// dashed is a flag's name as it is written: -f, --force.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
 	}
-	return false
+	return "--" + name
 }
 
 // helpCommand is `conquest [PARENT...] help [COMMAND...]`: it shows what
