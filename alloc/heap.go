@@ -120,7 +120,8 @@ func clearNonZero(b []byte) {
 // Open finds the heap through root slot 0 and validates its header: magic,
 // version, checksum, layout against the arena's geometry, and the bounds of
 // the counters and list heads. It reads nothing else, so it takes the same
-// time for an empty heap and a full one. Errors wrap ErrCorrupt.
+// time for an empty heap and a full one. Errors wrap ErrCorrupt, but for
+// an intact header of another format version (pram.ErrVersion).
 func Open(a *pram.Arena) (*Heap, error) {
 	h, err := locate(a)
 	if err != nil {
