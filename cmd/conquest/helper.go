@@ -273,12 +273,19 @@ func commitOption(v string) (time.Duration, error) {
 	return d, nil
 }
 
+// maxCommit is the longest commit interval: what a time.Duration holds,
+// in whole seconds (about 292 years).
+const maxCommit = uint64(1<<63-1) / uint64(time.Second) * uint64(time.Second)
+
 // parseCommit reads the commit interval of `mount --commit` and the mount
 // option commit=: a number of seconds (ext4's commit=) or a Go duration,
 // at least conquest.MinCommit.
 func parseCommit(v string) (time.Duration, error) {
 	var d time.Duration
-	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if err != nil || n > maxCommit/uint64(time.Second) {
+			return 0, fmt.Errorf("the interval must be at most %v", time.Duration(maxCommit))
+		}
 		d = time.Duration(n) * time.Second
 	} else if d, err = time.ParseDuration(v); err != nil {
 		return 0, errors.New("not a number of seconds or a duration (5, 5s, 500ms)")

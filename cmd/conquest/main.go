@@ -122,40 +122,99 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 
 // setUsageErrors gives every command, down the tree, usageError: without
 // it urfave/cli answers a flag it cannot parse with "Incorrect Usage" and
-// the whole help on stdout, and the error in the flag package's words.
+// the whole help on stdout, and the error in the flag package's words. A
+// required flag that is missing is checked here too (before the command's
+// own Before), for the same reason: cli prints the whole help for it.
 func setUsageErrors(cmds []*cli.Command) {
 	for _, c := range cmds {
 		c.OnUsageError = usageError
+		var required []string
+		for _, f := range c.Flags {
+			switch f := f.(type) {
+			case *cli.StringFlag:
+				required, f.Required = appendIf(required, f.Required, f.Name), false
+			case *cli.IntFlag:
+				required, f.Required = appendIf(required, f.Required, f.Name), false
+			case *cli.StringSliceFlag:
+				required, f.Required = appendIf(required, f.Required, f.Name), false
+			}
+		}
+		if len(required) > 0 {
+			before := c.Before
+			c.Before = func(ctx *cli.Context) error {
+				for _, name := range required {
+					if !ctx.IsSet(name) {
+						return usageErr(ctx, dashed(name)+" is required")
+					}
+				}
+				if before != nil {
+					return before(ctx)
+				}
+				return nil
+			}
+		}
 		setUsageErrors(c.Subcommands)
 	}
+}
+
+// appendIf appends name to names if cond.
+func appendIf(names []string, cond bool, name string) []string {
+	if cond {
+		return append(names, name)
+	}
+	return names
 }
 
 // usageError is the one-line error for a command line the flag package
 // refused: an unknown flag, or a value it cannot parse.
 func usageError(c *cli.Context, err error, _ bool) error {
-	msg := err.Error()
+	return usageErr(c, flagMessage(c, err.Error()))
+}
+
+// usageErr is the error for msg, a usage error of c's command, naming the
+// command and its help; fsck's exits 8 as its other usage errors do.
+func usageErr(c *cli.Context, msg string) error {
 	name, help := "conquest", "conquest --help"
 	if c.Command != nil && c.Command.Name != "" {
 		name, help = c.Command.HelpName, c.Command.HelpName+" --help"
 	}
+	msg = fmt.Sprintf("%s: %s (see `%s`)", strings.TrimPrefix(name, "conquest "), msg, help)
+	if name == "conquest fsck" {
+		return cli.Exit(msg, fsckOperational)
+	}
+	return errors.New(msg)
+}
+
+// flagMessage rewords an error of the flag package: flags as they are
+// written (--name, -n), and the reason kept unless it says nothing.
+func flagMessage(c *cli.Context, msg string) string {
 	if f, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		msg = "unknown flag " + dashed(f)
+		return "unknown flag " + dashed(f)
 	}
 	if f, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		msg = dashed(f) + " needs a value"
+		return dashed(f) + " needs a value"
 	}
-	if i := strings.Index(msg, " for flag -"); i >= 0 {
-		flag, _, _ := strings.Cut(msg[i+len(" for flag -"):], ":")
-		msg = msg[:i] + " for " + dashed(flag)
+	// "invalid value %q for flag -%s: %v", "invalid boolean value %q for -%s: %v"
+	for _, sep := range []string{" for flag -", " for -"} {
+		i := strings.Index(msg, sep)
+		if i < 0 {
+			continue
+		}
+		flag, reason, _ := strings.Cut(msg[i+len(sep):], ": ")
+		out := msg[:i] + " for " + dashed(flag)
+		if reason != "" && reason != "parse error" {
+			out += ": " + reason
+		}
 		if c.Command != nil {
 			for _, f := range c.Command.Flags {
 				if _, ok := f.(*cli.DurationFlag); ok && slices.Contains(f.Names(), flag) {
-					msg += " (a duration: 90s, 2m)"
+					out += " (a duration: 90s, 2m)"
 				}
 			}
 		}
+		return out
 	}
-	return fmt.Errorf("%s: %s (see `%s`)", strings.TrimPrefix(name, "conquest "), msg, help)
+	return msg
 }
 
 // dashed is a flag's name as it is written: -f, --force.

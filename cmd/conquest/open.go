@@ -6,8 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -181,34 +183,55 @@ func diskKept(im images) bool {
 
 // arenaLost explains err, the refusal of an arena that is missing or holds
 // nothing recognisable, beside a disk that holds a Conquest disk: `mkfs`,
-// the advice for a new pair, would lose the disk's files too. When the
-// arena formatted with that disk is found beside it (findArenaOf), it is
-// named; and an arena path that holds data is never named to mkfs --force,
-// which would overwrite whatever file it is (an outside review).
+// the advice for a new pair, would lose the disk's files too. The arenas
+// formatted with that disk that lie beside it (findArenasOf) are named;
+// and an arena path that holds data is never named to mkfs --force, which
+// would overwrite whatever file it is (an outside review).
 func arenaLost(im images, err error) error {
-	if found := findArenaOf(im); found != "" {
-		return fmt.Errorf("%w, though %s holds a Conquest disk, formatted with the arena %s: refusing to use it (is --pram the right path? give --pram %s --disk %s)", err, im.disk, found, found, im.disk)
+	found, complete := findArenasOf(im)
+	switch {
+	case len(found) == 1:
+		return fmt.Errorf("%w, though %s holds a Conquest disk, formatted with the arena %s: refusing to use it (is --pram the right path? give --pram %s --disk %s)", err, im.disk, found[0].path, found[0].path, im.disk)
+	case len(found) > 1:
+		var list []string
+		for _, a := range found {
+			list = append(list, fmt.Sprintf("%s (modified %s)", a.path, a.mtime.Format("2006-01-02 15:04:05")))
+		}
+		return fmt.Errorf("%w, though %s holds a Conquest disk: refusing to use it (is --pram the right path? %d arenas formatted with that disk lie beside it, copies of one another: %s; give --pram the one last used with this disk: an older copy lacks what changed since)", err, im.disk, len(found), strings.Join(list, ", "))
+	}
+	searched := "No arena formatted with that disk was found beside it."
+	if !complete {
+		searched = fmt.Sprintf("No arena formatted with that disk was found among the first %d files beside it.", arenaSearchMax)
 	}
 	if what, perr := probe(im.pram); perr == nil && what != "" {
-		return fmt.Errorf("%w, though %s holds a Conquest disk: refusing to use it (is --pram the right path? No arena formatted with that disk was found beside it. If its arena is lost, so are its files, whose metadata lived only there: restore the arena image from a backup; formatting a new pair with `conquest mkfs` would lose the disk's data)", err, im.disk)
+		return fmt.Errorf("%w, though %s holds a Conquest disk: refusing to use it (is --pram the right path? %s If its arena is lost, so are its files, whose metadata lived only there: restore the arena image from a backup; formatting a new pair with `conquest mkfs` would lose the disk's data)", err, im.disk, searched)
 	}
 	return fmt.Errorf("%w, though %s holds a Conquest disk: refusing to use it (is --pram the right path? If that disk's arena is lost, so are its files, whose metadata lived only there: restore the arena image from a backup; `conquest mkfs --force --pram %s --disk %s` would format both anew, losing the disk's data)", err, im.disk, im.pram, im.disk)
 }
 
-// findArenaOf looks for the arena formatted with im's disk (the same UUID
-// in both superblocks) among the regular files in the disk's directory,
-// the arena path's and the data directory, and returns its path, or "".
-// It reads only superblocks, at most arenaSearchMax files per directory.
-func findArenaOf(im images) string {
+// foundArena is an arena findArenasOf found.
+type foundArena struct {
+	path  string
+	mtime time.Time
+}
+
+// findArenasOf looks for the arenas formatted with im's disk (the same
+// UUID in both superblocks: the arena, and any copies of it) among the
+// regular files in the disk's directory, the arena path's and the data
+// directory, and returns them, the last modified first. It reads only
+// superblocks, of at most arenaSearchMax files of an arena's least size or
+// more in all; complete is false if it stopped there.
+func findArenasOf(im images) (found []foundArena, complete bool) {
 	uuid, ok := diskUUID(im.disk)
 	if !ok {
-		return ""
+		return nil, true
 	}
 	seen := map[string]bool{}
 	dirs := []string{filepath.Dir(im.disk), filepath.Dir(im.pram)}
 	if d, err := dataDir(); err == nil {
 		dirs = append(dirs, d)
 	}
+	read := 0
 	for _, dir := range dirs {
 		dir, err := filepath.Abs(dir)
 		if err != nil || seen[dir] {
@@ -219,23 +242,37 @@ func findArenaOf(im images) string {
 		if err != nil {
 			continue
 		}
-		for i, e := range ents {
-			if i >= arenaSearchMax {
-				break
-			}
-			path := filepath.Join(dir, e.Name())
-			if !e.Type().IsRegular() || sameImage(path, im.pram) || sameImage(path, im.disk) {
+		for _, e := range ents {
+			if !e.Type().IsRegular() {
 				continue
 			}
+			info, err := e.Info()
+			if err != nil || info.Size() < pram.MinSize {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			if sameImage(path, im.pram) || sameImage(path, im.disk) {
+				continue
+			}
+			if read == arenaSearchMax {
+				return sortArenas(found), false
+			}
+			read++
 			if g, err := pram.ReadGeometry(path); err == nil && g.UUID == uuid {
-				return path
+				found = append(found, foundArena{path, info.ModTime()})
 			}
 		}
 	}
-	return ""
+	return sortArenas(found), true
 }
 
-// arenaSearchMax bounds findArenaOf's reading of one directory.
+// sortArenas puts the last modified first.
+func sortArenas(as []foundArena) []foundArena {
+	slices.SortStableFunc(as, func(a, b foundArena) int { return b.mtime.Compare(a.mtime) })
+	return as
+}
+
+// arenaSearchMax bounds the superblocks findArenasOf reads.
 const arenaSearchMax = 1000
 
 // diskUUID is the UUID in the superblock of the Conquest disk at path.

@@ -17,6 +17,7 @@ import (
 
 	"conquest/conquest"
 	"conquest/fusefs"
+	"conquest/pram"
 )
 
 func TestParseSize(t *testing.T) {
@@ -126,6 +127,11 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"umount", "--timeout", "x", t.TempDir()}, "umount: invalid value \"x\" for --timeout (a duration: 90s, 2m)"},
 		{[]string{"mkfs", "--pram-size"}, "mkfs: --pram-size needs a value"},
 		{[]string{"bench", "postmark", "--runs", "x"}, "bench postmark: invalid value \"x\" for --runs (see `conquest bench postmark --help`)"},
+		{[]string{"bench", "postmark", "--runs", "99999999999999999999"}, "for --runs: value out of range"},
+		{[]string{"mount", "--read-only=maybe", t.TempDir()}, "mount: invalid boolean value \"maybe\" for --read-only (see"},
+		{[]string{"mkfs", "--pram", "a"}, "conquest: mkfs: --disk is required (see `conquest mkfs --help`)"},
+		{[]string{"bench", "postmark"}, "bench postmark: --dir is required"},
+		{[]string{"mount", "--commit", "99999999999", t.TempDir()}, "--commit 99999999999: the interval must be at most"},
 		{[]string{"mkfs", "--pram", "/tmp/x", "--disk", "/tmp/x"}, "must be different"},
 		{[]string{"mkfs", "--pram", img, "--disk", filepath.Join(links, "sym")}, "are the same file"},
 		{[]string{"mkfs", "--pram", img, "--disk", filepath.Join(links, "hard")}, "are the same file"},
@@ -164,6 +170,11 @@ func TestRunErrors(t *testing.T) {
 			t.Errorf("%v: printed on stdout: %q", c.args, out.String())
 		}
 	}
+	// fsck's usage errors exit 8, as its others do (1 says it corrected errors).
+	var out, errb bytes.Buffer
+	if code := run([]string{"conquest", "fsck", "--bogus"}, &out, &errb); code != 8 {
+		t.Errorf("fsck --bogus: exit %d, want 8; stderr %q", code, errb.String())
+	}
 	for in, want := range map[string]time.Duration{"5": 5 * time.Second, "250ms": 250 * time.Millisecond, "1m": time.Minute, "0": 0, "5ms": 0, "soon": 0} {
 		d, err := parseCommit(in)
 		if d != want || (err == nil) != (want != 0) {
@@ -171,7 +182,8 @@ func TestRunErrors(t *testing.T) {
 		}
 	}
 	t.Setenv("CONQUEST_HOME", embeddedFIFO)
-	var out, errb bytes.Buffer
+	out.Reset()
+	errb.Reset()
 	if code := run([]string{"conquest", "fsck"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "the embedded default's image is a FIFO") {
 		t.Errorf("fsck of an embedded default whose arena is a FIFO: exit %d, stderr %q", code, errb.String())
 	}
@@ -468,6 +480,53 @@ func TestArenaLostBesideDisk(t *testing.T) {
 		if code == 0 || !strings.Contains(errb.String(), "formatted with the arena "+kept) ||
 			!strings.Contains(errb.String(), "give --pram "+kept+" --disk "+d) || strings.Contains(errb.String(), "mkfs") {
 			t.Errorf("arena kept as %s, %s: exit %d, stderr %q", kept, cmd, code, errb.String())
+		}
+	}
+	// Two copies: both named, the last modified first (an outside review:
+	// the first by name was named alone, an old copy perhaps).
+	old := filepath.Join(dir, "a-old-copy")
+	b, err := os.ReadFile(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := run([]string{"conquest", "fsck", "--pram", p, "--disk", d}, &out, &errb); code == 0 ||
+		!strings.Contains(errb.String(), "2 arenas formatted with that disk lie beside it, copies of one another: "+kept+" (modified ") ||
+		!strings.Contains(errb.String(), ", "+old+" (modified "+past.Format("2006-01-02 15:04:05")+")") || strings.Contains(errb.String(), "mkfs") {
+		t.Errorf("two copies of the arena: exit %d, stderr %q", code, errb.String())
+	}
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	// More files than the search reads before it: it says it stopped (an
+	// outside review: with the arena past the first 1000 entries, it said
+	// none was there).
+	var crowd []string
+	for i := 0; i <= arenaSearchMax; i++ {
+		f := filepath.Join(dir, fmt.Sprintf("f%04d", i)) // before "kept-arena"
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(f, pram.MinSize); err != nil {
+			t.Fatal(err)
+		}
+		crowd = append(crowd, f)
+	}
+	errb.Reset()
+	if code := run([]string{"conquest", "fsck", "--pram", p, "--disk", d}, &out, &errb); code == 0 ||
+		!strings.Contains(errb.String(), fmt.Sprintf("No arena formatted with that disk was found among the first %d files beside it", arenaSearchMax)) {
+		t.Errorf("arena past the search: exit %d, stderr %q", code, errb.String())
+	}
+	for _, f := range crowd {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := os.Remove(kept); err != nil {
