@@ -1097,6 +1097,35 @@ func TestSharedDiskRefused(t *testing.T) {
 	}
 }
 
+// The mount named as holding a disk is the one its daemon serves, though
+// the arena path another mount names is now another file: an arena renamed
+// while mounted, and another formatted and mounted under its old name
+// (an outside review saw the first mount named for the second's disk).
+func TestDiskHolderAfterArenaRenamed(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	a1, d1, d2 := filepath.Join(dir, "a1.img"), filepath.Join(dir, "d1.img"), filepath.Join(dir, "d2.img")
+	c.ok("mkfs", "--pram", a1, "--disk", d1, "--pram-size", "16M", "--disk-size", "64M")
+	mp1 := c.mountpoint()
+	c.ok("mount", "--pram", a1, "--disk", d1, mp1)
+	if got := daemonMountpoint(holder(a1)); got != mp1 {
+		t.Errorf("the daemon's mount point from its command line: %q, want %q", got, mp1)
+	}
+	moved := filepath.Join(dir, "a1-moved.img")
+	if err := os.Rename(a1, moved); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("mkfs", "--pram", a1, "--disk", d2, "--pram-size", "16M", "--disk-size", "64M")
+	mp2 := c.mountpoint()
+	c.ok("mount", "--pram", a1, "--disk", d2, mp2)
+	errs := c.fails(1, d2+": in use by the file system mounted on "+mp2+" ", "mkfs", "--force", "--pram", filepath.Join(dir, "z.img"), "--disk", d2, "--pram-size", "16M")
+	if strings.Contains(errs, mp1) {
+		t.Errorf("the first mount named for the second's disk: %s", errs)
+	}
+	c.ok("umount", mp2)
+	c.ok("umount", mp1)
+}
+
 // A block device that is in use (here: a mounted ext4) is never formatted,
 // not even with --force, as mkfs.ext4 -F refuses a mounted device. Without
 // the check, mkfs --force overwrote the mounted file system's superblock.

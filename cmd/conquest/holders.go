@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -68,27 +69,57 @@ func heldByMount(path string) bool {
 }
 
 // mountHolding is the mounted Conquest file system whose daemon holds
-// path's lock (its arena, or its disk), if there is one.
+// path's lock (its arena, or its disk), if there is one. A mount is known
+// by the arena path it names, which may name another file by now (the
+// arena renamed, another formatted in its place and mounted): when
+// several mounts' arenas are held by the holder, the one its command line
+// names (a daemon's last argument is its mount point) is taken, and none
+// if that does not tell (an outside review saw the wrong mount named).
 func mountHolding(path string) (fusefs.MountInfo, bool) {
 	holders := lockHolders(path)
 	if len(holders) == 0 {
 		return fusefs.MountInfo{}, false
 	}
+	var found []fusefs.MountInfo
 	for _, mi := range conquestMounts() {
 		for pid := range lockHolders(strings.TrimPrefix(mi.Source, fsnamePrefix)) {
-			if holders[pid] {
+			if !holders[pid] {
+				continue
+			}
+			if daemonMountpoint(pid) == mi.Dir {
 				return mi, true
 			}
+			found = append(found, mi)
+			break
 		}
+	}
+	if len(found) == 1 {
+		return found[0], true
 	}
 	return fusefs.MountInfo{}, false
 }
 
+// daemonMountpoint is the last argument of process pid's command line:
+// a daemon's mount point ("" if it cannot be read).
+func daemonMountpoint(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	return filepath.Clean(args[len(args)-1])
+}
+
 // heldBy says who holds path, for a refusal: "the file system mounted on
-// DIR (from the arena ARENA)" when a mount's daemon does, else fallback.
+// DIR (from the arena ARENA)" when a mount's daemon does (the arena left
+// out when it is path), else fallback.
 func heldBy(path, fallback string) string {
 	if mi, ok := mountHolding(path); ok {
-		return fmt.Sprintf("the file system mounted on %s (from the arena %s)", mi.Dir, strings.TrimPrefix(mi.Source, fsnamePrefix))
+		arena := strings.TrimPrefix(mi.Source, fsnamePrefix)
+		if sameImage(arena, path) {
+			return "the file system mounted on " + mi.Dir
+		}
+		return fmt.Sprintf("the file system mounted on %s (from the arena %s)", mi.Dir, arena)
 	}
 	return fallback
 }
