@@ -27,11 +27,19 @@ func (h heldMount) String() string {
 // outside review saw `conquest umount` wait a minute for a daemon kept
 // alive so). One process per namespace, at most max; namespaces this
 // process may not look into are skipped.
-func mountedElsewhere(dev string, max int) []heldMount {
+//
+// A mount matches by its device and its source both: a device number
+// freed when the last mount went away is given to the next FUSE mount
+// made (an outside review saw umount blame a test's unrelated mount as a
+// bind mount of the one it had just taken down).
+func mountedElsewhere(dev, source string, max int) []heldMount {
 	if dev == "" {
 		return nil
 	}
-	return mountsElsewhere(func(f []string) bool { return f[2] == dev }, max)
+	return mountsElsewhere(func(f []string) bool {
+		_, src, _ := superFields(f)
+		return f[2] == dev && unescapeOctal(src) == source
+	}, max)
 }
 
 // arenaMountedElsewhere is mountedElsewhere for the Conquest mount of the
@@ -122,7 +130,10 @@ func heldElsewhereErr(arena string, held []heldMount) error {
 // `conquest umount` wait its whole minute, then fail without saying why,
 // in both cases; ext4's umount returns at once, and the file system lives
 // on there, as this one does.
-func heldHere(dev, dir string) string {
+//
+// Another mount is the same file system if its device and its source are
+// both the same (mountedElsewhere says why).
+func heldHere(dev, source, dir string) string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return ""
@@ -133,11 +144,12 @@ func heldHere(dev, dir string) string {
 		if len(f) < 5 {
 			continue
 		}
-		if dev != "" && f[2] == dev {
+		fstype, src, opts := superFields(f)
+		if dev != "" && f[2] == dev && unescapeOctal(src) == source {
 			binds = append(binds, unescapeOctal(f[4]))
 			continue
 		}
-		if fstype, _, opts := superFields(f); fstype == "overlay" {
+		if fstype == "overlay" {
 			switch under, rel := layersUnder(opts, dir); {
 			case under:
 				overlays = append(overlays, unescapeOctal(f[4]))

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"conquest/fusefs"
 )
 
 // TestUmountMountedElsewhere: a mount namespace made while the file system
@@ -165,6 +167,28 @@ func TestUmountHeldByBindMount(t *testing.T) {
 	c.ok("mount", mp)
 	if b, err := os.ReadFile(filepath.Join(mp, "sub", "g")); err != nil || string(b) != "written through the bind" {
 		t.Errorf("after a remount: %q, %v", b, err)
+	}
+	c.ok("umount", mp)
+}
+
+// TestHeldHereMatchesSource: a mount is taken for another mount of the
+// file system just unmounted only if its source is the same too. The
+// device number of a FUSE mount that is gone goes to the next one made,
+// and an outside review saw umount name a test's unrelated mount as a
+// bind mount keeping its daemon alive.
+func TestHeldHereMatchesSource(t *testing.T) {
+	c := newCLI(t)
+	mp := c.mountpoint()
+	c.ok("mount", mp)
+	mi, ok := fusefs.Mounted(mp)
+	if !ok {
+		t.Fatalf("%s not mounted", mp)
+	}
+	if why := heldHere(mi.Device, mi.Source, "/nonexistent"); !strings.Contains(why, "still mounted on "+mp) {
+		t.Errorf("the mount itself, of the same source: %q", why)
+	}
+	if why := heldHere(mi.Device, fsnamePrefix+"/another/arena.img", "/nonexistent"); why != "" {
+		t.Errorf("a mount of another source with the same device number taken for a bind mount: %q", why)
 	}
 	c.ok("umount", mp)
 }

@@ -71,10 +71,10 @@ func umountCommand() *cli.Command {
 				if known && !alive {
 					return nil // the last mount is gone: the daemon is closing
 				}
-				if why := heldHere(mi.Device, mi.Dir); why != "" {
+				if why := heldHere(mi.Device, mi.Source, mi.Dir); why != "" {
 					return fmt.Errorf("%s: unmounted %s, but %s", arena, mi.Dir, why)
 				}
-				if held := mountedElsewhere(mi.Device, 3); len(held) > 0 {
+				if held := mountedElsewhere(mi.Device, mi.Source, 3); len(held) > 0 {
 					return heldElsewhereErr(arena, held)
 				}
 				if !known {
