@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"conquest/internal/reaper"
 	"conquest/pram"
 )
 
@@ -417,6 +418,7 @@ func TestPreallocateFullHost(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	reaper.Mount(mnt)
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
 		t.Skipf("cannot loop-mount ext4 here: %v %s", err, out)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"conquest/internal/disktemp"
 	"conquest/internal/racetest"
+	"conquest/internal/reaper"
 )
 
 // TestMain gives the tests a shadow directory of their own (removed at the
@@ -16,6 +17,7 @@ import (
 // verification mode. With /tmp a tmpfs, the tests' images go to /var/tmp
 // (disktemp), where they can be shadowed.
 func TestMain(m *testing.M) {
+	reaper.Child()
 	racetest.Select(heavy...)
 	disktemp.Use()
 	dir, err := os.MkdirTemp("/dev/shm", "conquest-pram-test-")
@@ -26,6 +28,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	reaper.Start()
+	reaper.Remove(dir)
 	os.Setenv(ShadowDirEnv, dir)
 	VerifyCheckpoints(true)
 	code := m.Run()

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"conquest/internal/reaper"
 )
 
 // smallTmpfs mounts a 3.5 MiB tmpfs (mode 0700) for the test, or skips it.
@@ -17,6 +19,7 @@ func smallTmpfs(t *testing.T) string {
 		t.Skip("mounting a tmpfs needs root")
 	}
 	dir := t.TempDir()
+	reaper.Mount(dir)
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=3584k,mode=0700"); err != nil {
 		t.Skipf("mount tmpfs: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"conquest/internal/loopdev"
+	"conquest/internal/reaper"
 )
 
 // moveShadow renames the RAM copy at from, and its record, to to: what a
@@ -116,6 +117,7 @@ func ext4Dir(t *testing.T) string {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}
 	dir := t.TempDir()
+	reaper.Mount(dir)
 	if out, err := exec.Command("mount", dev, dir).CombinedOutput(); err != nil {
 		t.Skipf("mounting an ext4: %v: %s", err, out)
 	}

@@ -22,6 +22,7 @@ import (
 	"conquest/fusefs"
 	"conquest/internal/loopdev"
 	"conquest/internal/mounttest"
+	"conquest/internal/reaper"
 	"conquest/pram"
 )
 
@@ -94,6 +95,7 @@ func (c *runner) mountpoint() string {
 	if err := os.Mkdir(mp, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
+	reaper.Mount(mp)
 	c.t.Cleanup(func() {
 		if _, ok := fusefs.Mounted(mp); ok {
 			c.t.Errorf("%s left mounted", mp)
@@ -1140,6 +1142,7 @@ func TestMkfsRefusesBusyDevice(t *testing.T) {
 		t.Fatalf("mkfs.ext4: %v %s", err, out)
 	}
 	mnt := t.TempDir()
+	reaper.Mount(mnt)
 	if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
 		t.Skipf("mounting ext4: %v", err)
 	}

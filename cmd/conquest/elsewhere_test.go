@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"conquest/fusefs"
+	"conquest/internal/reaper"
 )
 
 // TestUmountMountedElsewhere: a mount namespace made while the file system
@@ -140,6 +141,7 @@ func TestUmountHeldByBindMount(t *testing.T) {
 	must(t, os.Mkdir(filepath.Join(mp, "sub"), 0o755))
 	must(t, os.WriteFile(filepath.Join(mp, "sub", "f"), []byte("kept"), 0o644))
 	bind := t.TempDir()
+	reaper.Mount(bind)
 	if out, err := exec.Command("mount", "--bind", filepath.Join(mp, "sub"), bind).CombinedOutput(); err != nil {
 		t.Skipf("mount --bind: %v: %s", err, out)
 	}
@@ -208,6 +210,7 @@ func TestUmountHeldByOverlay(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(mp, "lower", "f"), []byte("lower"), 0o644))
 	ov := t.TempDir()
 	opts := "lowerdir=" + filepath.Join(mp, "lower") + ",upperdir=" + filepath.Join(mp, "upper") + ",workdir=" + filepath.Join(mp, "work")
+	reaper.Mount(ov)
 	if out, err := exec.Command("mount", "-t", "overlay", "overlay", "-o", opts, ov).CombinedOutput(); err != nil {
 		t.Skipf("mount -t overlay: %v: %s", err, out)
 	}
@@ -269,6 +272,7 @@ func TestUmountHeldByRelativeOverlay(t *testing.T) {
 	ov := filepath.Join(t.TempDir(), "over lay")
 	must(t, os.Mkdir(ov, 0o755))
 	rel := filepath.Base(mp)
+	reaper.Mount(ov)
 	cmd := exec.Command("mount", "-t", "overlay", "overlay", "-o",
 		"lowerdir="+rel+"/lower,upperdir="+rel+"/upper,workdir="+rel+"/work", ov)
 	cmd.Dir = filepath.Dir(mp)

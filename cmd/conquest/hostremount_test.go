@@ -11,6 +11,7 @@ import (
 
 	"conquest/internal/loopdev"
 	"conquest/internal/mounttest"
+	"conquest/internal/reaper"
 )
 
 // TestRAMCopyAfterHostRemount (found by an outside review): the daemon is
@@ -33,6 +34,7 @@ func TestRAMCopyAfterHostRemount(t *testing.T) {
 	host := t.TempDir()
 	mountHost := func(dev string) {
 		t.Helper()
+		reaper.Mount(host)
 		if out, err := exec.Command("mount", dev, host).CombinedOutput(); err != nil {
 			t.Fatalf("mounting %s: %v: %s", dev, err, out)
 		}

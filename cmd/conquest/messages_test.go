@@ -16,6 +16,7 @@ import (
 	"conquest/conquest"
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
+	"conquest/internal/reaper"
 	"conquest/pram"
 )
 
@@ -216,6 +217,7 @@ func TestMkfsNoRoom(t *testing.T) {
 
 	// For real: a 1T arena in a 16M tmpfs.
 	small := t.TempDir()
+	reaper.Mount(small)
 	if err := unix.Mount("tmpfs", small, "tmpfs", 0, "size=16m"); err != nil {
 		t.Skipf("mounting a tmpfs: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
+	"conquest/internal/reaper"
 )
 
 // roView makes dir visible read-only at a new path (a read-only bind
@@ -26,6 +27,7 @@ func roView(t *testing.T, dir string) string {
 	if err := os.Mkdir(ro, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	reaper.Mount(ro)
 	if err := unix.Mount(dir, ro, "", unix.MS_BIND, ""); err != nil {
 		t.Skipf("bind mount: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"conquest/internal/reaper"
 )
 
 // New attaches a loop device of size bytes and returns its path. The
@@ -49,6 +51,7 @@ func Attach(t testing.TB, back string) string {
 		t.Skipf("cannot attach a loop device: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	dev := strings.TrimSpace(string(out))
+	reaper.Loop(dev, back)
 	// `blockdev --setro` marks a loop device read-only for good, past its
 	// detach: a device so left by someone else is made writable again.
 	if out, err := exec.Command("blockdev", "--getro", dev).Output(); err == nil && strings.TrimSpace(string(out)) == "1" {

@@ -15,6 +15,7 @@ import (
 
 	"conquest/conquest"
 	"conquest/fusefs"
+	"conquest/internal/reaper"
 	"conquest/pram"
 )
 
@@ -338,6 +339,7 @@ var (
 )
 
 func registerDir(d string) {
+	reaper.Mount(d)
 	dirsMu.Lock()
 	dirs = append(dirs, d)
 	dirsMu.Unlock()

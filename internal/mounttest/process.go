@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"conquest/fusefs"
+	"conquest/internal/reaper"
 	"conquest/internal/shadowtest"
 )
 
@@ -33,12 +34,14 @@ var (
 //
 //	func TestMain(m *testing.M) { mounttest.Main(m) }
 func Main(m *testing.M) {
+	reaper.Child()
 	cleanShadows := shadowtest.Setup()
 	dir, err := os.MkdirTemp("", "conquest-mounttest-")
 	if err == nil {
 		buildMu.Lock()
 		buildDir = dir
 		buildMu.Unlock()
+		reaper.Remove(dir)
 	}
 	code := m.Run()
 	if dir != "" {

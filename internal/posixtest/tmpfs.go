@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"conquest/internal/reaper"
 )
 
 // MountTmpfs mounts a private tmpfs of the given size on a new directory
@@ -19,6 +21,7 @@ func MountTmpfs(t testing.TB, sizeBytes int64) (dir string, mounted bool) {
 		return dir, false
 	}
 	opts := "size=" + formatInt(sizeBytes) + ",mode=0755"
+	reaper.Mount(dir)
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		t.Logf("mount tmpfs on %s: %v; using the plain directory", dir, err)
 		return dir, false

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"conquest/internal/disktemp"
+	"conquest/internal/reaper"
 	"conquest/pram"
 )
 
@@ -22,6 +23,8 @@ func Setup() (cleanup func()) {
 		fmt.Fprintf(os.Stderr, "shadowtest: %v\n", err)
 		os.Exit(2)
 	}
+	reaper.Start()
+	reaper.Remove(dir)
 	os.Setenv(pram.ShadowDirEnv, dir)
 	os.Setenv("CONQUEST_VERIFY_CHECKPOINTS", "1")
 	pram.VerifyCheckpoints(true)
@@ -32,6 +35,7 @@ func Setup() (cleanup func()) {
 //
 //	func TestMain(m *testing.M) { shadowtest.Main(m) }
 func Main(m *testing.M) {
+	reaper.Child()
 	cleanup := Setup()
 	code := m.Run()
 	cleanup()
