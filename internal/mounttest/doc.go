@@ -15,6 +15,11 @@
 // MountProcess also gets SIGTERM if the test process dies). Tests skip
 // (t.Skip) when /dev/fuse or fusermount3 is missing.
 //
+// A test binary that ends without its cleanups (Ctrl-C, a kill, go test's
+// -timeout) leaves nothing either: every mount point is recorded with
+// internal/reaper before it is mounted, and Main's reaper takes down what
+// is left once the process is gone.
+//
 // MountProcess and Binary build the conquest command once per test binary
 // when the package's TestMain calls mounttest.Main; without it they build
 // into each test's t.TempDir().
