@@ -16,6 +16,7 @@ import (
 	"bazil.org/fuse"
 
 	"conquest/conquest"
+	"conquest/internal/reaper"
 	"conquest/pram"
 )
 
@@ -42,6 +43,7 @@ func mountHere(t *testing.T, o Options) (*Server, string) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	reaper.Mount(mnt)
 	if o.Logf == nil {
 		o.Logf = t.Logf
 	}

@@ -19,6 +19,7 @@ import (
 	"conquest/conquest"
 	"conquest/fusefs"
 	"conquest/internal/mounttest"
+	"conquest/internal/reaper"
 )
 
 // The POLL deadlock (poll.go) stops the whole process, test timeouts
@@ -104,6 +105,7 @@ func runPollChild(t *testing.T, iters int, prime bool, wait time.Duration) (stri
 	}
 	dir := t.TempDir()
 	mnt := filepath.Join(dir, "mnt")
+	reaper.Mount(mnt) // the child mounts it
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), pollChildEnv+"="+dir, pollItersEnv+"="+strconv.Itoa(iters))
 	if !prime {

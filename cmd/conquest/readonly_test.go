@@ -173,6 +173,7 @@ func roLoop(t *testing.T, path string) string {
 		t.Skipf("cannot attach a loop device: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	dev := strings.TrimSpace(string(out))
+	reaper.Loop(dev, path)
 	t.Cleanup(func() {
 		if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
 			t.Errorf("detaching %s: %v: %s", dev, err, out)

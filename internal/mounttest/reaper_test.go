@@ -77,13 +77,21 @@ func TestReaperAfterKill(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the child's stat of its mount is under way
 	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	// Not waited for here: a child that stayed a zombie would hold this
+	// test until go test's -timeout.
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 
 	gone := func(p string) bool { _, err := os.Lstat(p); return os.IsNotExist(err) }
 	mounted := func(p string) bool { _, ok := fusefs.Mounted(p); return p != "" && ok }
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) && (mounted(dir) || mounted(tmpfs) || !gone(root) || !gone(shadow)) {
 		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Until(deadline) + time.Second):
+		t.Error("the killed test binary did not end (a zombie, waiting on its own mount?)")
 	}
 	for _, p := range []string{dir, tmpfs} {
 		if mounted(p) {

@@ -5,10 +5,14 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"conquest/internal/reaper"
 )
 
 func TestMain(m *testing.M) {
 	HelperMain()
+	reaper.Child()
+	reaper.Start()
 	os.Exit(m.Run())
 }
 

@@ -2,8 +2,10 @@ package reaper
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,8 +45,8 @@ func Child() {
 func Start() {
 	mu.Lock()
 	defer mu.Unlock()
-	if record != nil {
-		return
+	if record != nil || os.Getenv(recordEnv) != "" {
+		return // started, or this is a reaper (whose TestMain missed Child)
 	}
 	f, err := os.CreateTemp("", "conquest-reaper-")
 	if err != nil {
@@ -72,14 +74,54 @@ func Start() {
 	keep, record = w, f
 }
 
-// Mount records mount point dir (of any file system), before it is mounted.
-func Mount(dir string) { add("mount", dir) }
+// Mount records mount point dir (of any file system), before it is
+// mounted, and the temporary directory of the test it is in (TempRoot).
+func Mount(dir string) {
+	add("mount", resolve(dir))
+	if root := TempRoot(dir); root != "" {
+		Remove(root)
+	}
+}
 
 // Loop records loop device dev over the file back, as soon as it is known.
-func Loop(dev, back string) { add("loop", dev, back) }
+func Loop(dev, back string) {
+	add("loop", dev, resolve(back))
+	if root := TempRoot(back); root != "" {
+		Remove(root)
+	}
+}
 
-// Remove records path, to be removed after the mounts and loop devices.
-func Remove(path string) { add("remove", path) }
+// Remove records directory path, to be removed after the mounts and loop
+// devices: what lies in it on its own file system (never what is mounted
+// in it).
+func Remove(path string) { add("remove", resolve(path)) }
+
+// TempRoot is the directory a test's t.TempDir made that holds path
+// (t.TempDir is ROOT/NNN, ROOT made by os.MkdirTemp in $GOTMPDIR or the
+// temporary directory, named after the test), or "" if path is not in one.
+func TempRoot(path string) string {
+	base := os.Getenv("GOTMPDIR")
+	if base == "" {
+		base = os.TempDir()
+	}
+	return testRoot(resolve(base), resolve(path))
+}
+
+// resolve is path absolute, with its symbolic links resolved as far as it
+// exists (mountinfo and the loop devices name paths so).
+func resolve(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Clean(path)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(r, filepath.Base(abs))
+	}
+	return abs
+}
 
 func add(fields ...string) {
 	mu.Lock()
@@ -116,7 +158,7 @@ func waitParent() {
 func zombie(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return true
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
@@ -145,26 +187,57 @@ func reap(list string) {
 		}
 	}
 	f.Close()
-	tmp := filepath.Clean(os.TempDir())
-	var roots []string
 	// Mounts last made first: one may be on a directory of another.
 	for i := len(mounts) - 1; i >= 0; i-- {
-		dir := mounts[i][1]
-		takeDown(dir)
-		roots = append(roots, testRoot(tmp, dir))
+		takeDown(mounts[i][1])
 	}
 	for _, l := range loops {
 		detachLoop(l[1], l[2])
-		roots = append(roots, testRoot(tmp, l[2]))
 	}
 	for _, r := range removes {
-		os.RemoveAll(r[1])
+		removeOwn(r[1])
 	}
-	for _, r := range roots {
-		if r != "" && !holdsMount(r) {
-			os.RemoveAll(r)
+}
+
+// removeOwn removes path and what lies under it on the same file system,
+// but never a mount point or anything on another file system (a mount
+// that could not be taken down, one nobody recorded): those, and the
+// directories above them, stay.
+func removeOwn(path string) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return
+	}
+	dev := st.Sys().(*syscall.Stat_t).Dev
+	points := map[string]bool{}
+	for _, m := range mounts() {
+		points[m.dir] = true
+	}
+	var walk func(p string) bool // reports whether p was removed
+	walk = func(p string) bool {
+		if points[p] {
+			return false
 		}
+		st, err := os.Lstat(p)
+		if err != nil || st.Sys().(*syscall.Stat_t).Dev != dev {
+			return false
+		}
+		if st.IsDir() {
+			ents, err := os.ReadDir(p)
+			if err != nil {
+				return false
+			}
+			all := true
+			for _, e := range ents {
+				all = walk(filepath.Join(p, e.Name())) && all
+			}
+			if !all {
+				return false
+			}
+		}
+		return os.Remove(p) == nil
 	}
+	walk(path)
 }
 
 // takeDown aborts the FUSE connection of every mount on dir and detaches
@@ -222,16 +295,6 @@ func mountsOn(dir string) []mountInfo {
 		}
 	}
 	return on
-}
-
-// holdsMount reports whether a mount point lies in dir or below.
-func holdsMount(dir string) bool {
-	for _, m := range mounts() {
-		if m.dir == dir || strings.HasPrefix(m.dir, dir+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // unescape undoes mountinfo's octal escapes (\040 for a space).
