@@ -21,12 +21,16 @@
 // every recorded mount point still mounted (through fusectl: the stuck
 // thread gets ENOTCONN and the process can end), detaches the mounts,
 // detaches the loop devices still backed by their recorded files, and
-// removes the recorded directories and the temporary directory of the test
-// (t.TempDir's, Test...) that held each mount point or backing file. After
-// a normal end the cleanups have done all that, and so does the reaper,
-// with nothing left to do.
+// removes the recorded directories, among them the temporary directory of
+// the test (t.TempDir's root, in $GOTMPDIR) that held each mount point or
+// backing file. Paths are recorded with their symbolic links resolved, as
+// mountinfo names them, and a removal never enters a mount point or a
+// directory of another file system. After a normal end the cleanups have
+// done all that, and the reaper finds nothing to do.
 //
 // What it must never do: touch a mount, device or file that this test
 // binary did not record; it imports nothing of the project, so that every
-// package's tests (pram's among them) may use it.
+// package's tests (pram's among them) may use it. Not covered: a loop
+// device attached in the moment before it is recorded, and processes a
+// test starts on its own (an unshare(1) holding a mount namespace).
 package reaper
