@@ -153,17 +153,12 @@ func CheckFormatted(path string, g pram.Geometry) error {
 	if !ok {
 		return nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
+	roots, ok := readImage(path, int64(pram.RootOff(0)), 8*pram.NumRoots)
+	if !ok {
 		return nil
 	}
-	defer f.Close()
-	roots := make([]byte, 8*pram.NumRoots)
-	magic := make([]byte, len(HeapMagic))
-	if _, err := f.ReadAt(roots, int64(pram.RootOff(0))); err != nil {
-		return nil
-	}
-	if _, err := f.ReadAt(magic, int64(lg.hdr)); err != nil {
+	magic, ok := readImage(path, int64(lg.hdr), len(HeapMagic))
+	if !ok {
 		return nil
 	}
 	if unformatted(func(i int) uint64 { return binary.LittleEndian.Uint64(roots[8*i:]) }, string(magic)) {
@@ -183,16 +178,26 @@ func CheckVersion(path string, g pram.Geometry) error {
 	if !ok {
 		return nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	b := make([]byte, HeaderSize)
-	if _, err := f.ReadAt(b, int64(lg.hdr)); err != nil {
+	b, ok := readImage(path, int64(lg.hdr), HeaderSize)
+	if !ok {
 		return nil
 	}
 	return versionErr(b)
+}
+
+// readImage reads n bytes at off of the arena image at path, without
+// opening it as an arena; ok is false when they cannot be read.
+func readImage(path string, off int64, n int) (b []byte, ok bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b = make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return nil, false
+	}
+	return b, true
 }
 
 // versionErr is the error of a heap header b that is intact (its magic
