@@ -162,7 +162,10 @@ func zombie(pid int) bool {
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
+	if i < 0 || i+2 >= len(s) {
+		return false // not a stat line: never reap on what cannot be read
+	}
+	return s[i+2] == 'Z' || s[i+2] == 'X'
 }
 
 // reap does what the test binary's cleanups did not (see the package
