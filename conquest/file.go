@@ -168,9 +168,15 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, tou
 	now := fs.now()
 	total := 0
 	pieceCap := 0 // disk blocks per piece of a large file's write; 0: diskWrite's own
+	// Bytes of a large file's write one Tx may take: all, until a Tx fails
+	// with ErrNoSpace; then half of what it tried, down to one block, so
+	// that a write stores as much as fits and returns short, as on ext4
+	// (a 1 MiB FUSE request that did not fit whole failed whole).
+	diskLimit := len(src)
 	for {
 		chunk := src[total:]
 		wrote, more, onDisk := 0, false, false
+		tried := 0 // bytes offered to diskWrite
 		err := fs.update(func(tx *pram.Tx) (err error) {
 			moved := false
 			// A move that overflowed the journal (holdMove), or a write to
@@ -228,7 +234,8 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, tou
 			}
 			if in.onDisk() {
 				onDisk = true
-				if wrote, err = fs.diskWrite(tx, in, o, appendMode, chunk, pieceCap); err != nil {
+				tried = min(len(chunk), diskLimit)
+				if wrote, err = fs.diskWrite(tx, in, o, appendMode, chunk[:tried], pieceCap); err != nil {
 					return err
 				}
 			} else if wrote, err = fs.memWrite(tx, in, o, chunk); err != nil {
@@ -248,6 +255,10 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, tou
 				continue // the same chunk, in smaller pieces
 			}
 			err = ErrIO
+		}
+		if errors.Is(err, ErrNoSpace) && onDisk && uint64(tried) > fs.ds.BlockSize() {
+			diskLimit = int(max(uint64(tried)/2, fs.ds.BlockSize()))
+			continue // the same chunk, less of it
 		}
 		if err == nil && more {
 			fs.finishCutAfter(ino)

@@ -227,3 +227,48 @@ func TestFallocateNoSpaceGivesBack(t *testing.T) {
 		})
 	}
 }
+
+// A write to a large file that does not fit whole stores what fits and
+// returns short, as on ext4; the next write fails with ENOSPC. A 1 MiB FUSE
+// request (max_pages) used to fail whole when less than 1 MiB was free,
+// leaving the disk up to 1 MiB short of full (the kernel's 128 KiB requests
+// had hidden it).
+func TestWriteFillsDiskShort(t *testing.T) {
+	fs, _ := newTestFSOpt(t, fsOpt{size: 16 << 20, disk: true, threshold: 1 << 20, diskSize: 24 << 20})
+	at, h, err := fs.Create(RootIno, "f", 0o644, O_CREAT|O_RDWR, user)
+	must(t, err)
+	const chunk = 1 << 20
+	var written []byte
+	short := false
+	for i := 0; i < 64; i++ {
+		data := pattern(chunk, byte(i))
+		n, err := fs.Write(at.Ino, h, int64(len(written)), data, false)
+		written = append(written, data[:n]...)
+		if err == nil && n == chunk {
+			continue
+		}
+		if n == 0 {
+			mustErr(t, err, ErrNoSpace)
+			break
+		}
+		if short {
+			t.Fatalf("a second short write (%d bytes, %v)", n, err)
+		}
+		short = true
+		if n%4096 != 0 {
+			t.Errorf("short write of %d bytes, not whole 4 KiB blocks", n)
+		}
+	}
+	if !short {
+		t.Fatalf("no write returned short before ENOSPC (%d bytes written): a write that did not fit whole stored nothing", len(written))
+	}
+	n, err := fs.Write(at.Ino, h, int64(len(written)), pattern(4096, 99), false)
+	if n != 0 {
+		t.Fatalf("a 4 KiB write after the short one stored %d bytes", n)
+	}
+	mustErr(t, err, ErrNoSpace)
+	if !bytes.Equal(readAll(t, fs, at.Ino), written) {
+		t.Fatal("the file's bytes are not what the writes stored")
+	}
+	fs.Release(at.Ino, h)
+}
