@@ -76,7 +76,7 @@ func putDirent(b []byte, ino conquest.Ino, off uint64, typ uint8, name string) i
 // entries created or deleted between two READDIRs (rm -rf) never make the
 // scan skip or repeat a surviving entry, and no directory is copied whole.
 func (s *Server) readdir(r *fuse.ReadRequest) {
-	buf := dataBufs.Get().(*[]byte)
+	buf := dataBuf(r.Size)
 	room := min(r.Size, len(*buf)-outHeaderSize)
 	out := (*buf)[outHeaderSize : outHeaderSize+max(room, 0)]
 	used := 0
@@ -95,7 +95,7 @@ func (s *Server) readdir(r *fuse.ReadRequest) {
 		return true
 	})
 	if err != nil && used == 0 {
-		dataBufs.Put(buf)
+		putDataBuf(buf)
 		s.respondError(r, err)
 		return
 	}

@@ -135,14 +135,14 @@ func (s *Server) atimeCache(node conquest.Ino, h conquest.Handle, openFlags uint
 const atimeDropAll = 1 << 20
 
 func (s *Server) read(r *fuse.ReadRequest) {
-	buf := dataBufs.Get().(*[]byte)
+	buf := dataBuf(r.Size)
 	size := min(r.Size, len(*buf)-outHeaderSize)
 	if size < 0 {
 		size = 0
 	}
 	n, err := s.fs.Read(ino(r.Node), conquest.Handle(r.Handle), r.Offset, (*buf)[outHeaderSize:outHeaderSize+size])
 	if err != nil {
-		dataBufs.Put(buf)
+		putDataBuf(buf)
 		s.respondError(r, err)
 		return
 	}

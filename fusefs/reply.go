@@ -18,7 +18,7 @@ import (
 // device directly, because bazil's Attr encoding drops S_ISVTX (the sticky
 // bit) and converts times through time.Time. Read and readdir replies are
 // written directly too, which saves bazil's per-reply allocation and copy of
-// up to 128 KiB. Every other reply goes through bazil's Respond.
+// up to MaxRequestData. Every other reply goes through bazil's Respond.
 //
 // The wire format is fuse_kernel.h's, in the machine's byte order:
 //
@@ -196,15 +196,48 @@ func (s *Server) replyAttr(req fuse.Request, a conquest.Attr) {
 	}
 }
 
-// dataBufs holds reply buffers for READ and READDIR: out header + up to the
-// largest read the kernel asks for (128 KiB, bazil's max_write/max_pages).
-var dataBufs = sync.Pool{New: func() any {
-	b := make([]byte, outHeaderSize+128<<10)
-	return &b
-}}
+// MaxRequestData is the most data one READ or WRITE carries: bazil.org/fuse
+// (patched, third_party/bazil-fuse) negotiates max_pages for 1 MiB requests
+// where the kernel offers it (Linux 4.20+), 128 KiB elsewhere.
+const MaxRequestData = 1 << 20
+
+// smallData is the size of the common reply buffer: READs of the
+// kernel's page cache readahead start at 128 KiB and READDIR asks for a
+// page or a few.
+const smallData = 128 << 10
+
+// smallBufs and largeBufs hold reply buffers for READ and READDIR (out
+// header + payload): a request for more than smallData takes a large one.
+var (
+	smallBufs = sync.Pool{New: func() any {
+		b := make([]byte, outHeaderSize+smallData)
+		return &b
+	}}
+	largeBufs = sync.Pool{New: func() any {
+		b := make([]byte, outHeaderSize+MaxRequestData)
+		return &b
+	}}
+)
+
+// dataBuf returns a reply buffer with room for size bytes of payload (at
+// most MaxRequestData); putDataBuf recycles it.
+func dataBuf(size int) *[]byte {
+	if size > smallData {
+		return largeBufs.Get().(*[]byte)
+	}
+	return smallBufs.Get().(*[]byte)
+}
+
+func putDataBuf(buf *[]byte) {
+	if len(*buf) > outHeaderSize+smallData {
+		largeBufs.Put(buf)
+		return
+	}
+	smallBufs.Put(buf)
+}
 
 // replyData answers a READ or READDIR whose payload is msg[16:] of a buffer
-// from dataBufs, and recycles the buffer.
+// from dataBuf, and recycles the buffer.
 func (s *Server) replyData(r *fuse.ReadRequest, buf *[]byte, n int) {
 	msg := (*buf)[:outHeaderSize+n]
 	if s.raw != nil {
@@ -212,7 +245,7 @@ func (s *Server) replyData(r *fuse.ReadRequest, buf *[]byte, n int) {
 	} else {
 		r.Respond(&fuse.ReadResponse{Data: msg[outHeaderSize:]})
 	}
-	dataBufs.Put(buf)
+	putDataBuf(buf)
 }
 
 // bazilAttr is the fallback encoding (loses S_ISVTX).
