@@ -15,3 +15,5 @@ require (
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 )
+
+replace bazil.org/fuse => ./third_party/bazil-fuse

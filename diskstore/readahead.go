@@ -80,7 +80,8 @@ const (
 	raBehind  = 1 << 20   // and one this far behind the furthest read so far (out-of-order arrival)
 	// raStream is how much must be read in one sequential run before the
 	// store prefetches: more than one large random read (the kernel splits
-	// a 1 MiB read into 128 KiB requests and adds one of its own readahead),
+	// a 1 MiB read into requests of at most 1 MiB, 128 KiB on kernels without
+	// max_pages, and adds one of its own readahead),
 	// whose prefetch would only compete with the next random read for the
 	// disk (measured: random 1 MiB reads from a cold disk 3x slower).
 	raStream = 3 << 19

@@ -1,5 +1,7 @@
 package fusefs
 
+import "bazil.org/fuse"
+
 // PollName is the phantom file's name (poll.go).
 const PollName = pollName
 
@@ -21,3 +23,17 @@ func (s *Server) ConnID() string { return s.connNumber() }
 // NoOpenDirKernel reports whether this kernel opens directories without
 // OPENDIR once told so (dir.go).
 var NoOpenDirKernel = noOpenDirKernel
+
+// SetServeHook runs h before each request is served, until the returned
+// function restores the previous hook.
+func SetServeHook(h func(fuse.Request)) (restore func()) {
+	old := testHookServe.Swap(&h)
+	return func() { testHookServe.Store(old) }
+}
+
+// MaxPagesNegotiated reports whether the kernel accepted max_pages at INIT
+// (requests of up to MaxRequestData).
+func (s *Server) MaxPagesNegotiated() bool { return s.conn.Features()&fuse.InitMaxPages != 0 }
+
+// KernelAtLeast reports whether the running kernel is major.minor or later.
+var KernelAtLeast = kernelAtLeast

@@ -20,7 +20,7 @@ import (
 // has been seen for procsHold:
 //   - Streaming a large file from the disk: there the daemon itself is the
 //     bottleneck (reading the disk, verifying every block's checksum,
-//     copying 128 KiB replies), and the prefetch goroutines need a P beside
+//     copying the replies), and the prefetch goroutines need a P beside
 //     the one serving requests (measured on two cores, a cold 1 GiB read:
 //     0.70-0.81 GB/s with one P, 1.0-1.2 GB/s with the switch). The store
 //     signals each readahead (diskstore.Options.OnReadahead).

@@ -1,0 +1,5 @@
+package fuse
+
+func openFlags(flags uint32) OpenFlags {
+	return OpenFlags(flags)
+}
