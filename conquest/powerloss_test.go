@@ -184,7 +184,8 @@ func TestPowerLossZeroedBlockRewritten(t *testing.T) {
 // does the same), ending the epoch: the block's unsynced record is now
 // stale. Then it fails: a pwrite further on gets ENOSPC (the image's host
 // file system is full), a plain ErrNoSpace, so no checkpoint-and-retry
-// follows. Store.Abort rolls the arena back and revertInPlace writes the
+// follows (the write is then tried again in smaller pieces, and stores
+// what fits below the full part). Store.Abort rolls the arena back and revertInPlace writes the
 // block back without the append; it did not sync the disk. An fsync of a
 // directory then makes a checkpoint (no disk sync needed), and the power
 // fails: the arena says the block holds the file's 1000 bytes and has no
@@ -211,18 +212,33 @@ func TestPowerLossAbortedAppendAfterSync(t *testing.T) {
 	syncs := fs.ds.Stats().Syncs
 	// The host file system is full from 3 MiB into the image on.
 	fault.SetInjector(diskstore.InRange(diskstore.OpWrite, 3<<20, 8<<20, diskstore.FaultNoSpace))
-	if n, err := fs.Write(x, h, synced+1000, pattern(4<<20, 2), false); err != ErrNoSpace {
+	// The whole write fails first (its Tx aborted); then it stores what
+	// fits below the fault in smaller Txs and returns short.
+	extra := pattern(4<<20, 2)
+	n, err := fs.Write(x, h, synced+1000, extra, false)
+	if err != ErrNoSpace || n >= len(extra) {
 		t.Fatalf("write: %d, %v", n, err)
 	}
 	fault.SetInjector(nil)
 	if fs.ds.Stats().Syncs == syncs {
 		t.Fatal("no disk sync landed during the write")
 	}
-	wantContent(t, fs, "/x", want) // fine so far
-	must(t, fs.FsyncDir(RootIno))  // a checkpoint, no disk sync
+	wantContent(t, fs, "/x", append(want[:len(want):len(want)], extra[:n]...)) // fine so far
+	must(t, fs.FsyncDir(RootIno))                                              // a checkpoint, no disk sync
 	fs.Release(x, h)
 	fs = e.powerLoss(t, fs)
-	wantContent(t, fs, "/x", want)
+	// The fsync'd bytes and the 1000 before the write are intact; each
+	// block of what the write stored holds it or zeros (not synced).
+	got := readAll(t, fs, lookup(t, fs, RootIno, "x").Ino)
+	if len(got) != len(want)+n || !bytes.Equal(got[:len(want)], want) {
+		t.Fatalf("/x after the power loss: %d bytes, want %d starting with the %d written before the failed write", len(got), len(want)+n, len(want))
+	}
+	for b := len(want) / 4096 * 4096; b < len(got); b += 4096 {
+		lo, hi := max(b, len(want)), min(b+4096, len(got))
+		if seg := got[lo:hi]; !bytes.Equal(seg, extra[lo-len(want):hi-len(want)]) && len(bytes.Trim(seg, "\x00")) != 0 {
+			t.Fatalf("/x after the power loss: bytes [%d, %d) are neither written nor zeros", lo, hi)
+		}
+	}
 }
 
 // TestPowerLossInPlaceAppendAfterCheckpoint: a large file written without
