@@ -169,14 +169,15 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, tou
 	total := 0
 	pieceCap := 0 // disk blocks per piece of a large file's write; 0: diskWrite's own
 	// Bytes of a large file's write one Tx may take: all, until a Tx fails
-	// with ErrNoSpace; then half of what it tried, down to one block, so
-	// that a write stores as much as fits and returns short, as on ext4
-	// (a 1 MiB FUSE request that did not fit whole failed whole).
+	// with ErrNoSpace; then half of what it tried, ending on a block
+	// boundary, down to what lies in one block, so that a write stores as
+	// much as fits, in whole blocks, and returns short, as on ext4 (a 1 MiB
+	// FUSE request that did not fit whole failed whole).
 	diskLimit := len(src)
 	for {
 		chunk := src[total:]
 		wrote, more, onDisk := 0, false, false
-		tried := 0 // bytes offered to diskWrite
+		tried, triedAt := 0, uint64(0) // bytes offered to diskWrite, and where
 		err := fs.update(func(tx *pram.Tx) (err error) {
 			moved := false
 			// A move that overflowed the journal (holdMove), or a write to
@@ -234,7 +235,12 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, tou
 			}
 			if in.onDisk() {
 				onDisk = true
-				tried = min(len(chunk), diskLimit)
+				tried, triedAt = min(len(chunk), diskLimit), o
+				if bs := fs.ds.BlockSize(); tried < len(chunk) {
+					if end := (o + uint64(tried)) / bs * bs; end > o {
+						tried = int(end - o)
+					}
+				}
 				if wrote, err = fs.diskWrite(tx, in, o, appendMode, chunk[:tried], pieceCap); err != nil {
 					return err
 				}
@@ -256,8 +262,8 @@ func (fs *FS) writeData(ino Ino, h Handle, off int64, src []byte, kill Kill, tou
 			}
 			err = ErrIO
 		}
-		if errors.Is(err, ErrNoSpace) && onDisk && uint64(tried) > fs.ds.BlockSize() {
-			diskLimit = int(max(uint64(tried)/2, fs.ds.BlockSize()))
+		if errors.Is(err, ErrNoSpace) && onDisk && triedAt%fs.ds.BlockSize()+uint64(tried) > fs.ds.BlockSize() {
+			diskLimit = max(tried/2, 1)
 			continue // the same chunk, less of it
 		}
 		if err == nil && more {

@@ -238,7 +238,13 @@ func TestWriteFillsDiskShort(t *testing.T) {
 	at, h, err := fs.Create(RootIno, "f", 0o644, O_CREAT|O_RDWR, user)
 	must(t, err)
 	const chunk = 1 << 20
-	var written []byte
+	// 1000 bytes first: every later write starts 1000 bytes into a block,
+	// and the short one must still end on a block boundary.
+	written := pattern(1000, 200)
+	n, err := fs.Write(at.Ino, h, 0, written, false)
+	if n != len(written) || err != nil {
+		t.Fatalf("first write: %d, %v", n, err)
+	}
 	short := false
 	for i := 0; i < 64; i++ {
 		data := pattern(chunk, byte(i))
@@ -255,14 +261,14 @@ func TestWriteFillsDiskShort(t *testing.T) {
 			t.Fatalf("a second short write (%d bytes, %v)", n, err)
 		}
 		short = true
-		if n%4096 != 0 {
-			t.Errorf("short write of %d bytes, not whole 4 KiB blocks", n)
+		if len(written)%4096 != 0 {
+			t.Errorf("short write of %d bytes ends %d bytes into a 4 KiB block", n, len(written)%4096)
 		}
 	}
 	if !short {
 		t.Fatalf("no write returned short before ENOSPC (%d bytes written): a write that did not fit whole stored nothing", len(written))
 	}
-	n, err := fs.Write(at.Ino, h, int64(len(written)), pattern(4096, 99), false)
+	n, err = fs.Write(at.Ino, h, int64(len(written)), pattern(4096, 99), false)
 	if n != 0 {
 		t.Fatalf("a 4 KiB write after the short one stored %d bytes", n)
 	}
