@@ -1,7 +1,10 @@
 // Package fusefs is the thin adapter between the Linux FUSE protocol and the
 // Conquest core (package conquest). It speaks bazil.org/fuse's protocol layer
 // (fuse.Mount, Conn.ReadRequest, each request's Respond) with a serve loop of
-// its own, not bazil's fs package.
+// its own, not bazil's fs package. bazil.org/fuse is built from
+// third_party/bazil-fuse, patched to negotiate max_pages: READ and WRITE
+// requests carry up to MaxRequestData (1 MiB; 128 KiB on kernels before
+// 4.20), and reply buffers are sized by the request (reply.go).
 //
 // What fusefs owns:
 //   - the serve loop (server.go): a small pool of reader goroutines (two
