@@ -189,15 +189,26 @@ func watchdogsOf(pid int) []int {
 	return dogs
 }
 
-// processAlive reports whether pid exists and is not a zombie.
+// processAlive reports whether pid exists and any of its threads has not
+// exited. The main thread of a killed process is a zombie while others may
+// still be on their way out: one that was entering read(2) on the FUSE
+// device could still take a request sent after that and end it with EIO
+// (its copy to user memory fails with the kill pending). That is the likely
+// cause, not a proven one, of a statfs of the dead mount that answered EIO
+// in one CI run (TestWatchdogAbortsStuckDaemon, session 57).
 func processAlive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X' {
+			return true
+		}
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+	return false
 }
 
 // deviceCopy returns a descriptor of this process for the FUSE device
